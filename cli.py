@@ -21,6 +21,78 @@ app.add_typer(build_data_app, name="build-data")
 # --- end build-data sudoku ---
 
 
+DEFAULT_CONFIG = "sudoku_quick.yaml"
+
+
+def _packaged_config(name: str) -> Path:
+    from importlib.resources import files
+
+    return Path(str(files("hrm_reason.configs") / name))
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def train(
+    ctx: typer.Context,
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help=f"YAML config (default: configs/{DEFAULT_CONFIG}; with --resume: the run's config.yaml)."),
+    data: Optional[Path] = typer.Option(None, "--data", help="Dataset directory (overrides data_path)."),
+    run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="Run directory (overrides run_dir)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the run in --run-dir from its latest checkpoint."),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
+) -> None:
+    """Train a model. Extra arguments are key=value overrides, e.g. arch.hidden_size=256 lr=3e-4."""
+    from hrm_reason.config import load_config
+    from hrm_reason.train import train as run_training
+
+    overrides = list(ctx.args)
+    for item in overrides:
+        if item.startswith("-"):
+            raise UserError(f"unknown option {item} (overrides are key=value; see hrm train --help)")
+    if config is None and resume and run_dir is not None and (run_dir / "config.yaml").is_file():
+        config = run_dir / "config.yaml"
+    elif config is None:
+        config = _packaged_config(DEFAULT_CONFIG)
+        typer.echo(f"no --config given: using {config}", err=True)
+    if data is not None:
+        overrides.append(f"data_path={data}")
+    if run_dir is not None:
+        overrides.append(f"run_dir={run_dir}")
+    cfg = load_config(config, overrides)
+    out = run_training(cfg, resume=resume, progress=not quiet)
+    typer.echo(f"run directory: {out}")
+
+
+@app.command("eval")
+def eval_cmd(
+    mmax: int = typer.Option(16, "--mmax", min=1, help="Segments to run (may exceed the trained halt_max_steps)."),
+    run: Optional[Path] = typer.Option(None, "--run", help="Run directory (its latest checkpoint and config)."),
+    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="Checkpoint directory or weights file (ours or an original HRM state_dict)."),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Config for --checkpoint outside a run (e.g. the original all_config.yaml)."),
+    data: Optional[Path] = typer.Option(None, "--data", help="Dataset directory (default: the config's data_path)."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the results as JSON to this file."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, help="Examples per batch (default: the config's)."),
+    max_examples: Optional[int] = typer.Option(None, "--max-examples", min=1, help="Evaluate the first N test examples only."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+) -> None:
+    """Accuracy after every segment m = 1..mmax on the test split, and the ACT (Q-head halting) result."""
+    from hrm_reason.evaluate import format_table
+    from hrm_reason.inference import evaluate_checkpoint
+
+    if (run is None) == (checkpoint is None):
+        raise UserError("give exactly one of --run DIR or --checkpoint PATH")
+    if device not in ("auto", "cpu", "cuda"):
+        raise UserError(f"--device {device}: expected auto, cpu or cuda")
+    result = evaluate_checkpoint(run or checkpoint, config, data, mmax, batch_size, max_examples, device, progress=not quiet)
+    typer.echo(format_table(result))
+    if json_out is not None:
+        import json
+
+        from hrm_reason.atomic import atomic_write_text
+
+        atomic_write_text(json_out, json.dumps(result.to_dict(), indent=2))
+        typer.echo(f"wrote {json_out}")
+
+
 def main() -> None:
     """Entry point: user errors become one line on stderr and exit code 2, never a traceback."""
     try:

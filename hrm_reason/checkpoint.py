@@ -1,0 +1,90 @@
+"""Checkpoints: weights in safetensors (with the model config in the header), training state beside them.
+
+Layout of a run directory:
+    config.yaml, metrics.jsonl, checkpoints/step_N/{model.safetensors, state.pt}, checkpoints/latest (text: step_N)
+Each checkpoint directory is written under a temporary name and renamed, and `latest` is replaced atomically, so an
+interrupted save never leaves a checkpoint that looks complete.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from hrm_reason.atomic import atomic_directory, atomic_write_text
+from hrm_reason.errors import UserError
+
+WEIGHTS = "model.safetensors"
+STATE = "state.pt"
+
+def save_checkpoint(run_dir: Path, step: int, model: nn.Module, model_config: dict[str, Any], state: dict[str, Any]) -> Path:
+    ckpt_root = run_dir / "checkpoints"
+    path = ckpt_root / f"step_{step}"
+    with atomic_directory(path, overwrite=True) as tmp:
+        tensors = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
+        save_file(tensors, str(tmp / WEIGHTS), metadata={"format": "hrm-reason", "model_config": json.dumps(model_config)})
+        torch.save(state, tmp / STATE)
+    atomic_write_text(ckpt_root / "latest", path.name)
+    return path
+
+def find_checkpoint(path: Path) -> Path:
+    """A run directory (its latest checkpoint), a checkpoint directory, or a weights file."""
+    if not path.exists():
+        raise UserError(f"checkpoint or run directory {path} not found")
+    if path.is_dir() and (path / "checkpoints" / "latest").is_file():
+        return path / "checkpoints" / (path / "checkpoints" / "latest").read_text().strip()
+    if path.is_dir() and (path / WEIGHTS).is_file():
+        return path
+    if path.is_file():
+        return path
+    raise UserError(f"{path}: no checkpoint found (expected a run directory with checkpoints/latest, or a checkpoint directory)")
+
+def read_weights(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any] | None]:
+    """Our safetensors file with its model config, or an original HRM state_dict file (config unknown: None)."""
+    file = path / WEIGHTS if path.is_dir() else path
+    if file.suffix == ".safetensors":
+        try:
+
+            with safe_open(str(file), "pt") as f:
+                meta = f.metadata() or {}
+            config = json.loads(meta["model_config"]) if "model_config" in meta else None
+            return load_file(str(file)), config
+        except (SafetensorError, OSError, json.JSONDecodeError) as e:
+            raise UserError(f"{file}: not a readable safetensors checkpoint ({e})") from None
+    try:
+        sd = torch.load(file, map_location="cpu", weights_only=True)
+    except Exception as e:  # torch raises many types for a bad file
+        raise UserError(f"{file}: not a readable checkpoint ({type(e).__name__})") from None
+    if not isinstance(sd, dict):
+        raise UserError(f"{file}: expected a state_dict")
+    return convert_original_state_dict(sd), None
+
+def convert_original_state_dict(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Key names of the original code (`[_orig_mod.]model.inner.embed_tokens.embedding_weight`, ...) to ours."""
+    out = {}
+    for key, value in sd.items():
+        key = key.removeprefix("_orig_mod.").removeprefix("model.")
+        key = key.replace(".embedding_weight", ".weight")
+        out[key] = value
+    return out
+
+def load_weights(model: nn.Module, weights: dict[str, torch.Tensor], source: Path) -> None:
+    """Strict load with one-line errors: missing or unexpected keys, or shapes of another config."""
+    own = model.state_dict()
+    missing = sorted(set(own) - set(weights))
+    unexpected = sorted(set(weights) - set(own))
+    if missing or unexpected:
+        what = f"missing {missing[:3]}" if missing else f"unexpected {unexpected[:3]}"
+        raise UserError(f"{source}: checkpoint does not match this model ({what}); was it trained with another arch?")
+    for key, value in weights.items():
+        if value.shape != own[key].shape:
+            raise UserError(
+                f"{source}: checkpoint tensor '{key}' has shape {tuple(value.shape)}, this config expects {tuple(own[key].shape)}"
+            )
+    model.load_state_dict({k: v.to(own[k].dtype) for k, v in weights.items()})

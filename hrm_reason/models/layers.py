@@ -1,0 +1,130 @@
+"""Building blocks shared by the puzzle models: init, RMSNorm, rotary embedding, attention (SDPA), SwiGLU.
+
+Weights are kept in fp32 and cast to the activation dtype at use (as the original HRM does), so the same module runs
+in fp32 on a CPU and in bf16 on a GPU without autocast.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from einops import rearrange
+from torch import nn
+
+
+def trunc_normal_init_(
+    tensor: torch.Tensor, std: float = 1.0, lower: float = -2.0, upper: float = 2.0, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """Truncated normal whose *actual* std equals `std` (JAX-style); torch's trunc_normal_ gives a smaller std."""
+    with torch.no_grad():
+        if std == 0:
+            return tensor.zero_()
+        sqrt2 = math.sqrt(2)
+        a, b = math.erf(lower / sqrt2), math.erf(upper / sqrt2)
+        z = (b - a) / 2
+        c = (2 * math.pi) ** -0.5
+        pdf_u, pdf_l = c * math.exp(-0.5 * upper**2), c * math.exp(-0.5 * lower**2)
+        comp_std = std / math.sqrt(1 - (upper * pdf_u - lower * pdf_l) / z - ((pdf_u - pdf_l) / z) ** 2)
+        sample = torch.empty(tensor.shape, dtype=torch.float32, device=tensor.device).uniform_(a, b, generator=generator)
+        sample.erfinv_().mul_(sqrt2 * comp_std).clip_(lower * comp_std, upper * comp_std)
+        return tensor.copy_(sample)
+
+
+def rms_norm(x: torch.Tensor, eps: float) -> torch.Tensor:
+    """Scale-free RMSNorm computed in fp32."""
+    dtype = x.dtype
+    x = x.float()
+    return (x * torch.rsqrt(x.square().mean(-1, keepdim=True) + eps)).to(dtype)
+
+
+class CastedLinear(nn.Module):
+    """Linear layer with truncated LeCun-normal init whose weights are cast to the input dtype."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = False) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(trunc_normal_init_(torch.empty(out_features, in_features), std=in_features**-0.5))
+        self.bias = nn.Parameter(torch.zeros(out_features)) if bias else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        bias = None if self.bias is None else self.bias.to(x.dtype)
+        return F.linear(x, self.weight.to(x.dtype), bias)
+
+
+class CastedEmbedding(nn.Module):
+    def __init__(self, num_embeddings: int, embedding_dim: int, init_std: float, cast_to: torch.dtype) -> None:
+        super().__init__()
+        self.cast_to = cast_to
+        self.weight = nn.Parameter(trunc_normal_init_(torch.empty(num_embeddings, embedding_dim), std=init_std))
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return F.embedding(ids, self.weight.to(self.cast_to))
+
+
+class RotaryEmbedding(nn.Module):
+    """cos/sin tables of the rotate-half RoPE convention, fp32, not saved in checkpoints."""
+
+    def __init__(self, dim: int, max_position_embeddings: int, base: float) -> None:
+        super().__init__()
+        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+        freqs = torch.outer(torch.arange(max_position_embeddings, dtype=torch.float32), inv_freq)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        self.cos = nn.Buffer(emb.cos(), persistent=False)
+        self.sin = nn.Buffer(emb.sin(), persistent=False)
+
+    def forward(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.cos, self.sin
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def apply_rotary_pos_emb(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate x [B, H, S, D] in fp32 and cast back."""
+    dtype = x.dtype
+    x = x.float()
+    return (x * cos + _rotate_half(x) * sin).to(dtype)
+
+
+class Attention(nn.Module):
+    """Multi-head attention with one fused, bias-free QKV projection, through PyTorch SDPA."""
+
+    def __init__(self, hidden_size: int, num_heads: int, causal: bool = False) -> None:
+        super().__init__()
+        if hidden_size % num_heads:
+            raise ValueError(f"hidden_size {hidden_size} is not divisible by num_heads {num_heads}")
+        self.num_heads = num_heads
+        self.head_dim = hidden_size // num_heads
+        self.causal = causal
+        self.qkv_proj = CastedLinear(hidden_size, 3 * hidden_size, bias=False)
+        self.o_proj = CastedLinear(hidden_size, hidden_size, bias=False)
+
+    def forward(self, hidden_states: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
+        qkv = rearrange(self.qkv_proj(hidden_states), "b s (n h d) -> n b h s d", n=3, h=self.num_heads)
+        q, k, v = qkv.unbind(0)
+        if cos_sin is not None:
+            cos, sin = cos_sin
+            q, k = apply_rotary_pos_emb(q, cos, sin), apply_rotary_pos_emb(k, cos, sin)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
+        return self.o_proj(rearrange(out, "b h s d -> b s (h d)"))
+
+
+def swiglu_intermediate_size(hidden_size: int, expansion: float) -> int:
+    """round(expansion * hidden * 2/3), rounded up to a multiple of 256, as the original."""
+    inter = round(expansion * hidden_size * 2 / 3)
+    return -(inter // -256) * 256
+
+
+class SwiGLU(nn.Module):
+    def __init__(self, hidden_size: int, expansion: float) -> None:
+        super().__init__()
+        inter = swiglu_intermediate_size(hidden_size, expansion)
+        self.gate_up_proj = CastedLinear(hidden_size, 2 * inter, bias=False)
+        self.down_proj = CastedLinear(inter, hidden_size, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+        return self.down_proj(F.silu(gate) * up)

@@ -1,0 +1,69 @@
+"""Optimizers and the learning-rate schedule of the original training recipe."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import torch
+from torch.optim import Optimizer
+
+
+class AdamAtan2(Optimizer):
+    """Adam with atan2 in place of m / (sqrt(v) + eps): scale-invariant and eps-free.
+
+    The update is the one of the original fused CUDA kernel (`adam-atan2`):
+        p <- p * (1 - lr * wd);  m, v <- EMAs of g, g^2
+        p <- p - lr / (1 - b1^t) * atan2(m, sqrt(v) / sqrt(1 - b2^t))
+    `adam-atan2-pytorch` differs (bias correction inside atan2, a scale of 1.27), so it is not used here.
+    """
+
+    def __init__(
+        self, params: Iterable[torch.Tensor], lr: float = 1e-4, betas: tuple[float, float] = (0.9, 0.95), weight_decay: float = 0.0
+    ) -> None:
+        if lr < 0 or weight_decay < 0 or not all(0.0 <= b < 1.0 for b in betas):
+            raise ValueError(f"invalid AdamAtan2 settings: lr={lr}, betas={betas}, weight_decay={weight_decay}")
+        super().__init__(params, dict(lr=lr, betas=betas, weight_decay=weight_decay))
+
+    @torch.no_grad()
+    def step(self, closure=None):  # type: ignore[override]
+        for group in self.param_groups:
+            lr, wd, (beta1, beta2) = group["lr"], group["weight_decay"], group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if not state:
+                    state["step"] = torch.zeros((), dtype=torch.float32)
+                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                state["step"] += 1
+                t = state["step"].item()
+                grad = p.grad.float() if p.grad.dtype != p.dtype else p.grad
+                m, v = state["exp_avg"], state["exp_avg_sq"]
+                p.mul_(1 - lr * wd)
+                m.lerp_(grad, 1 - beta1)
+                v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+                step_size = lr / (1 - beta1**t)
+                p.add_(torch.atan2(m, v.sqrt() / math.sqrt(1 - beta2**t)), alpha=-step_size)
+        return None
+
+
+def make_adam_atan2(params: Iterable[torch.Tensor], lr: float, betas: tuple[float, float], weight_decay: float, device: torch.device) -> Optimizer:
+    """The fused CUDA kernel when it is installed (extra `[cuda]`) and we are on CUDA; the portable one otherwise."""
+    if device.type == "cuda":
+        try:
+            from adam_atan2 import AdamATan2 as FusedAdamATan2  # type: ignore[import-not-found]
+
+            return FusedAdamATan2(params, lr=lr, betas=betas, weight_decay=weight_decay)
+        except ImportError:
+            pass
+    return AdamAtan2(params, lr=lr, betas=betas, weight_decay=weight_decay)
+
+
+def cosine_schedule_with_warmup(step: int, base_lr: float, warmup_steps: int, total_steps: int, min_ratio: float) -> float:
+    """Linear warmup from 0 (step counts from 1), then cosine from base_lr to min_ratio * base_lr."""
+    if step < warmup_steps:
+        return base_lr * step / max(1, warmup_steps)
+    progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
+    return base_lr * (min_ratio + max(0.0, (1 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))))

@@ -1,0 +1,336 @@
+"""The training loop: one ACT segment per optimizer step (deep supervision), periodic evaluation, checkpoints, resume.
+
+Step accounting follows the original: total steps = epochs * groups * mean examples per puzzle / global batch, run as
+epochs / eval_interval iterations with an evaluation and a checkpoint after each. Halted batch slots are refilled
+from the loader; the others keep their example and detached state for the next step.
+Under torchrun each process takes its slice of the global batch and gradients are summed across processes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from tqdm import tqdm
+
+from hrm_reason.atomic import atomic_write_text
+from hrm_reason.checkpoint import STATE, find_checkpoint, load_weights, read_weights, save_checkpoint
+from hrm_reason.config import TrainConfig, save_config
+from hrm_reason.data import PuzzleSplit, TrainSampler, load_split, total_train_steps
+from hrm_reason.errors import UserError
+from hrm_reason.evaluate import EvalResult, evaluate
+from hrm_reason.losses import act_loss
+from hrm_reason.models.hrm import Carry, InnerCarry
+from hrm_reason.models.registry import build_model
+from hrm_reason.models.sparse_embedding import SparseSignSGD
+from hrm_reason.optim import cosine_schedule_with_warmup, make_adam_atan2
+
+
+class TrainingDiverged(UserError):
+    pass
+
+
+def resolve_device(name: str, local_rank: int = 0) -> torch.device:
+    if name == "cuda" and not torch.cuda.is_available():
+        raise UserError("device=cuda was asked for but CUDA is not available; use device=cpu or device=auto")
+    if name == "cuda" or (name == "auto" and torch.cuda.is_available()):
+        torch.cuda.set_device(local_rank)
+        return torch.device("cuda", local_rank)
+    return torch.device("cpu")
+
+
+def default_run_dir(config: TrainConfig) -> Path:
+    return Path("runs") / f"{Path(config.data_path).name}-{config.arch.name}-seed{config.seed}"
+
+
+class MetricsLog:
+    """metrics.jsonl: one flat JSON object per logged step or evaluation, appended and flushed."""
+
+    def __init__(self, path: Path, resume_step: int | None) -> None:
+        self.path = path
+        if resume_step is not None and path.exists():
+            # Drop what was logged after the checkpoint we resume from, so the log matches the run.
+            kept = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= resume_step]
+            atomic_write_text(path, "".join(line + "\n" for line in kept))
+        elif resume_step is None:
+            atomic_write_text(path, "")
+        self.file = path.open("a")
+
+    def write(self, record: dict[str, Any]) -> None:
+        self.file.write(json.dumps(record) + "\n")
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()
+
+
+class ExternalLogger:
+    """wandb or tensorboard, only when installed and asked for."""
+
+    def __init__(self, kind: str, config: TrainConfig, run_dir: Path) -> None:
+        self.kind, self.impl = kind, None
+        if kind == "wandb":
+            try:
+                import wandb  # type: ignore[import-not-found]
+            except ImportError:
+                raise UserError("logger=wandb but wandb is not installed (pip install 'hrm-reason[wandb]')") from None
+            self.impl = wandb.init(project=config.project_name or "hrm-reason", name=config.run_name or run_dir.name, config=config.model_dump(), dir=str(run_dir))
+        elif kind == "tensorboard":
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError:
+                raise UserError("logger=tensorboard but tensorboard is not installed (pip install 'hrm-reason[tensorboard]')") from None
+            self.impl = SummaryWriter(str(run_dir / "tensorboard"))
+
+    def log(self, record: dict[str, Any]) -> None:
+        if self.impl is None:
+            return
+        step = record["step"]
+        values = {k: v for k, v in record.items() if k != "step" and isinstance(v, (int, float))}
+        if self.kind == "wandb":
+            self.impl.log(values, step=step)
+        else:
+            for k, v in values.items():
+                self.impl.add_scalar(k, v, step)
+
+    def close(self) -> None:
+        if self.impl is not None:
+            self.impl.finish() if self.kind == "wandb" else self.impl.close()
+
+
+class StopRequest:
+    """First Ctrl-C asks the loop to stop after the current step and checkpoint; a second one stops at once."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: Any = None
+
+    def __enter__(self) -> StopRequest:
+        def handler(signum: int, frame: Any) -> None:
+            if self.requested:
+                raise KeyboardInterrupt
+            self.requested = True
+
+        try:
+            self._previous = signal.signal(signal.SIGINT, handler)
+        except ValueError:  # not in the main thread
+            self._previous = None
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+
+def _carry_to_state(carry: Carry | None) -> dict[str, Any] | None:
+    if carry is None:
+        return None
+    return {"z_H": carry.inner_carry.z_H.cpu(), "z_L": carry.inner_carry.z_L.cpu(), "steps": carry.steps.cpu(), "halted": carry.halted.cpu(),
+            "current_data": {k: v.cpu() for k, v in carry.current_data.items()}}
+
+
+def _carry_from_state(state: dict[str, Any] | None, device: torch.device) -> Carry | None:
+    if state is None:
+        return None
+    return Carry(InnerCarry(state["z_H"].to(device), state["z_L"].to(device)), state["steps"].to(device), state["halted"].to(device),
+                 {k: v.to(device) for k, v in state["current_data"].items()})
+
+
+def _flat_eval(result: EvalResult, halt_max_steps: int) -> dict[str, float]:
+    """eval/* keys at the trained number of segments, as the original's periodic evaluation reports them."""
+    m = min(halt_max_steps, result.mmax) - 1
+    return {
+        "eval/count": result.count,
+        "eval/exact_accuracy": result.exact_accuracy[m],
+        "eval/accuracy": result.token_accuracy[m],
+        "eval/lm_loss": result.lm_loss,
+        "eval/q_halt_accuracy": result.q_halt_accuracy,
+        "eval/act_exact_accuracy": result.act_exact_accuracy,
+        "eval/steps": result.act_mean_segments,
+    }
+
+
+def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> Path:
+    """Train (or resume) a run; returns the run directory."""
+    distributed = "LOCAL_RANK" in os.environ
+    rank, world_size, local_rank = 0, 1, int(os.environ.get("LOCAL_RANK", 0))
+    if distributed:
+        backend = "nccl" if torch.cuda.is_available() and config.device != "cpu" else "gloo"
+        dist.init_process_group(backend)
+        rank, world_size = dist.get_rank(), dist.get_world_size()
+    device = resolve_device(config.device, local_rank)
+    run_dir = Path(config.run_dir) if config.run_dir else default_run_dir(config)
+
+    train_split = load_split(config.data_path, "train")
+    test_split = load_split(config.data_path, "test")
+    _check_compatible(train_split, test_split)
+    meta = train_split.metadata
+
+    total_steps = total_train_steps(meta, config.epochs, config.global_batch_size)
+    if config.max_steps is not None:
+        total_steps = min(total_steps, config.max_steps)
+    if total_steps < 1:
+        raise UserError(f"{config.data_path}: the run has no step: epochs * groups / global_batch_size < 1 (lower global_batch_size)")
+    total_iters = config.epochs // config.eval_interval
+    sampler = TrainSampler(train_split, config.global_batch_size, config.eval_interval, config.seed, rank, world_size)
+
+    model = build_model(config.arch, meta, device, config.seed)
+    model_config = model.config.model_dump()
+    if distributed:
+        for t in list(model.parameters()) + list(model.buffers()):
+            dist.broadcast(t.data, src=0)
+    optimizer = make_adam_atan2(model.parameters(), lr=config.lr, betas=(config.beta1, config.beta2), weight_decay=config.weight_decay, device=device)
+    sparse_opt = SparseSignSGD(model.puzzle_emb, config.puzzle_emb_lr, config.puzzle_emb_weight_decay) if model.puzzle_emb is not None else None
+    generator = torch.Generator(device=device)
+    generator.manual_seed(config.seed + rank)
+
+    step, iteration, batch_in_iter, carry = 0, 0, 0, None
+    if resume:
+        ckpt = find_checkpoint(run_dir)
+        weights, saved_config = read_weights(ckpt)
+        if saved_config is not None and saved_config != model_config:
+            diff = sorted(k for k in model_config if saved_config.get(k) != model_config[k])
+            raise UserError(f"{ckpt}: checkpoint was trained with another config ({', '.join(f'{k}={saved_config.get(k)}' for k in diff[:3])})")
+        load_weights(model, weights, ckpt)
+        state = torch.load(ckpt / STATE, map_location="cpu", weights_only=False)
+        optimizer.load_state_dict(state["optimizer"])
+        step, iteration, batch_in_iter = state["step"], state["iteration"], state["batch_in_iter"]
+        generator.set_state(state["generator"])
+        carry = _carry_from_state(state["carry"], device)
+    elif rank == 0 and run_dir.exists() and any(run_dir.iterdir()):
+        raise UserError(f"run directory {run_dir} is not empty: pass --resume to continue it, or choose another --run-dir")
+
+    is_main = rank == 0
+    if is_main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        save_config(config.model_copy(update={"run_dir": str(run_dir)}), run_dir / "config.yaml")
+        metrics = MetricsLog(run_dir / "metrics.jsonl", step if resume else None)
+        external = ExternalLogger(config.logger, config, run_dir)
+        if not resume:
+            num_params = sum(p.numel() for p in model.parameters())
+            metrics.write({"step": 0, "num_params": num_params})
+
+    def checkpoint() -> None:
+        if is_main:
+            state = {"optimizer": optimizer.state_dict(), "step": step, "iteration": iteration, "batch_in_iter": batch_in_iter,
+                     "generator": generator.get_state(), "carry": _carry_to_state(carry)}
+            save_checkpoint(run_dir, step, model, model_config, state)
+
+    def run_eval() -> None:
+        eval_bs = config.eval_global_batch_size or config.global_batch_size
+        result = evaluate(model, test_split, config.arch.halt_max_steps, eval_bs, device, config.arch.loss.loss_type,
+                          config.eval_max_examples, rank, world_size, progress=progress and is_main)
+        if is_main:
+            record = {"step": step, **_flat_eval(result, config.arch.halt_max_steps)}
+            metrics.write(record)
+            external.log(record)
+            tqdm.write(f"step {step}: eval exact_accuracy {record['eval/exact_accuracy']:.4f}, token accuracy {record['eval/accuracy']:.4f}")
+
+    bar = tqdm(total=total_steps, initial=step, desc="train", unit="step", disable=not (progress and is_main), dynamic_ncols=True)
+    examples_seen, t0 = 0, time.perf_counter()
+    model.train()
+    stopped = False
+    try:
+        with StopRequest() as stop:
+            while iteration < total_iters and step < total_steps and not stopped:
+                for batch in sampler.batches(iteration, batch_in_iter):
+                    if step >= total_steps:
+                        break
+                    batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+                    if carry is None:
+                        carry = model.initial_carry(batch)
+                    lr_this = cosine_schedule_with_warmup(step + 1, config.lr, config.lr_warmup_steps, total_steps, config.lr_min_ratio)
+                    emb_lr = cosine_schedule_with_warmup(step + 1, config.puzzle_emb_lr, config.lr_warmup_steps, total_steps, config.lr_min_ratio)
+
+                    new_carry, outputs = model(carry, batch, generator=generator)
+                    loss, m = act_loss(outputs, new_carry.current_data["labels"], new_carry.halted, new_carry.steps, config.arch.loss.loss_type)
+                    if not torch.isfinite(loss):
+                        raise TrainingDiverged(
+                            f"loss became {loss.item()} at step {step + 1}; stopped without saving this step. "
+                            f"The last good checkpoint is kept in {run_dir / 'checkpoints'} (try a lower lr)"
+                        )
+                    (loss / config.global_batch_size).backward()
+                    if world_size > 1:
+                        for p in model.parameters():
+                            if p.grad is not None:
+                                dist.all_reduce(p.grad)
+                    for group in optimizer.param_groups:
+                        group["lr"] = lr_this
+                    optimizer.step()
+                    optimizer.zero_grad(set_to_none=True)
+                    if sparse_opt is not None:
+                        sparse_opt.lr = emb_lr
+                        sparse_opt.step()
+                        sparse_opt.zero_grad()
+
+                    carry = new_carry
+                    step += 1
+                    batch_in_iter += 1
+                    examples_seen += config.global_batch_size
+                    record = _train_record(m, step, lr_this, config.global_batch_size, world_size)
+                    if is_main:
+                        metrics.write(record)
+                        external.log(record)
+                        rate = examples_seen / (time.perf_counter() - t0)
+                        bar.set_postfix(loss=f"{record['train/lm_loss']:.3f}", exact=f"{record.get('train/exact_accuracy', 0):.3f}",
+                                        segs=f"{record.get('train/steps', 0):.1f}", ex_s=f"{rate:.0f}", refresh=False)
+                        bar.update(1)
+                    if stop.requested:
+                        stopped = True
+                        break
+                else:
+                    iteration, batch_in_iter = iteration + 1, 0
+                    run_eval()
+                    if config.checkpoint_every_eval or iteration >= total_iters:
+                        checkpoint()
+                    continue
+                break
+            if stopped:
+                checkpoint()
+                if is_main:
+                    tqdm.write(f"stopped at step {step}; checkpoint written. Resume with: hrm train --run-dir {run_dir} --resume")
+            elif step >= total_steps and batch_in_iter > 0:
+                # The step cap ended the run inside an iteration: evaluate and save the final state.
+                run_eval()
+                checkpoint()
+    finally:
+        bar.close()
+        if is_main:
+            metrics.close()
+            external.close()
+        if distributed:
+            dist.destroy_process_group()
+    if stopped:
+        raise KeyboardInterrupt
+    return run_dir
+
+
+def _train_record(m: dict[str, torch.Tensor], step: int, lr: float, global_batch_size: int, world_size: int) -> dict[str, Any]:
+    keys = sorted(m)
+    values = torch.stack([m[k].double() for k in keys])
+    if world_size > 1:
+        dist.all_reduce(values)
+    stats = dict(zip(keys, values.tolist()))
+    count = stats.pop("count")
+    record: dict[str, Any] = {"step": step, "train/lr": lr, "train/count": count}
+    for k, v in stats.items():
+        if k.endswith("loss"):
+            record[f"train/{k}"] = v / global_batch_size
+        elif count > 0:
+            record[f"train/{k}"] = v / count
+    return record
+
+
+def _check_compatible(train: PuzzleSplit, test: PuzzleSplit) -> None:
+    a, b = train.metadata, test.metadata
+    for field in ("seq_len", "vocab_size", "num_puzzle_identifiers"):
+        if getattr(a, field) != getattr(b, field):
+            raise UserError(f"{test.path / 'dataset.json'}: {field} {getattr(b, field)} differs from train's {getattr(a, field)}")

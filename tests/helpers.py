@@ -1,0 +1,61 @@
+"""Test helpers: a tiny dataset written straight from the original format spec (not through our builders)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from hrm_reason.config import TrainConfig, load_config
+
+
+def latin_4x4(rng: np.random.Generator) -> np.ndarray:
+    """A random valid 4x4 Sudoku solution (values 1..4)."""
+    base = np.array([[1, 2, 3, 4], [3, 4, 1, 2], [2, 1, 4, 3], [4, 3, 2, 1]])
+    base = base[np.concatenate([rng.permutation(2), 2 + rng.permutation(2)])][:, np.concatenate([rng.permutation(2), 2 + rng.permutation(2)])]
+    relabel = np.concatenate([[0], rng.permutation(4) + 1])
+    return relabel[base]
+
+
+def write_original_layout(root: Path, n_train_groups: int = 24, n_test: int = 16, per_group: int = 2, seed: int = 0) -> Path:
+    """<root>/{train,test}/dataset.json + all__*.npy + identifiers.json, exactly as the original HRM builders write."""
+    rng = np.random.default_rng(seed)
+
+    def split(n_groups: int, per: int) -> dict[str, np.ndarray]:
+        inputs, labels = [], []
+        for _ in range(n_groups * per):
+            sol = latin_4x4(rng)
+            puzzle = np.where(rng.random((4, 4)) < 0.5, 0, sol)
+            inputs.append(puzzle.reshape(-1) + 1)
+            labels.append(sol.reshape(-1) + 1)
+        n = n_groups * per
+        return {
+            "inputs": np.array(inputs, dtype=np.int32),
+            "labels": np.array(labels, dtype=np.int32),
+            "puzzle_identifiers": np.zeros(n, dtype=np.int32),
+            "puzzle_indices": np.arange(n + 1, dtype=np.int32),
+            "group_indices": np.arange(0, n + 1, per, dtype=np.int32),
+        }
+
+    for name, arrays, groups in (("train", split(n_train_groups, per_group), n_train_groups), ("test", split(n_test, 1), n_test)):
+        d = root / name
+        d.mkdir(parents=True)
+        for key, arr in arrays.items():
+            np.save(d / f"all__{key}.npy", arr)
+        meta = {
+            "pad_id": 0, "ignore_label_id": 0, "blank_identifier_id": 0, "vocab_size": 6, "seq_len": 16,
+            "num_puzzle_identifiers": 1, "total_groups": groups, "mean_puzzle_examples": 1.0, "sets": ["all"],
+        }
+        (d / "dataset.json").write_text(json.dumps(meta))
+    (root / "identifiers.json").write_text(json.dumps(["<blank>"]))
+    return root
+
+
+def tiny_config(data: Path, run_dir: Path, *overrides: str) -> TrainConfig:
+    base = [
+        f"data_path={data}", f"run_dir={run_dir}", "global_batch_size=8", "epochs=4", "eval_interval=2",
+        "arch.hidden_size=32", "arch.num_heads=2", "arch.H_layers=1", "arch.L_layers=1", "arch.H_cycles=2", "arch.L_cycles=2",
+        "arch.halt_max_steps=3", "lr=1e-3", "lr_warmup_steps=2", "puzzle_emb_lr=1e-2", "seed=0",
+    ]
+    return load_config(None, base + list(overrides))
