@@ -81,6 +81,7 @@ class TrainConfig(StrictModel):
     eval_global_batch_size: int | None = Field(None, gt=0, description="None: global_batch_size")
     eval_max_examples: int | None = Field(None, gt=0, description="evaluate on the first N test examples only")
     checkpoint_every_eval: bool = True
+    checkpoint_every_steps: int | None = Field(None, gt=0, description="also checkpoint every N steps (long iterations)")
     logger: Literal["none", "wandb", "tensorboard"] = "none"
 
     # Accepted so that the original code's all_config.yaml loads; not used.

@@ -286,6 +286,8 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> P
                     if stop.requested:
                         stopped = True
                         break
+                    if config.checkpoint_every_steps and step % config.checkpoint_every_steps == 0:
+                        checkpoint()
                 else:
                     iteration, batch_in_iter = iteration + 1, 0
                     run_eval()

@@ -1,0 +1,201 @@
+"""The HRM model: sizes, one-step gradient, ACT halting, exploration, reset and Q targets."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from hrm_reason.config import ArchConfig
+from hrm_reason.data import PuzzleDatasetMetadata
+from hrm_reason.losses import act_loss
+from hrm_reason.models.hrm import HRM, HRMConfig
+from hrm_reason.models.layers import swiglu_intermediate_size, trunc_normal_init_
+from hrm_reason.models.registry import build_model
+
+CPU = torch.device("cpu")
+
+
+def small_model(**overrides) -> HRM:
+    cfg = dict(seq_len=16, vocab_size=6, num_puzzle_identifiers=3, hidden_size=32, num_heads=2, H_layers=1, L_layers=1,
+               H_cycles=2, L_cycles=3, halt_max_steps=4, halt_exploration_prob=0.0, puzzle_emb_ndim=32)
+    cfg.update(overrides)
+    torch.manual_seed(0)
+    return HRM(HRMConfig(**cfg))
+
+
+def batch(n: int = 4, seed: int = 0) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return {
+        "inputs": torch.randint(1, 6, (n, 16), generator=g, dtype=torch.int32),
+        "labels": torch.randint(2, 6, (n, 16), generator=g, dtype=torch.int32),
+        "puzzle_identifiers": torch.randint(0, 3, (n,), generator=g, dtype=torch.int32),
+    }
+
+
+def meta(vocab: int, seq_len: int) -> PuzzleDatasetMetadata:
+    return PuzzleDatasetMetadata(pad_id=0, ignore_label_id=0, blank_identifier_id=0, vocab_size=vocab, seq_len=seq_len,
+                                 num_puzzle_identifiers=1, total_groups=1, mean_puzzle_examples=1.0, sets=["all"])
+
+
+@pytest.mark.parametrize("vocab,seq_len,expected", [(11, 81, 27_275_266), (12, 900, 27_276_290), (6, 900, 27_270_146)])
+def test_paper_parameter_count(vocab: int, seq_len: int, expected: int) -> None:
+    with torch.device("meta"):
+        model = HRM(HRMConfig(seq_len=seq_len, vocab_size=vocab, num_puzzle_identifiers=1))
+    assert sum(p.numel() for p in model.parameters()) == expected
+    assert swiglu_intermediate_size(512, 4) == 1536
+    # The puzzle table is a buffer (saved, not counted), H_init/L_init are fixed buffers.
+    assert "inner.puzzle_emb.weights" in model.state_dict() and "inner.H_init" in model.state_dict()
+
+
+def test_trunc_normal_has_requested_std() -> None:
+    x = trunc_normal_init_(torch.empty(200_000), std=0.5, generator=torch.Generator().manual_seed(0))
+    assert abs(x.std().item() - 0.5) < 0.005
+    assert x.abs().max().item() <= 2 * 0.5 / math.sqrt(0.7737) + 1e-6  # truncated at 2 "corrected" sigmas
+
+
+def test_gradient_reaches_only_last_L_and_H_applications() -> None:
+    model = small_model()
+    model.train()
+    calls: list[tuple[str, bool]] = []
+    model.inner.L_level.register_forward_hook(lambda m, i, o: calls.append(("L", o.requires_grad)))
+    model.inner.H_level.register_forward_hook(lambda m, i, o: calls.append(("H", o.requires_grad)))
+    b = batch()
+    carry = model.initial_carry(b)
+    carry, out = model(carry, b)
+    # First call: the main segment (H_cycles*L_cycles L's and H_cycles H's), then the Q-target segment (all no-grad).
+    H, L = model.config.H_cycles, model.config.L_cycles
+    main = calls[: H * L + H]
+    assert [c[0] for c in main] == (["L"] * L + ["H"]) * H
+    assert [c[1] for c in main] == [False] * (H * L + H - 2) + [True, True]
+    assert not any(c[1] for c in calls[H * L + H :])
+    assert len(calls) == 2 * (H * L + H)
+
+    loss, _ = act_loss(out, carry.current_data["labels"], carry.halted, carry.steps, "stablemax_cross_entropy")
+    loss.backward()
+    inner = model.inner
+    for p in [inner.embed_tokens.weight, inner.lm_head.weight, inner.q_head.weight, inner.q_head.bias]:
+        assert p.grad is not None and p.grad.abs().sum() > 0
+    for p in inner.parameters():
+        assert p.grad is not None and torch.isfinite(p.grad).all()
+    assert inner.puzzle_emb.local_weights.grad.abs().sum() > 0
+    assert not inner.H_init.requires_grad and not inner.L_init.requires_grad
+    assert not carry.inner_carry.z_H.requires_grad and not carry.inner_carry.z_L.requires_grad
+
+
+def test_one_step_gradient_matches_manual_computation() -> None:
+    """With H=L=2 the segment runs L, L, H, L without gradient, then L and H with it; the weights' gradient is that of
+    the last two applications alone."""
+    model = small_model(H_cycles=2, L_cycles=2)
+    model.eval()
+    b = batch()
+    carry = model.inner.reset_carry(torch.ones(4, dtype=torch.bool), model.inner.empty_carry(4, CPU))
+    _, logits, _ = model.inner(carry, b)
+    logits.float().square().mean().backward()
+    got = model.inner.L_level.layers[0].mlp.down_proj.weight.grad.clone()
+    model.zero_grad()
+
+    inner = model.inner
+    cos_sin = inner.rotary_emb()
+    x = inner.input_embeddings(b["inputs"], b["puzzle_identifiers"])
+    with torch.no_grad():
+        z_H, z_L = carry.z_H, carry.z_L
+        z_L = inner.L_level(z_L, z_H + x, cos_sin)
+        z_L = inner.L_level(z_L, z_H + x, cos_sin)
+        z_H = inner.H_level(z_H, z_L, cos_sin)
+        z_L = inner.L_level(z_L, z_H + x, cos_sin)
+    z_L = inner.L_level(z_L, z_H + x, cos_sin)
+    z_H = inner.H_level(z_H, z_L, cos_sin)
+    inner.lm_head(z_H)[:, inner.puzzle_emb_len :].float().square().mean().backward()
+    torch.testing.assert_close(got, inner.L_level.layers[0].mlp.down_proj.weight.grad)
+
+
+def test_halting_follows_q_head_in_training_and_budget_in_eval() -> None:
+    model = small_model(halt_max_steps=4)
+    b = batch()
+    model.train()
+    with torch.no_grad():
+        model.inner.q_head.bias.copy_(torch.tensor([5.0, -5.0]))  # q_halt > q_continue everywhere
+    carry, _ = model(model.initial_carry(b), b)
+    assert carry.halted.all() and (carry.steps == 1).all()
+
+    with torch.no_grad():
+        model.inner.q_head.bias.copy_(torch.tensor([-5.0, 5.0]))  # never asks to halt
+    carry = model.initial_carry(b)
+    for step in range(1, 5):
+        carry, _ = model(carry, b)
+        assert (carry.steps == step).all()
+        assert carry.halted.all() == (step == 4)
+
+    model.eval()
+    with torch.no_grad():
+        model.inner.q_head.bias.copy_(torch.tensor([5.0, -5.0]))
+    carry = model.initial_carry(b)
+    for step in range(1, 7):
+        carry, _ = model(carry, b, halt_max_steps=6)
+        assert carry.halted.all() == (step == 6)
+
+
+def test_exploration_delays_halting_to_min_halt_steps() -> None:
+    model = small_model(halt_max_steps=5, halt_exploration_prob=1.0)
+    model.train()
+    with torch.no_grad():
+        model.inner.q_head.bias.copy_(torch.tensor([5.0, -5.0]))  # would halt at once without exploration
+    b = batch(n=64)
+    g = torch.Generator().manual_seed(1)
+    carry = model.initial_carry(b)
+    halt_step = torch.zeros(64, dtype=torch.int32)
+    for _ in range(5):
+        carry, _ = model(carry, b, generator=g)
+        halt_step = torch.where((halt_step == 0) & carry.halted, carry.steps, halt_step)
+    assert (halt_step >= 2).all() and (halt_step <= 5).all()
+    assert len(set(halt_step.tolist())) >= 3  # min-halt steps are drawn from [2, halt_max_steps]
+
+
+def test_halted_rows_are_reset_and_refilled() -> None:
+    model = small_model(halt_max_steps=3)
+    model.train()
+    b1, b2 = batch(seed=1), batch(seed=2)
+    carry, _ = model(model.initial_carry(b1), b1)
+    carry.halted = torch.tensor([True, False, True, False])
+    z_H_before = carry.inner_carry.z_H.clone()
+    reset = model.inner.reset_carry(carry.halted, carry.inner_carry)
+    assert torch.equal(reset.z_H[0], model.inner.H_init.expand_as(reset.z_H[0]))
+    assert torch.equal(reset.z_L[2], model.inner.L_init.expand_as(reset.z_L[2]))
+    assert torch.equal(reset.z_H[1], z_H_before[1])
+    new, _ = model(carry, b2)
+    for k in b1:
+        assert torch.equal(new.current_data[k][0], b2[k][0]) and torch.equal(new.current_data[k][2], b2[k][2])
+        assert torch.equal(new.current_data[k][1], b1[k][1]) and torch.equal(new.current_data[k][3], b1[k][3])
+    assert new.steps.tolist() == [1, 2, 1, 2]
+
+
+def test_q_target_is_next_segments_q_values() -> None:
+    model = small_model(halt_max_steps=2)
+    model.train()
+    with torch.no_grad():
+        # q_continue = q_halt + 1 everywhere: the max picks q_continue, the last step must pick q_halt.
+        model.inner.q_head.weight.normal_(0, 1.0)
+        model.inner.q_head.weight[1] = model.inner.q_head.weight[0]
+        model.inner.q_head.bias.copy_(torch.tensor([0.0, 1.0]))
+    b = batch(n=16)
+    carry = model.initial_carry(b)
+    for step in (1, 2):
+        carry, out = model(carry, b)
+        with torch.no_grad():
+            _, _, (nh, nc) = model.inner(carry.inner_carry, carry.current_data)
+        expected = torch.sigmoid(nh) if step == 2 else torch.sigmoid(torch.maximum(nh, nc))
+        torch.testing.assert_close(out["target_q_continue"], expected)
+
+
+def test_build_model_is_seeded_and_leaves_global_rng_alone() -> None:
+    arch = ArchConfig(hidden_size=32, num_heads=2, H_layers=1, L_layers=1)
+    state = torch.random.get_rng_state()
+    a = build_model(arch, meta(6, 16), CPU, seed=3)
+    b = build_model(arch, meta(6, 16), CPU, seed=3)
+    c = build_model(arch, meta(6, 16), CPU, seed=4)
+    assert torch.equal(torch.random.get_rng_state(), state)
+    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+    assert not torch.equal(a.inner.lm_head.weight, c.inner.lm_head.weight)
+    assert a.inner.forward_dtype == torch.float32  # never bf16 on CPU
