@@ -11,7 +11,7 @@ import typer
 
 from hrm_reason.errors import UserError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Build HRM benchmarks, train HRM, evaluate it.")
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="Build HRM benchmarks, train HRM, evaluate it.")
 build_data_app = typer.Typer(no_args_is_help=True, help="Build a benchmark dataset in the original HRM on-disk format.")
 app.add_typer(build_data_app, name="build-data")
 
@@ -25,6 +25,10 @@ DEFAULT_CONFIG = "sudoku_quick.yaml"
 
 
 def _packaged_config(name: str) -> Path:
+    """configs/ beside this file in a checkout; the copy installed as package data otherwise."""
+    local = Path(__file__).resolve().parent / "configs" / name
+    if local.is_file():
+        return local
     from importlib.resources import files
 
     return Path(str(files("hrm_reason.configs") / name))

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import signal
+import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -298,7 +299,7 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> P
             if stopped:
                 checkpoint()
                 if is_main:
-                    tqdm.write(f"stopped at step {step}; checkpoint written. Resume with: hrm train --run-dir {run_dir} --resume")
+                    tqdm.write(f"stopped at step {step}; checkpoint written. Resume with: hrm train --run-dir {run_dir} --resume", file=sys.stderr)
             elif step >= total_steps and batch_in_iter > 0:
                 # The step cap ended the run inside an iteration: evaluate and save the final state.
                 run_eval()

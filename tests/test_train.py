@@ -1,0 +1,177 @@
+"""Training loop, resume, checkpoints (ours and the original's) and evaluation on a dataset in the original layout."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from hrm_reason.checkpoint import find_checkpoint, read_weights
+from hrm_reason.data import TrainSampler, eval_batches, load_split
+from hrm_reason.errors import UserError
+from hrm_reason.evaluate import evaluate
+from hrm_reason.inference import load_model_for_eval
+from hrm_reason.train import train
+from tests.helpers import tiny_config, write_original_layout
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_original_layout(tmp_path_factory.mktemp("data") / "sudoku4")
+
+
+def read_metrics(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_original_layout_dataset_loads_and_trains(data: Path, tmp_path: Path) -> None:
+    split = load_split(data, "train")
+    assert split.metadata.seq_len == 16 and split.num_examples == 48
+    run = train(tiny_config(data, tmp_path / "run", "epochs=8", "eval_interval=4"), progress=False)
+    records = read_metrics(run)
+    assert records[0]["num_params"] > 0
+    train_records = [r for r in records if "train/lm_loss" in r]
+    evals = [r for r in records if "eval/exact_accuracy" in r]
+    # 8 epochs * 24 groups / batch 8 = 24 steps, evaluated after each of the 2 iterations.
+    assert [r["step"] for r in train_records] == list(range(1, 25))
+    assert [r["step"] for r in evals] == [12, 24]
+    assert np.mean([r["train/lm_loss"] for r in train_records[-4:]]) < np.mean([r["train/lm_loss"] for r in train_records[:4]])
+    assert (run / "checkpoints" / "step_24" / "model.safetensors").is_file()
+    assert (run / "checkpoints" / "latest").read_text() == "step_24"
+
+
+def test_train_sampler_covers_groups_and_is_deterministic(data: Path) -> None:
+    split = load_split(data, "train")
+    sampler = TrainSampler(split, global_batch_size=8, epochs_per_iter=2, seed=5)
+    batches = list(sampler.batches(0))
+    assert len(batches) == sampler.num_batches(0) == 2 * 24 // 8
+    again = list(sampler.batches(0, start_batch=3))
+    assert all(torch.equal(a["inputs"], b["inputs"]) for a, b in zip(batches[3:], again))
+    # One puzzle per group per epoch: each epoch's 24 examples come from 24 distinct groups.
+    first_epoch = torch.cat([b["inputs"] for b in batches[:3]])
+    groups = [_group_of(split, row) for row in first_epoch.numpy()]
+    assert sorted(groups) == list(range(24))
+    # Ranks take disjoint halves of the same global batch.
+    r0 = next(TrainSampler(split, 8, 2, seed=5, rank=0, world_size=2).batches(0))["inputs"]
+    r1 = next(TrainSampler(split, 8, 2, seed=5, rank=1, world_size=2).batches(0))["inputs"]
+    assert torch.equal(torch.cat([r0, r1]), batches[0]["inputs"])
+
+
+def _group_of(split, row: np.ndarray) -> int:
+    s = split.sets["all"]
+    idx = int(np.where((np.asarray(s.inputs) == row).all(1))[0][0])
+    puzzle = int(np.searchsorted(s.puzzle_indices, idx, side="right") - 1)
+    return int(np.searchsorted(s.group_indices, puzzle, side="right") - 1)
+
+
+def test_eval_batches_pad_and_map_ignore_label(data: Path) -> None:
+    split = load_split(data, "test")
+    batches = [b for _, b in eval_batches(split, global_batch_size=6)]
+    assert len(batches) == 3 and all(b["inputs"].shape == (6, 16) for b in batches)
+    last = batches[-1]
+    assert (last["labels"][4:] == -100).all() and (last["inputs"][4:] == 0).all()  # 16 = 6 + 6 + 4: two padded rows
+    assert (batches[0]["labels"] >= 2).all()
+
+
+def test_resume_follows_the_same_trajectory(data: Path, tmp_path: Path) -> None:
+    overrides = ("epochs=4", "eval_interval=2", "checkpoint_every_steps=4", "arch.halt_exploration_prob=0.5")
+    full = train(tiny_config(data, tmp_path / "full", *overrides), progress=False)
+    # Pretend the run died after step 4 (inside the first iteration, with live carries): keep only that checkpoint.
+    cut = tmp_path / "cut"
+    shutil.copytree(full, cut)
+    for ckpt in (cut / "checkpoints").iterdir():
+        if ckpt.is_dir() and ckpt.name != "step_4":
+            shutil.rmtree(ckpt)
+    (cut / "checkpoints" / "latest").write_text("step_4")
+    resumed = train(tiny_config(data, cut, *overrides), resume=True, progress=False)
+
+    a, b = read_metrics(full), read_metrics(resumed)
+    assert [r["step"] for r in a] == [r["step"] for r in b]
+    for ra, rb in zip(a, b):
+        assert ra.keys() == rb.keys()
+        for k in ra:
+            assert ra[k] == pytest.approx(rb[k], rel=1e-5, abs=1e-7), (ra["step"], k)
+    wa, _ = read_weights(find_checkpoint(full))
+    wb, _ = read_weights(find_checkpoint(resumed))
+    for k in wa:
+        torch.testing.assert_close(wa[k], wb[k], rtol=1e-5, atol=1e-6)
+
+
+def test_non_finite_loss_stops_and_keeps_last_checkpoint(data: Path, tmp_path: Path) -> None:
+    run = train(tiny_config(data, tmp_path / "run", "epochs=2", "eval_interval=2"), progress=False)
+    ckpt = find_checkpoint(run)
+    weights_file = ckpt / "model.safetensors"
+    weights = load_file(str(weights_file))
+    before = weights_file.read_bytes()
+    weights["inner.lm_head.weight"][0, 0] = float("nan")
+    poisoned = tmp_path / "poisoned.safetensors"
+    save_file(weights, str(poisoned), metadata={"format": "hrm-reason", "model_config": json.dumps(_meta(weights_file))})
+    shutil.copy(poisoned, weights_file)
+    config = tiny_config(data, run, "epochs=4", "eval_interval=2")
+    with pytest.raises(UserError, match="loss became nan at step 7.*last good checkpoint"):
+        train(config, resume=True, progress=False)
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["latest", "step_6"]
+    assert before != weights_file.read_bytes()  # untouched since our poisoning: nothing was saved
+
+
+def _meta(weights_file: Path) -> dict:
+    from safetensors import safe_open
+
+    with safe_open(str(weights_file), "pt") as f:
+        return json.loads(f.metadata()["model_config"])
+
+
+def test_eval_runs_every_segment_up_to_mmax(data: Path, tmp_path: Path) -> None:
+    run = train(tiny_config(data, tmp_path / "run", "epochs=2", "eval_interval=2"), progress=False)
+    model, config, split, device = load_model_for_eval(run, None, None, "cpu")
+    calls = []
+    model.inner.register_forward_hook(lambda *a: calls.append(1))
+    mmax = 2 * config.arch.halt_max_steps + 1
+    result = evaluate(model, split, mmax, global_batch_size=8, device=device, progress=False)
+    assert len(calls) == mmax * 2  # 16 test examples in 2 batches of 8
+    assert len(result.exact_accuracy) == len(result.token_accuracy) == mmax
+    assert result.count == 16
+    assert 1 <= result.act_mean_segments <= mmax
+    # Segment m's token accuracy changes along the way: the state really is carried.
+    assert len(set(round(a, 6) for a in result.token_accuracy)) > 1
+
+
+def original_state_dict(model: torch.nn.Module, compiled: bool) -> dict[str, torch.Tensor]:
+    """Our weights under the original code's key names: ACTLossHead.model.inner..., CastedEmbedding.embedding_weight."""
+    prefix = "_orig_mod.model." if compiled else "model."
+    out = {}
+    for k, v in model.state_dict().items():
+        k = k.replace("embed_tokens.weight", "embed_tokens.embedding_weight").replace("embed_pos.weight", "embed_pos.embedding_weight")
+        out[prefix + k] = v.to(torch.bfloat16) if k.endswith("_init") else v.clone()
+    return out
+
+
+ORIGINAL_KEYS_1_LAYER = {
+    "model.inner.H_init", "model.inner.L_init", "model.inner.embed_tokens.embedding_weight", "model.inner.lm_head.weight",
+    "model.inner.q_head.weight", "model.inner.q_head.bias", "model.inner.puzzle_emb.weights",
+    *(f"model.inner.{lvl}_level.layers.0.{p}.weight" for lvl in "HL" for p in ("self_attn.qkv_proj", "self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj")),
+}
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_original_checkpoint_loads_and_gives_same_outputs(data: Path, tmp_path: Path, compiled: bool) -> None:
+    run = train(tiny_config(data, tmp_path / "run", "epochs=2", "eval_interval=2"), progress=False)
+    model, config, split, device = load_model_for_eval(run, None, None, "cpu")
+    with torch.no_grad():  # the original keeps H_init/L_init in bf16
+        for buf in (model.inner.H_init, model.inner.L_init):
+            buf.copy_(buf.to(torch.bfloat16))
+    sd = original_state_dict(model, compiled)
+    assert {k.removeprefix("_orig_mod.") for k in sd} == ORIGINAL_KEYS_1_LAYER
+    orig_dir = tmp_path / "original"
+    orig_dir.mkdir()
+    torch.save(sd, orig_dir / "step_6")
+    shutil.copy(run / "config.yaml", orig_dir / "all_config.yaml")
+    loaded, *_ = load_model_for_eval(orig_dir / "step_6", None, None, "cpu")
+    a = evaluate(model, split, 4, 8, device, progress=False)
+    b = evaluate(loaded, split, 4, 8, device, progress=False)
+    assert a.token_accuracy == b.token_accuracy and a.lm_loss == pytest.approx(b.lm_loss, rel=1e-6)
