@@ -18,6 +18,37 @@ app.add_typer(build_data_app, name="build-data")
 
 # --- build-data sudoku ---
 
+
+@build_data_app.command("sudoku")
+def build_data_sudoku(
+    out: Optional[Path] = typer.Option(None, "--out", help="Output directory. Default: data/sudoku-extreme-full (hf), data/sudoku-csv (csv), data/sudoku-gen-NxN (generate)."),
+    source: str = typer.Option("auto", "--source", help="auto | hf | csv | generate. auto: --csv-dir if given, else the Hugging Face Hub if reachable within 3 s, else generate (HRM_OFFLINE=1 or HF_HUB_OFFLINE=1 skips the hub)."),
+    csv_dir: Optional[Path] = typer.Option(None, "--csv-dir", help="Folder with train.csv and test.csv (columns source,q,a,rating) for --source csv."),
+    subsample_size: Optional[int] = typer.Option(None, "--subsample-size", help="Keep this many training puzzles, sampled without replacement (seeded)."),
+    num_aug: int = typer.Option(0, "--num-aug", help="Augmented copies per training puzzle (digit relabelling, band/stack and row/column shuffles, transpose); test stays unaugmented."),
+    min_difficulty: Optional[int] = typer.Option(None, "--min-difficulty", help="Keep puzzles rated at least this (train and test; also filters generated puzzles)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of every random choice: same options and seed give byte-identical files."),
+    box: str = typer.Option("3x3", "--box", help="Box rows x box columns: 2x2 (4x4 board), 2x3 (6x6) or 3x3 (9x9). hf/csv are 3x3 only."),
+    train_size: Optional[int] = typer.Option(None, "--train-size", help="Training puzzles: generated count (default 1000), or a seeded cap on hf/csv rows."),
+    test_size: Optional[int] = typer.Option(None, "--test-size", help="Test puzzles: generated count (default 1000), or a seeded cap on hf/csv rows."),
+    workers: int = typer.Option(0, "--workers", help="Generator processes (0 = one per CPU core for large jobs); the output does not depend on it."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out if it exists."),
+) -> None:
+    """Build a Sudoku dataset: Sudoku-Extreme (hf or csv) or generated unique-solution puzzles with a strict train/test split."""
+    from pydantic import ValidationError
+
+    from datasets_build.sudoku import SudokuBuildOptions, build_sudoku, summary
+
+    fields = dict(out=out, source=source, csv_dir=csv_dir, subsample_size=subsample_size, num_aug=num_aug, min_difficulty=min_difficulty, seed=seed, box=box, train_size=train_size, test_size=test_size, workers=workers, overwrite=overwrite)
+    try:
+        opts = SudokuBuildOptions(**fields)
+    except ValidationError as e:
+        err = e.errors()[0]
+        flag = "--" + str(err["loc"][0]).replace("_", "-") if err["loc"] else "options"
+        raise UserError(f"{flag} {fields.get(str(err['loc'][0]) if err['loc'] else '', '')!s}: {err['msg']}") from None
+    typer.echo(summary(build_sudoku(opts)))
+
+
 # --- end build-data sudoku ---
 
 

@@ -1,0 +1,111 @@
+"""The original HRM on-disk puzzle format, shared by every builder.
+
+Layout (reference: sapientinc/HRM `dataset/common.py`):
+`<out>/{train,test}/dataset.json`, `<out>/{train,test}/<set>__{inputs,labels,puzzle_identifiers,puzzle_indices,
+group_indices}.npy` and `<out>/identifiers.json`. Datasets written here load in the original code (which ignores the
+extra `builder` record) and datasets written by the original code load here.
+
+Every write is deterministic: the same arrays and metadata give the same bytes, so a rebuild can be compared with `cmp`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+ARRAY_NAMES = ("inputs", "labels", "puzzle_identifiers", "puzzle_indices", "group_indices")
+
+
+class PuzzleDatasetMetadata(BaseModel):
+    """`dataset.json` of one split: the original fields, plus an optional `builder` provenance record.
+
+    Extra fields are kept (not rejected) so that datasets written by other tools still load.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    pad_id: int
+    ignore_label_id: int | None
+    blank_identifier_id: int
+    vocab_size: int = Field(ge=1)
+    seq_len: int = Field(ge=1)
+    num_puzzle_identifiers: int = Field(ge=1)
+    total_groups: int = Field(ge=0)
+    mean_puzzle_examples: float
+    sets: list[str]
+    builder: dict[str, Any] | None = None
+
+
+def dumps_json(obj: Any) -> str:
+    """The one JSON spelling used for every file we write (stable key order as given, two-space indent, final newline)."""
+    return json.dumps(obj, indent=2, sort_keys=False, ensure_ascii=False) + "\n"
+
+
+def _check_csr(name: str, offsets: np.ndarray, total: int) -> None:
+    """CSR offsets must start at 0, never decrease and end at `total`; a builder bug here would corrupt training."""
+    if offsets.ndim != 1 or offsets.size < 1 or offsets[0] != 0 or offsets[-1] != total or np.any(np.diff(offsets) < 0):
+        raise ValueError(f"{name}: expected non-decreasing CSR offsets from 0 to {total}, got shape {offsets.shape}")
+
+
+def write_split(
+    split_dir: str | Path,
+    set_name: str,
+    inputs: np.ndarray,
+    labels: np.ndarray,
+    puzzle_identifiers: np.ndarray,
+    puzzle_indices: np.ndarray,
+    group_indices: np.ndarray,
+    metadata: PuzzleDatasetMetadata,
+) -> Path:
+    """Write one set of one split plus the split's `dataset.json`; returns `split_dir`.
+
+    `inputs`/`labels` keep their integer dtype (the original builders write uint8 grids; readers cast to int32);
+    identifiers and CSR offsets are written as int32 like the original.
+    """
+    split_dir = Path(split_dir)
+    inputs, labels = np.ascontiguousarray(inputs), np.ascontiguousarray(labels)
+    if inputs.ndim != 2 or inputs.shape[1] != metadata.seq_len:
+        raise ValueError(f"inputs: expected shape [N, {metadata.seq_len}], got {inputs.shape}")
+    if labels.shape != inputs.shape:
+        raise ValueError(f"labels: shape {labels.shape} differs from inputs {inputs.shape}")
+    if not (np.issubdtype(inputs.dtype, np.integer) and np.issubdtype(labels.dtype, np.integer)):
+        raise ValueError("inputs and labels must be integer arrays")
+    if set_name not in metadata.sets:
+        raise ValueError(f"set {set_name!r} is not listed in metadata.sets {metadata.sets}")
+    arrays = {
+        "inputs": inputs,
+        "labels": labels,
+        "puzzle_identifiers": np.ascontiguousarray(puzzle_identifiers, dtype=np.int32),
+        "puzzle_indices": np.ascontiguousarray(puzzle_indices, dtype=np.int32),
+        "group_indices": np.ascontiguousarray(group_indices, dtype=np.int32),
+    }
+    _check_csr("puzzle_indices", arrays["puzzle_indices"], inputs.shape[0])
+    _check_csr("group_indices", arrays["group_indices"], arrays["puzzle_identifiers"].size)
+    if arrays["puzzle_indices"].size != arrays["puzzle_identifiers"].size + 1:
+        raise ValueError("puzzle_indices must have one entry more than puzzle_identifiers")
+
+    split_dir.mkdir(parents=True, exist_ok=True)
+    for name in ARRAY_NAMES:
+        with open(split_dir / f"{set_name}__{name}.npy", "wb") as f:
+            np.save(f, arrays[name], allow_pickle=False)
+    meta = metadata.model_dump()
+    if meta.get("builder") is None:
+        meta.pop("builder", None)  # keep files from other tools' shape: no `"builder": null`
+    (split_dir / "dataset.json").write_text(dumps_json(meta), encoding="utf-8")
+    return split_dir
+
+
+def write_identifiers(out_dir: str | Path, names: Sequence[str]) -> Path:
+    """`identifiers.json`: the puzzle-identifier names indexed by id, "<blank>" at 0 (Sudoku/Maze write only that)."""
+    names = list(names)
+    if not names or names[0] != "<blank>":
+        raise ValueError("identifiers must start with '<blank>' (identifier 0)")
+    path = Path(out_dir) / "identifiers.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(dumps_json(names), encoding="utf-8")
+    return path

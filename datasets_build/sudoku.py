@@ -1,0 +1,918 @@
+"""Sudoku benchmark builder: Sudoku-Extreme (Hugging Face or local CSV) or built-in generated puzzles, in the HRM format.
+
+What it adds over the original `dataset/build_sudoku_dataset.py` (reference/hrm.md §4.3), keeping its output format:
+- every draw comes from a seeded `np.random.Generator`, so the same options and seed give the same bytes;
+- every CSV row is checked (81 cells, legal characters, the answer is a complete grid that agrees with every given);
+- a generator of unique-solution puzzles for 2x2, 2x3 and 3x3 boxes (4x4, 6x6, 9x9 boards), rated by search effort;
+- for generated data a strict split: no test puzzle can be turned into a training puzzle (or back) by the augmentation
+  group, tested exactly with a canonical form.
+
+Grid conventions: a board of side n = r*c has boxes of r rows x c columns; the n/r = c *bands* are r rows tall and the
+n/c = r *stacks* are c columns wide. Cells hold 0 for a blank and 1..n for a digit; tokens on disk are value + 1.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import json
+import multiprocessing
+import os
+import socket
+import sys
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlparse
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+from tqdm import tqdm
+
+from datasets_build.common import PuzzleDatasetMetadata, write_identifiers, write_split
+from hrm_reason.atomic import atomic_directory
+from hrm_reason.errors import UserError
+
+BUILDER_VERSION = "1"
+HF_REPO = "sapientinc/sudoku-extreme"
+BOXES: dict[str, tuple[int, int]] = {"2x2": (2, 2), "2x3": (2, 3), "3x3": (3, 3)}
+CSV_HEADER = ("source", "q", "a", "rating")
+RATING_DEFINITION = (
+    "dead ends met by a deterministic backtracking search with naked- and hidden-single propagation that finds the "
+    "solution and proves it unique (0 = solved by singles alone)"
+)
+# Independent random streams derived from the one user seed, so adding draws to one stage never shifts another.
+_STREAM_GENERATE, _STREAM_SPLIT, _STREAM_SUBSAMPLE, _STREAM_AUGMENT, _STREAM_SIZE = 1, 2, 3, 4, 5
+_OFFLINE_ENV = ("HRM_OFFLINE", "HF_HUB_OFFLINE")
+
+
+# ----------------------------------------------------------------------------------------------------------- options
+
+
+class SudokuBuildOptions(BaseModel):
+    """Everything that decides the dataset; `out`, `overwrite` and `workers` do not change its bytes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    out: Path | None = Field(None, description="output directory; default data/sudoku-extreme-full (hf), data/sudoku-csv, data/sudoku-gen-NxN")
+    source: Literal["auto", "hf", "csv", "generate"] = "auto"
+    csv_dir: Path | None = None
+    subsample_size: int | None = Field(None, ge=1)
+    num_aug: int = Field(0, ge=0)
+    min_difficulty: int | None = Field(None, ge=0)
+    seed: int = Field(0, ge=0)
+    box: Literal["2x2", "2x3", "3x3"] = "3x3"
+    train_size: int | None = Field(None, ge=1)
+    test_size: int | None = Field(None, ge=1)
+    overwrite: bool = False
+    workers: int = Field(0, ge=0, description="generator processes; 0 = one per CPU core for large jobs")
+
+
+DEFAULT_GENERATED_SIZES = (1000, 1000)
+
+
+# ---------------------------------------------------------------------------------------------------------- geometry
+
+
+@dataclass(frozen=True)
+class _Geometry:
+    """Static structure of one board shape, computed once per shape (pure data, safe to cache)."""
+
+    r: int
+    c: int
+    n: int
+    cells: int
+    full: int  # bitmask with all n digits
+    units: tuple[tuple[int, ...], ...]  # rows, columns, boxes (cell indices)
+    cell_units: tuple[tuple[int, int, int], ...]  # per cell: index of its row, column and box in `units`
+    peers: tuple[tuple[int, ...], ...]
+    col_perms: np.ndarray  # [r! * (c!)^r, n]: every stack permutation x column-in-stack permutation
+
+
+@lru_cache(maxsize=None)
+def _geometry(r: int, c: int) -> _Geometry:
+    n = r * c
+    rows = [tuple(i * n + j for j in range(n)) for i in range(n)]
+    cols = [tuple(i * n + j for i in range(n)) for j in range(n)]
+    boxes = [
+        tuple((band * r + i) * n + stack * c + j for i in range(r) for j in range(c)) for band in range(c) for stack in range(r)
+    ]
+    units = tuple(rows + cols + boxes)
+    peers = []
+    for cell in range(n * n):
+        near = set().union(*(u for u in units if cell in u))
+        near.discard(cell)
+        peers.append(tuple(sorted(near)))
+    col_perms = np.array(
+        [
+            [stack * c + within[k][j] for k, stack in enumerate(stacks) for j in range(c)]
+            for stacks in itertools.permutations(range(r))
+            for within in itertools.product(itertools.permutations(range(c)), repeat=r)
+        ],
+        dtype=np.intp,
+    )
+    col_perms.setflags(write=False)
+    cell_units = tuple((cell // n, n + cell % n, 2 * n + (cell // n // r) * r + (cell % n) // c) for cell in range(n * n))
+    assert all(cell in units[k] for cell, ks in enumerate(cell_units) for k in ks)
+    return _Geometry(r, c, n, n * n, (1 << n) - 1, units, cell_units, tuple(peers), col_perms)
+
+
+def parse_box(box: str) -> tuple[int, int]:
+    """'RxC' -> (box rows, box columns)."""
+    if box not in BOXES:
+        raise UserError(f"--box {box!r}: expected one of {', '.join(BOXES)}")
+    return BOXES[box]
+
+
+# ------------------------------------------------------------------------------------------------------------ solver
+# Candidates are int bitmasks (bit d-1 = digit d). Pure Python: small ints and lists beat numpy at this granularity.
+
+
+def _propagate(cand: list[int], todo: list[int], geo: _Geometry) -> bool:
+    """Naked and hidden singles to a fixed point; False on a contradiction. `todo` holds newly fixed cells."""
+    peers, units, full = geo.peers, geo.units, geo.full
+    while True:
+        while todo:
+            i = todo.pop()
+            m = cand[i]
+            for p in peers[i]:
+                pm = cand[p]
+                if pm & m:
+                    pm ^= m
+                    if not pm:
+                        return False
+                    cand[p] = pm
+                    if not pm & (pm - 1):
+                        todo.append(p)
+        for unit in units:
+            ones = twos = 0
+            for i in unit:
+                m = cand[i]
+                twos |= ones & m
+                ones |= m
+            if ones != full:
+                return False  # some digit has no place left in this unit
+            once = ones & ~twos
+            if once:
+                for i in unit:
+                    h = cand[i] & once
+                    if h:
+                        if h & (h - 1):
+                            return False  # two digits can only go in this one cell
+                        if h != cand[i]:
+                            cand[i] = h
+                            todo.append(i)
+        if not todo:
+            return True
+
+
+def _branch_cell(cand: list[int]) -> int:
+    """Unfilled cell with the fewest candidates (lowest index on ties), or -1 when the grid is full."""
+    best, best_count = -1, 1 << 30
+    for i, m in enumerate(cand):
+        if m & (m - 1):
+            k = m.bit_count()
+            if k < best_count:
+                best, best_count = i, k
+                if k == 2:
+                    break
+    return best
+
+
+def _search(cand: list[int], geo: _Geometry, limit: int, solutions: list[list[int]], stats: list[int]) -> None:
+    """Depth-first search collecting up to `limit` solutions; stats = [guesses, dead_ends]."""
+    cell = _branch_cell(cand)
+    if cell < 0:
+        solutions.append(cand)
+        return
+    m = cand[cell]
+    while m:
+        bit = m & -m
+        m ^= bit
+        child = cand.copy()
+        child[cell] = bit
+        stats[0] += 1
+        if _propagate(child, [cell], geo):
+            _search(child, geo, limit, solutions, stats)
+            if len(solutions) >= limit:
+                return
+        else:
+            stats[1] += 1
+
+
+def _search_ordered(cand: list[int], geo: _Geometry, order: list[list[int]]) -> list[int] | None:
+    """First solution, trying each cell's digits in the given (random) order: a randomized full grid."""
+    cell = _branch_cell(cand)
+    if cell < 0:
+        return cand
+    m = cand[cell]
+    for bit in order[cell]:
+        if m & bit:
+            child = cand.copy()
+            child[cell] = bit
+            if _propagate(child, [cell], geo):
+                found = _search_ordered(child, geo, order)
+                if found is not None:
+                    return found
+    return None
+
+
+def _candidates(values: list[int], geo: _Geometry, skip: int = -1, exclude: int = 0) -> tuple[list[int], list[int]] | None:
+    """Candidates left by the givens (cell `skip` treated as blank, minus digit `exclude` there), and the cells that
+    became singles; None if the givens already clash. Unit masks instead of peer-by-peer elimination: ~10x cheaper."""
+    used = []
+    for unit in geo.units:
+        m = 0
+        for i in unit:
+            d = values[i]
+            if d and i != skip:
+                bit = 1 << (d - 1)
+                if m & bit:
+                    return None
+                m |= bit
+        used.append(m)
+    full = geo.full
+    cand, todo = [], []
+    for i, (d, (a, b, c)) in enumerate(zip(values, geo.cell_units)):
+        if d and i != skip:
+            cand.append(1 << (d - 1))
+            continue
+        m = full & ~(used[a] | used[b] | used[c])
+        if i == skip and exclude:
+            m &= ~(1 << (exclude - 1))
+        if not m:
+            return None
+        if not m & (m - 1):
+            todo.append(i)
+        cand.append(m)
+    return cand, todo
+
+
+def _as_values(grid: np.ndarray | list[int], geo: _Geometry) -> list[int]:
+    values = [int(v) for v in np.asarray(grid).reshape(-1)]
+    if len(values) != geo.cells or min(values) < 0 or max(values) > geo.n:
+        raise ValueError(f"expected {geo.cells} cells with values 0..{geo.n}")
+    return values
+
+
+def solve(puzzle: np.ndarray, r: int, c: int, limit: int = 2) -> tuple[list[np.ndarray], int]:
+    """Up to `limit` solutions (as [n, n] arrays of 1..n) and the number of dead ends the search met."""
+    geo = _geometry(r, c)
+    start = _candidates(_as_values(puzzle, geo), geo)
+    solutions: list[list[int]] = []
+    stats = [0, 0]
+    if start is not None and _propagate(*start, geo):
+        _search(start[0], geo, limit, solutions, stats)
+    else:
+        stats[1] += 1
+    return [np.array([m.bit_length() for m in s], dtype=np.uint8).reshape(geo.n, geo.n) for s in solutions], stats[1]
+
+
+def rate_puzzle(puzzle: np.ndarray, r: int, c: int) -> int:
+    """Difficulty rating: see RATING_DEFINITION (the way tdoku rates Sudoku-Extreme: search effort, not technique)."""
+    return solve(puzzle, r, c, limit=2)[1]
+
+
+def is_valid_solution(grid: np.ndarray, r: int, c: int) -> bool:
+    """A complete grid whose every row, column and box holds each digit 1..n exactly once."""
+    geo = _geometry(r, c)
+    flat = np.asarray(grid).reshape(-1)
+    if flat.size != geo.cells or flat.min() < 1 or flat.max() > geo.n:
+        return False
+    want = np.arange(1, geo.n + 1)
+    return all(np.array_equal(np.sort(flat[list(u)]), want) for u in geo.units)
+
+
+@dataclass(frozen=True)
+class GeneratedPuzzle:
+    puzzle: np.ndarray  # [n*n] uint8, 0 = blank
+    solution: np.ndarray  # [n*n] uint8
+    rating: int
+
+
+def generate_puzzle(rng: np.random.Generator, r: int, c: int) -> GeneratedPuzzle:
+    """A minimal puzzle with a unique solution: a random full grid, then clues removed in random order while unique.
+
+    Removing clue x keeps the solution unique iff no grid satisfies the other clues with x holding another digit, so
+    each step is one existence search instead of counting solutions. A clue that is needed stays needed as more clues
+    go, hence the result is minimal (every remaining clue is necessary).
+    """
+    geo = _geometry(r, c)
+    digit_order = np.argsort(rng.random((geo.cells, geo.n)), axis=1)
+    order = [[1 << int(d) for d in row] for row in digit_order]
+    full_grid = _search_ordered([geo.full] * geo.cells, geo, order)
+    assert full_grid is not None, "an empty board always has a solution"
+    solution = [m.bit_length() for m in full_grid]
+    givens = solution.copy()
+    for cell in rng.permutation(geo.cells).tolist():
+        start = _candidates(givens, geo, skip=cell, exclude=solution[cell])
+        other: list[list[int]] = []
+        if start is not None and _propagate(*start, geo):
+            _search(start[0], geo, 1, other, [0, 0])
+        if not other:
+            givens[cell] = 0
+    puzzle = np.array(givens, dtype=np.uint8)
+    return GeneratedPuzzle(puzzle, np.array(solution, dtype=np.uint8), rate_puzzle(puzzle, r, c))
+
+
+# ---------------------------------------------------------------------------------------------- canonical form
+
+
+def _lexmin_rows(rows: np.ndarray, start: int = 0) -> np.ndarray:
+    """Indices of all rows equal to the lexicographic minimum of a 2-D array."""
+    idx = np.arange(rows.shape[0])
+    for p in range(start, rows.shape[1]):
+        col = rows[idx, p]
+        keep = col == col.min()
+        if not keep.all():
+            idx = idx[keep]
+            if idx.size == 1:
+                break
+    return idx
+
+
+def canonical_key(puzzle: np.ndarray, solution: np.ndarray, r: int, c: int) -> bytes:
+    """Exact canonical form of a uniquely solvable puzzle under the augmentation group (digit relabelling, transpose
+    when r == c, band/stack permutations, row-in-band and column-in-stack permutations).
+
+    Two such puzzles are equivalent iff their keys are equal. Because the solution is unique, any g with g(P1) = P2 also
+    maps solution to solution, so we canonicalize the *solution* (lexicographically smallest grid over the group) and
+    then the given-mask over the few transforms that reach that minimum. The grid minimum needs no search over all
+    row orders: once the top row and the column order are fixed, relabelling makes the top row 1..n and every
+    other row's first cell distinct, so sorting rows (within bands, then bands) by their first cell is optimal. That
+    leaves (transpose x top row x column order) = 2*9*1296 candidates for 9x9, filtered first on the top band alone.
+    """
+    geo = _geometry(r, c)
+    n, K = geo.n, geo.col_perms
+    nK = K.shape[0]
+    S = np.asarray(solution, dtype=np.intp).reshape(n, n)
+    M = np.asarray(puzzle).reshape(n, n) != 0
+    if not is_valid_solution(S, r, c):
+        raise ValueError("canonical_key needs the puzzle's complete, valid solution")
+    flips = (False, True) if r == c else (False,)  # a transpose turns r x c boxes into c x r boxes
+
+    # Stage 1: top band only, for every (transpose, top row, column order k). With the top row relabelled to read
+    # 1..n, a digit's new label is 1 + its new column in the top row, so another row i becomes
+    # 1 + Kinv[k][pos_top[G[i, K[k, j]]]]: two gathers for all candidates at once.
+    Kinv = np.argsort(K, axis=1).astype(np.uint8)
+    f, tags = [], []
+    for t in flips:
+        G = S.T if t else S
+        pos = np.argsort(G, axis=1)  # pos[i, d-1] = column of digit d in row i
+        for top in range(n):
+            band = top // r
+            for i in range(band * r, band * r + r):
+                if i != top:
+                    f.append(pos[top][G[i] - 1])
+            tags.append((int(t), top))
+    f_arr = np.array(f, dtype=np.uint8).reshape(len(tags), r - 1, n)
+    flat = f_arr[:, :, K] + (np.arange(nK) * n)[None, None, :, None]
+    rest = np.take(Kinv.reshape(-1), flat)  # [tags, r-1, nK, n]; a flat take is far faster than take_along_axis here
+    rows = [rest[:, i] for i in range(r - 1)]
+    for a in range(r - 2):  # order the other rows by their first cell (bubble passes; r <= 3 in practice)
+        for b in range(r - 2 - a):
+            swap = (rows[b][:, :, 0] > rows[b + 1][:, :, 0])[..., None]
+            rows[b], rows[b + 1] = np.where(swap, rows[b + 1], rows[b]), np.where(swap, rows[b], rows[b + 1])
+    # lexicographic minimum over (tag, k) of the concatenated rows, narrowing the candidate set cell by cell
+    first = rows[0][:, :, 0]
+    ti, ki = np.nonzero(first == first.min())
+    for i, j in itertools.product(range(r - 1), range(n)):
+        if ti.size == 1:
+            break
+        v = rows[i][ti, ki, j]
+        keep = v == v.min()
+        ti, ki = ti[keep], ki[keep]
+    tag_arr = np.array(tags, dtype=np.intp)
+    survivors = np.concatenate([tag_arr[ti], ki[:, None]], axis=1)
+
+    # Stage 2: the whole grid and given-mask for the survivors.
+    t_s, top_s, k_s = survivors[:, 0].astype(bool), survivors[:, 1], survivors[:, 2]
+    m = survivors.shape[0]
+    Kp = np.broadcast_to(K[k_s][:, None, :], (m, n, n))
+    GK = np.take_along_axis(np.where(t_s[:, None, None], S.T, S), Kp, axis=2)
+    MK = np.take_along_axis(np.where(t_s[:, None, None], M.T, M), Kp, axis=2)
+    sigma = np.zeros((m, n + 1), dtype=np.intp)
+    sigma[np.arange(m)[:, None], GK[np.arange(m), top_s]] = np.arange(1, n + 1)
+    R = np.take_along_axis(sigma[:, None, :], GK, axis=2)
+    first = R[:, :, 0].reshape(m, c, r)  # c bands of r rows
+    within = np.argsort(first, axis=2, kind="stable")
+    band_order = np.argsort(first.min(axis=2), axis=1, kind="stable")
+    row_order = (band_order[:, :, None] * r + np.take_along_axis(within, band_order[:, :, None], axis=1)).reshape(m, n)
+    grids = np.take_along_axis(R, row_order[:, :, None], axis=1).reshape(m, -1)
+    masks = np.take_along_axis(MK, row_order[:, :, None], axis=1).reshape(m, -1)
+    best = _lexmin_rows(np.concatenate([grids, masks.astype(np.intp)], axis=1), start=n)[0]
+    return bytes([r, c]) + grids[best].astype(np.uint8).tobytes() + np.packbits(masks[best]).tobytes()
+
+
+# -------------------------------------------------------------------------------------------------- augmentation
+
+
+@dataclass(frozen=True)
+class GridTransforms:
+    """A batch of augmentation-group elements, applied as in the original `shuffle_sudoku`:
+    optional transpose, then new[i, j] = old[row_perm[i], col_perm[j]], then digit_map (with 0 -> 0)."""
+
+    digit_map: np.ndarray  # [B, n+1] uint8
+    transpose: np.ndarray  # [B] bool
+    row_perm: np.ndarray  # [B, n]
+    col_perm: np.ndarray  # [B, n]
+
+    def __len__(self) -> int:
+        return self.digit_map.shape[0]
+
+
+def random_transforms(rng: np.random.Generator, r: int, c: int, count: int) -> GridTransforms:
+    """`count` random group elements. Row order = shuffled bands, each with its rows shuffled; columns likewise.
+    Transpose (p=0.5) only for square boxes: transposing a 2x3-box board gives 3x2 boxes, a different puzzle family."""
+    n = r * c
+    digits = np.argsort(rng.random((count, n)), axis=1) + 1
+    digit_map = np.concatenate([np.zeros((count, 1), dtype=np.uint8), digits.astype(np.uint8)], axis=1)
+    transpose = rng.random(count) < 0.5 if r == c else np.zeros(count, dtype=bool)
+    bands = np.argsort(rng.random((count, c)), axis=1)
+    rows_in_band = np.argsort(rng.random((count, c, r)), axis=2)
+    stacks = np.argsort(rng.random((count, r)), axis=1)
+    cols_in_stack = np.argsort(rng.random((count, r, c)), axis=2)
+    row_perm = (bands[:, :, None] * r + rows_in_band).reshape(count, n)
+    col_perm = (stacks[:, :, None] * c + cols_in_stack).reshape(count, n)
+    return GridTransforms(digit_map, transpose, row_perm, col_perm)
+
+
+def apply_transforms(grids: np.ndarray, tf: GridTransforms) -> np.ndarray:
+    """Transform [n, n] (one grid for every element) or [B, n, n] grids; returns [B, n, n] uint8."""
+    B, n = len(tf), tf.row_perm.shape[1]
+    g = np.broadcast_to(np.asarray(grids), (B, n, n))
+    g = np.where(tf.transpose[:, None, None], g.transpose(0, 2, 1), g)
+    moved = g[np.arange(B)[:, None, None], tf.row_perm[:, :, None], tf.col_perm[:, None, :]]
+    return np.take_along_axis(tf.digit_map, moved.reshape(B, -1).astype(np.intp), axis=1).reshape(B, n, n)
+
+
+# ----------------------------------------------------------------------------------------------------------- sources
+
+
+@dataclass
+class SudokuRows:
+    """Original puzzles of one split: flattened grids (0 = blank) and their ratings."""
+
+    puzzles: np.ndarray  # [N, n*n] uint8
+    solutions: np.ndarray  # [N, n*n] uint8
+    ratings: np.ndarray  # [N] int64
+
+    def __len__(self) -> int:
+        return self.puzzles.shape[0]
+
+    def take(self, idx: np.ndarray) -> SudokuRows:
+        return SudokuRows(self.puzzles[idx], self.solutions[idx], self.ratings[idx])
+
+
+def _unit_error(grid: np.ndarray, geo: _Geometry) -> str | None:
+    """Name the first row/column/box that does not hold every digit once (1-based), or None if the grid is valid."""
+    names = [f"row {i + 1}" for i in range(geo.n)] + [f"column {i + 1}" for i in range(geo.n)] + [f"box {i + 1}" for i in range(geo.n)]
+    want = np.arange(1, geo.n + 1)
+    for name, unit in zip(names, geo.units):
+        if not np.array_equal(np.sort(grid[list(unit)]), want):
+            return f"{name} does not hold each digit 1-{geo.n} once"
+    return None
+
+
+def read_sudoku_csv(path: Path) -> SudokuRows:
+    """Read and fully check a Sudoku-Extreme CSV (`source,q,a,rating`, header skipped); errors name file and line."""
+    path = Path(path)
+    geo = _geometry(3, 3)
+    if not path.is_file():
+        raise UserError(f"{path}: file not found (expected a CSV with columns {','.join(CSV_HEADER)})")
+    q_buf, a_buf = bytearray(), bytearray()
+    ratings: list[int] = []
+    lines: list[int] = []
+    with open(path, newline="", encoding="utf-8") as f:
+        reader = csv.reader(f)
+        try:
+            header = next(reader, None)
+            if header is None:
+                raise UserError(f"{path}: empty file, expected a header {','.join(CSV_HEADER)} and rows")
+            for row in reader:
+                if not row:
+                    continue  # blank line
+                where = f"{path} line {reader.line_num}"
+                if len(row) != 4:
+                    raise UserError(f"{where}: expected 4 columns {','.join(CSV_HEADER)}, got {len(row)}")
+                _, q, a, rating = row
+                if not (q.isascii() and a.isascii()):
+                    raise UserError(f"{where}: non-ASCII character in q or a")
+                if len(q) != geo.cells:
+                    raise UserError(f"{where}: puzzle q has {len(q)} cells, expected {geo.cells}")
+                if len(a) != geo.cells:
+                    raise UserError(f"{where}: answer a has {len(a)} cells, expected {geo.cells}")
+                try:
+                    ratings.append(int(rating))
+                except ValueError:
+                    raise UserError(f"{where}: rating {rating!r} is not an integer") from None
+                q_buf += q.encode("ascii")
+                a_buf += a.encode("ascii")
+                lines.append(reader.line_num)
+        except (csv.Error, UnicodeDecodeError) as e:
+            raise UserError(f"{path} line {reader.line_num}: not readable as CSV ({e})") from None
+    q = np.frombuffer(bytes(q_buf), dtype=np.uint8).reshape(-1, geo.cells)
+    a = np.frombuffer(bytes(a_buf), dtype=np.uint8).reshape(-1, geo.cells)
+    q_ok = (q == ord(".")) | ((q >= ord("0")) & (q <= ord("9")))
+    a_ok = (a >= ord("1")) & (a <= ord("9"))
+    for ok, arr, what, legal in ((q_ok, q, "puzzle q", "'.', '0' or 1-9"), (a_ok, a, "answer a", "1-9")):
+        bad_rows = np.flatnonzero(~ok.all(axis=1))
+        if bad_rows.size:
+            i = int(bad_rows[0])
+            j = int(np.flatnonzero(~ok[i])[0])
+            raise UserError(f"{path} line {lines[i]}: {what} has {chr(arr[i, j])!r} at cell {j + 1}, expected {legal}")
+    puzzles = np.where(q == ord("."), 0, q - ord("0")).astype(np.uint8)
+    solutions = (a - ord("0")).astype(np.uint8)
+    _check_answers(path, puzzles, solutions, lines, geo)
+    return SudokuRows(puzzles, solutions, np.array(ratings, dtype=np.int64))
+
+
+def _check_answers(path: Path, puzzles: np.ndarray, solutions: np.ndarray, lines: list[int], geo: _Geometry) -> None:
+    """Every answer must be a valid complete grid that keeps every given; vectorized, in chunks to bound memory."""
+    units = np.array(geo.units, dtype=np.intp)  # [3n, n]
+    for start in range(0, len(lines), 100_000):
+        q, a = puzzles[start : start + 100_000], solutions[start : start + 100_000]
+        bits = np.left_shift(np.uint16(1), a.astype(np.uint16) - 1)
+        seen = np.bitwise_or.reduce(bits[:, units], axis=2)  # [rows, 3n]
+        bad_grid = (seen != geo.full).any(axis=1)
+        bad_given = ((q != 0) & (q != a)).any(axis=1)
+        bad = np.flatnonzero(bad_grid | bad_given)
+        if bad.size:
+            i = int(bad[0])
+            where = f"{path} line {lines[start + i]}: answer does not solve the puzzle"
+            if bad_given[i]:
+                j = int(np.flatnonzero((q[i] != 0) & (q[i] != a[i]))[0])
+                raise UserError(f"{where} (row {j // geo.n + 1} column {j % geo.n + 1}: given {q[i, j]}, answer {a[i, j]})")
+            raise UserError(f"{where} ({_unit_error(a[i], geo)})")
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Can the Hugging Face Hub be reached? False at once when HRM_OFFLINE or HF_HUB_OFFLINE is set (tests, air gaps)."""
+    if any(os.environ.get(k, "").strip().lower() not in ("", "0", "false", "no") for k in _OFFLINE_ENV):
+        return False
+    from huggingface_hub import constants
+
+    url = urlparse(constants.ENDPOINT)
+    try:
+        with socket.create_connection((url.hostname or "huggingface.co", url.port or (443 if url.scheme == "https" else 80)), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def download_hf() -> tuple[Path, Path, str]:
+    """Fetch train.csv/test.csv of Sudoku-Extreme into the Hugging Face cache; returns the paths and the revision."""
+    from huggingface_hub import hf_hub_download
+
+    try:
+        paths = [Path(hf_hub_download(HF_REPO, name, repo_type="dataset", etag_timeout=10)) for name in ("train.csv", "test.csv")]
+    except Exception as e:  # network, auth, disk: all mean "this source is unavailable"
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UserError(f"--source hf: could not download {HF_REPO} ({msg}); use --source csv --csv-dir DIR or --source generate") from None
+    return paths[0], paths[1], paths[0].parent.name
+
+
+# -------------------------------------------------------------------------------------------------------- generation
+
+
+def _attempt_chunk(seed: int, r: int, c: int, start: int, count: int, min_difficulty: int | None) -> list[tuple[GeneratedPuzzle, bytes | None]]:
+    """Attempts start..start+count-1. Attempt i is a pure function of (seed, i), so parallel and serial runs agree
+    byte for byte. The canonical key is computed only for puzzles that pass --min-difficulty."""
+    out = []
+    for attempt in range(start, start + count):
+        g = generate_puzzle(np.random.default_rng([seed, _STREAM_GENERATE, attempt]), r, c)
+        key = None if min_difficulty is not None and g.rating < min_difficulty else canonical_key(g.puzzle, g.solution, r, c)
+        out.append((g, key))
+    return out
+
+
+def _attempts(seed: int, r: int, c: int, min_difficulty: int | None, workers: int) -> Iterator[tuple[GeneratedPuzzle, bytes | None]]:
+    """Results of attempts 0, 1, 2, ... in order; with workers > 1 a few chunks run ahead in worker processes.
+    If worker processes cannot run (e.g. a __main__ read from stdin cannot be re-imported) it carries on serially."""
+    start = 0
+    if workers > 1:
+        chunk = max(1, 4096 // (r * c) ** 3)  # about 50 ms of work per task
+        # spawn, not fork: the parent may hold threads (torch, tqdm) that fork would copy in a locked state
+        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        pending: deque[tuple[int, Future]] = deque()
+        try:
+            for submit in itertools.count(0, chunk):
+                pending.append((submit, pool.submit(_attempt_chunk, seed, r, c, submit, chunk, min_difficulty)))
+                if len(pending) >= 4 * workers:
+                    first, future = pending.popleft()
+                    yield from future.result()
+                    start = first + chunk  # where a serial fallback would pick up
+        except BrokenProcessPool:
+            print("sudoku: worker processes failed to run; generating in this process", file=sys.stderr, flush=True)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)  # at most `workers` chunks are still running
+    for attempt in itertools.count(start):
+        yield from _attempt_chunk(seed, r, c, attempt, 1, min_difficulty)
+
+
+@dataclass
+class _Generated:
+    train: SudokuRows
+    test: SudokuRows
+    stats: dict[str, int]
+
+
+def _generate_split(opts: SudokuBuildOptions, r: int, c: int, train_size: int, test_size: int) -> _Generated:
+    """Generate train and test originals with a strict split.
+
+    Each puzzle's equivalence class (canonical_key) belongs to the split that received its first member; later members
+    can only join that split. New classes go to test with probability (test places left) / (all places left). For 9x9
+    classes practically never repeat; for 4x4 (36 classes of minimal puzzles) this is what keeps test unseen.
+    """
+    n = r * c
+    sizes = {"train": train_size, "test": test_size}
+    rows: dict[str, list[GeneratedPuzzle]] = {"train": [], "test": []}
+    owner: dict[bytes, str] = {}
+    classes = {"train": 0, "test": 0}
+    stats = {"attempts": 0, "below_min_difficulty": 0, "dropped_for_overlap": 0, "duplicates_within_split": 0}
+    split_rng = np.random.default_rng([opts.seed, _STREAM_SPLIT])
+    needed = train_size + test_size
+    max_attempts = 20 * needed + 2000
+    workers = opts.workers
+    if workers == 0:  # auto: one per core, but small jobs finish before worker processes would have started
+        workers = 1 if needed * n**3 < 200 * 9**3 else min(os.cpu_count() or 1, 32)
+    bar = tqdm(total=needed, desc=f"generating {n}x{n}", unit="puzzle", dynamic_ncols=True)
+    gen = _attempts(opts.seed, r, c, opts.min_difficulty, workers)
+    try:
+        for puzzle, key in gen:
+            stats["attempts"] += 1
+            if key is None:
+                stats["below_min_difficulty"] += 1
+            else:
+                split = owner.get(key)
+                if split is None:
+                    left = {s: sizes[s] - len(rows[s]) for s in sizes}
+                    split = "test" if split_rng.random() * (left["train"] + left["test"]) < left["test"] else "train"
+                    owner[key] = split
+                    classes[split] += 1
+                    rows[split].append(puzzle)  # the drawn split always has room
+                    bar.update(1)
+                elif len(rows[split]) < sizes[split]:
+                    stats["duplicates_within_split"] += 1
+                    rows[split].append(puzzle)
+                    bar.update(1)
+                else:  # its class's split is full, and the other split would leak it
+                    stats["dropped_for_overlap"] += 1
+            if all(len(rows[s]) >= sizes[s] for s in sizes):
+                break
+            attempts = stats["attempts"]
+            if attempts >= max_attempts or (attempts >= 2000 and attempts % 500 == 0 and not _on_course(attempts, max_attempts, rows, needed)):
+                raise _generation_error(opts, n, stats, rows, sizes, len(owner))
+    finally:
+        gen.close()
+        bar.close()
+    stats.update(train_classes=classes["train"], test_classes=classes["test"])
+
+    def pack(items: list[GeneratedPuzzle]) -> SudokuRows:
+        return SudokuRows(
+            np.array([g.puzzle for g in items], dtype=np.uint8).reshape(-1, n * n),
+            np.array([g.solution for g in items], dtype=np.uint8).reshape(-1, n * n),
+            np.array([g.rating for g in items], dtype=np.int64),
+        )
+
+    return _Generated(pack(rows["train"]), pack(rows["test"]), stats)
+
+
+def _on_course(attempts: int, max_attempts: int, rows: dict[str, list], needed: int) -> bool:
+    """Fail fast rather than after max_attempts: would the rate so far fill both splits within the cap?"""
+    placed = sum(len(v) for v in rows.values())
+    return placed > 0 and placed / attempts * (max_attempts - attempts) >= needed - placed
+
+
+def _generation_error(opts: SudokuBuildOptions, n: int, stats: dict[str, int], rows: dict, sizes: dict, n_classes: int) -> UserError:
+    got = {s: len(rows[s]) for s in rows}
+    if opts.min_difficulty is not None and stats["below_min_difficulty"] > stats["attempts"] // 2:
+        kept = stats["attempts"] - stats["below_min_difficulty"]
+        return UserError(
+            f"--min-difficulty {opts.min_difficulty}: only {kept} of {stats['attempts']} generated {n}x{n} puzzles reached that "
+            f"rating; lower it, or use a larger --box"
+        )
+    return UserError(
+        f"--train-size {sizes['train']} / --test-size {sizes['test']}: after {stats['attempts']} attempts only "
+        f"{got['train']} train and {got['test']} test {n}x{n} puzzles fit a strict split ({n_classes} distinct puzzle classes "
+        f"seen); lower the sizes or use a larger --box"
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------- building
+
+
+def _resolve_source(opts: SudokuBuildOptions, hub_probe: Callable[[], bool]) -> tuple[str, str]:
+    """(source, reason). `auto`: a CSV dir if given, else the hub if reachable (and the board is 9x9), else generate."""
+    if opts.source != "auto":
+        return opts.source, "requested"
+    if opts.csv_dir is not None:
+        return "csv", "--csv-dir given"
+    if opts.box != "3x3":
+        return "generate", f"--box {opts.box}: Sudoku-Extreme has 9x9 puzzles only"
+    if hub_probe():
+        return "hf", f"{HF_REPO} reachable"
+    return "generate", "Hugging Face Hub not reachable or offline mode set"
+
+
+def _check_options(opts: SudokuBuildOptions, source: str) -> None:
+    if source in ("hf", "csv") and opts.box != "3x3":
+        raise UserError(f"--box {opts.box}: --source {source} holds 9x9 puzzles only; use --box 3x3 or --source generate")
+    if source == "csv" and opts.csv_dir is None:
+        raise UserError("--csv-dir: required with --source csv (a folder with train.csv and test.csv)")
+    if source != "csv" and opts.csv_dir is not None:
+        raise UserError(f"--csv-dir: only used with --source csv (got --source {opts.source})")
+
+
+def _default_out(source: str, box: str) -> Path:
+    n = BOXES[box][0] * BOXES[box][1]
+    return Path({"hf": "data/sudoku-extreme-full", "csv": "data/sudoku-csv"}.get(source, f"data/sudoku-gen-{n}x{n}"))
+
+
+def _check_out(out: Path, overwrite: bool) -> None:
+    if out.exists() and not overwrite:
+        raise UserError(f"--out {out}: already exists; pass --overwrite to replace it")
+
+
+def _sample(rows: SudokuRows, size: int | None, rng: np.random.Generator) -> SudokuRows:
+    """At most `size` rows, drawn without replacement, in file order."""
+    if size is None or size >= len(rows):
+        return rows
+    return rows.take(np.sort(rng.choice(len(rows), size=size, replace=False)))
+
+
+def _difficulty(ratings: np.ndarray) -> dict[str, Any]:
+    if ratings.size == 0:
+        return {"histogram": {}, "mean": None, "min": None, "max": None}
+    values, counts = np.unique(ratings, return_counts=True)
+    return {
+        "histogram": {str(int(v)): int(k) for v, k in zip(values, counts)},
+        "mean": round(float(ratings.mean()), 4),
+        "min": int(ratings.min()),
+        "max": int(ratings.max()),
+    }
+
+
+def _row_hashes(grids: np.ndarray) -> np.ndarray:
+    """64-bit hash per row (fixed weights, wrap-around arithmetic): cheap exact-duplicate detection for millions of rows."""
+    weights = np.random.default_rng(0x5D0C).integers(1, 2**63, size=grids.shape[1], dtype=np.uint64) | np.uint64(1)
+    out = np.zeros(grids.shape[0], dtype=np.uint64)
+    for j in range(grids.shape[1]):
+        out = out * np.uint64(1_000_003) + grids[:, j].astype(np.uint64) * weights[j]
+    return out
+
+
+def _examples(rows: SudokuRows, r: int, c: int, num_aug: int, rng: np.random.Generator, desc: str) -> tuple[np.ndarray, np.ndarray]:
+    """Tokens (value + 1) of each original followed by its num_aug augmented copies (the original's layout)."""
+    n = r * c
+    per = 1 + num_aug
+    inputs = np.empty((len(rows) * per, n * n), dtype=np.uint8)
+    labels = np.empty_like(inputs)
+    inputs[::per] = rows.puzzles + 1
+    labels[::per] = rows.solutions + 1
+    if num_aug == 0 or len(rows) == 0:
+        return inputs, labels
+    chunk = max(1, 65536 // num_aug)  # originals per vectorized step (bounds memory at ~65k grids)
+    with tqdm(total=len(rows), desc=desc, unit="puzzle", dynamic_ncols=True) as bar:
+        for s in range(0, len(rows), chunk):
+            e = min(s + chunk, len(rows))
+            tf = random_transforms(rng, r, c, (e - s) * num_aug)
+            src = np.repeat(np.arange(s, e), num_aug)
+            q = apply_transforms(rows.puzzles[src].reshape(-1, n, n), tf).reshape(e - s, num_aug, n * n)
+            a = apply_transforms(rows.solutions[src].reshape(-1, n, n), tf).reshape(e - s, num_aug, n * n)
+            block = slice(s * per, e * per)
+            inputs[block].reshape(e - s, per, n * n)[:, 1:] = q + 1
+            labels[block].reshape(e - s, per, n * n)[:, 1:] = a + 1
+            bar.update(e - s)
+    return inputs, labels
+
+
+def _write(split_dir: Path, inputs: np.ndarray, labels: np.ndarray, groups: int, n: int, builder: dict[str, Any]) -> None:
+    per = inputs.shape[0] // groups if groups else 1
+    meta = PuzzleDatasetMetadata(
+        pad_id=0,
+        ignore_label_id=0,
+        blank_identifier_id=0,
+        vocab_size=n + 2,
+        seq_len=n * n,
+        num_puzzle_identifiers=1,
+        total_groups=groups,
+        mean_puzzle_examples=1.0,
+        sets=["all"],
+        builder=builder,
+    )
+    write_split(
+        split_dir,
+        "all",
+        inputs,
+        labels,
+        puzzle_identifiers=np.zeros(inputs.shape[0], dtype=np.int32),
+        puzzle_indices=np.arange(inputs.shape[0] + 1, dtype=np.int32),  # each example is its own puzzle
+        group_indices=np.arange(0, inputs.shape[0] + 1, per, dtype=np.int32),  # one group per original
+        metadata=meta,
+    )
+
+
+def build_sudoku(opts: SudokuBuildOptions, hub_probe: Callable[[], bool] | None = None) -> Path:
+    """Build the dataset described by `opts` and return its directory (written atomically: all or nothing)."""
+    r, c = parse_box(opts.box)
+    n = r * c
+    source, reason = _resolve_source(opts, hub_probe or hub_reachable)
+    _check_options(opts, source)
+    if opts.out is not None:  # fail before a long download or generation
+        _check_out(Path(opts.out), opts.overwrite)
+    hf_files = None
+    if source == "hf":
+        try:
+            hf_files = download_hf()
+        except UserError as e:
+            if opts.source != "auto":
+                raise
+            source, reason = "generate", f"download failed: {e}"
+    out = Path(opts.out) if opts.out is not None else _default_out(source, opts.box)
+    _check_out(out, opts.overwrite)
+    print(f"sudoku: source {source} ({reason}), {n}x{n} boards, output {out}", flush=True)
+
+    stats: dict[str, Any] = {}
+    detail: dict[str, Any]
+    if source == "generate":
+        train_size = opts.train_size or DEFAULT_GENERATED_SIZES[0]
+        test_size = opts.test_size or DEFAULT_GENERATED_SIZES[1]
+        gen = _generate_split(opts, r, c, train_size, test_size)
+        train, test, stats = gen.train, gen.test, dict(gen.stats)
+        detail = {"generator": "random full grid, clues removed while the solution stays unique (minimal puzzles)", "rating": RATING_DEFINITION}
+    else:
+        if hf_files is not None:
+            train_csv, test_csv, revision = hf_files
+            detail = {"repo": HF_REPO, "revision": revision}
+        else:
+            assert opts.csv_dir is not None
+            train_csv, test_csv = Path(opts.csv_dir) / "train.csv", Path(opts.csv_dir) / "test.csv"
+            detail = {"csv_dir": str(opts.csv_dir)}
+        train, test = read_sudoku_csv(train_csv), read_sudoku_csv(test_csv)
+        stats["rows_read"] = {"train": len(train), "test": len(test)}
+        if opts.min_difficulty is not None:
+            train = train.take(np.flatnonzero(train.ratings >= opts.min_difficulty))
+            test = test.take(np.flatnonzero(test.ratings >= opts.min_difficulty))
+        stats["rows_after_min_difficulty"] = {"train": len(train), "test": len(test)}
+        train = _sample(train, opts.train_size, np.random.default_rng([opts.seed, _STREAM_SIZE, 0]))
+        test = _sample(test, opts.test_size, np.random.default_rng([opts.seed, _STREAM_SIZE, 1]))
+        # The published split is kept as is; report exact repeats of a test puzzle in train (equivalents not checked).
+        stats["test_puzzles_also_in_train"] = int(np.isin(_row_hashes(test.puzzles), _row_hashes(train.puzzles)).sum())
+    if opts.subsample_size is not None and opts.subsample_size < len(train):
+        # the original's train-only subsample (random order), but seeded
+        rng = np.random.default_rng([opts.seed, _STREAM_SUBSAMPLE])
+        train = train.take(rng.choice(len(train), size=opts.subsample_size, replace=False))
+    for split, rows in (("train", train), ("test", test)):
+        if len(rows) == 0:
+            why = f"--min-difficulty {opts.min_difficulty}" if opts.min_difficulty is not None else f"{split}.csv"
+            raise UserError(f"{why}: no {split} puzzles left to build from")
+
+    train_inputs, train_labels = _examples(train, r, c, opts.num_aug, np.random.default_rng([opts.seed, _STREAM_AUGMENT]), "augmenting train")
+    test_inputs, test_labels = _examples(test, r, c, 0, np.random.default_rng(0), "")
+    options = opts.model_dump(mode="json", exclude={"out", "overwrite", "workers"})
+
+    def record(split: str, rows: SudokuRows, examples: int) -> dict[str, Any]:
+        return {
+            "name": "sudoku",
+            "version": BUILDER_VERSION,
+            "split": split,
+            "source": source,
+            "source_detail": detail,
+            "options": options,
+            "seed": opts.seed,
+            "box": opts.box,
+            "grid_size": n,
+            "counts": {
+                "originals": len(rows),
+                "examples": examples,
+                "train_originals": len(train),
+                "test_originals": len(test),
+                **stats,
+            },
+            "difficulty": _difficulty(rows.ratings),
+        }
+
+    with atomic_directory(out, overwrite=opts.overwrite) as tmp:
+        os.chmod(tmp, 0o755)  # mkdtemp makes 0700; a dataset is meant to be shared
+        _write(tmp / "train", train_inputs, train_labels, len(train), n, record("train", train, train_inputs.shape[0]))
+        _write(tmp / "test", test_inputs, test_labels, len(test), n, record("test", test, test_inputs.shape[0]))
+        write_identifiers(tmp, ["<blank>"])
+    return out
+
+
+def summary(out: Path) -> str:
+    """One line for the CLI: where the dataset is and what it holds."""
+    counts = {}
+    for split in ("train", "test"):
+        b = json.loads((out / split / "dataset.json").read_text())["builder"]
+        counts[split] = (b["counts"]["originals"], b["counts"]["examples"])
+    return (
+        f"wrote {out}: train {counts['train'][0]} puzzles / {counts['train'][1]} examples, "
+        f"test {counts['test'][0]} puzzles / {counts['test'][1]} examples"
+    )
