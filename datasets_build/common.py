@@ -16,29 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
-ARRAY_NAMES = ("inputs", "labels", "puzzle_identifiers", "puzzle_indices", "group_indices")
-
-
-class PuzzleDatasetMetadata(BaseModel):
-    """`dataset.json` of one split: the original fields, plus an optional `builder` provenance record.
-
-    Extra fields are kept (not rejected) so that datasets written by other tools still load.
-    """
-
-    model_config = ConfigDict(extra="allow")
-
-    pad_id: int
-    ignore_label_id: int | None
-    blank_identifier_id: int
-    vocab_size: int = Field(ge=1)
-    seq_len: int = Field(ge=1)
-    num_puzzle_identifiers: int = Field(ge=1)
-    total_groups: int = Field(ge=0)
-    mean_puzzle_examples: float
-    sets: list[str]
-    builder: dict[str, Any] | None = None
+from hrm_reason.data import ARRAY_NAMES, PuzzleDatasetMetadata
 
 
 def dumps_json(obj: Any) -> str:

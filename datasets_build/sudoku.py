@@ -34,7 +34,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from tqdm import tqdm
 
-from datasets_build.common import PuzzleDatasetMetadata, write_identifiers, write_split
+from datasets_build.common import write_identifiers, write_split
+from hrm_reason.data import PuzzleDatasetMetadata
 from hrm_reason.atomic import atomic_directory
 from hrm_reason.errors import UserError
 

@@ -13,10 +13,11 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hrm_reason.errors import UserError
 from hrm_reason.losses import IGNORE_LABEL_ID
@@ -25,19 +26,23 @@ Batch = dict[str, torch.Tensor]
 
 
 class PuzzleDatasetMetadata(BaseModel):
-    """`dataset.json` of one split: the original fields; unknown fields (like our `builder` record) are kept."""
+    """`dataset.json` of one split: the original fields, plus an optional `builder` provenance record.
+
+    Extra fields are kept (not rejected) so that datasets written by other tools still load.
+    """
 
     model_config = ConfigDict(extra="allow")
 
     pad_id: int
     ignore_label_id: int | None
     blank_identifier_id: int
-    vocab_size: int
-    seq_len: int
-    num_puzzle_identifiers: int
-    total_groups: int
+    vocab_size: int = Field(ge=1)
+    seq_len: int = Field(ge=1)
+    num_puzzle_identifiers: int = Field(ge=1)
+    total_groups: int = Field(ge=0)
     mean_puzzle_examples: float
     sets: list[str]
+    builder: dict[str, Any] | None = None
 
 
 ARRAY_NAMES = ("inputs", "labels", "puzzle_identifiers", "puzzle_indices", "group_indices")
