@@ -71,7 +71,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", type=Path, action="append", help="config(s) to measure (default: paper + CPU preset)")
     parser.add_argument("--batch", type=int, help="batch size (default: 32 for the paper config, the config's otherwise)")
-    parser.add_argument("--seq-len", type=int, help="default: 81 (9x9) for the paper config, 36 (6x6) for the preset")
+    parser.add_argument("--seq-len", type=int, help="default: 81 (9x9) for the paper config; the dataset's, else 16 (4x4), for the preset")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--device", default="auto")
@@ -85,7 +85,7 @@ def main() -> None:
     for path, default_batch, default_seq in runs:
         config = load_config(path)
         batch = args.batch or default_batch or config.global_batch_size
-        seq_len = args.seq_len or default_seq or _dataset_seq_len(config.data_path) or 36
+        seq_len = args.seq_len or default_seq or _dataset_seq_len(config.data_path) or 16
         vocab = 11 if seq_len == 81 else int(round(seq_len**0.5)) + 2
         rate = bench(path, batch, seq_len, vocab, args.steps, args.warmup, device)
         a = config.arch
