@@ -16,9 +16,6 @@ build_data_app = typer.Typer(no_args_is_help=True, help="Build a benchmark datas
 app.add_typer(build_data_app, name="build-data")
 
 
-# --- build-data sudoku ---
-
-
 @build_data_app.command("sudoku")
 def build_data_sudoku(
     out: Optional[Path] = typer.Option(None, "--out", help="Output directory. Default: data/sudoku-extreme-full (hf), data/sudoku-csv (csv), data/sudoku-gen-NxN (generate)."),
@@ -47,9 +44,6 @@ def build_data_sudoku(
         flag = "--" + str(err["loc"][0]).replace("_", "-") if err["loc"] else "options"
         raise UserError(f"{flag} {fields.get(str(err['loc'][0]) if err['loc'] else '', '')!s}: {err['msg']}") from None
     typer.echo(summary(build_sudoku(opts)))
-
-
-# --- end build-data sudoku ---
 
 
 DEFAULT_CONFIG = "sudoku_quick.yaml"

@@ -73,7 +73,7 @@ def load_split(data_dir: str | Path, split: str) -> PuzzleSplit:
     data_dir = Path(data_dir)
     split_dir = data_dir / split
     if not data_dir.is_dir():
-        raise UserError(f"dataset directory {data_dir} does not exist")
+        raise UserError(f"dataset directory {data_dir} does not exist (build one with: hrm build-data sudoku --out {data_dir} ...)")
     meta_path = split_dir / "dataset.json"
     if not meta_path.is_file():
         raise UserError(f"{meta_path} not found: expected a dataset in the HRM layout <dir>/{{train,test}}/dataset.json")
