@@ -35,8 +35,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from tqdm import tqdm
 
 from datasets_build.common import write_identifiers, write_split
-from hrm_reason.data import PuzzleDatasetMetadata
 from hrm_reason.atomic import atomic_directory
+from hrm_reason.data import PuzzleDatasetMetadata
 from hrm_reason.errors import UserError
 
 BUILDER_VERSION = "1"

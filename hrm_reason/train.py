@@ -9,12 +9,10 @@ Under torchrun each process takes its slice of the global batch and gradients ar
 from __future__ import annotations
 
 import json
-import math
 import os
 import signal
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
