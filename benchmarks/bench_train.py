@@ -23,7 +23,7 @@ from hrm_reason.losses import act_loss  # noqa: E402
 from hrm_reason.models.registry import build_model  # noqa: E402
 from hrm_reason.models.sparse_embedding import SparseSignSGD  # noqa: E402
 from hrm_reason.optim import make_adam_atan2  # noqa: E402
-from hrm_reason.train import resolve_device  # noqa: E402
+from hrm_reason.train import optimizer_step, resolve_device  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -48,12 +48,7 @@ def bench(config_path: Path, batch: int, seq_len: int, vocab: int, steps: int, w
         nonlocal carry
         carry, out = model(carry, data)
         loss, _ = act_loss(out, carry.current_data["labels"], carry.halted, carry.steps, config.arch.loss.loss_type)
-        (loss / batch).backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        if sparse is not None:
-            sparse.step()
-            sparse.zero_grad()
+        optimizer_step(loss, model, opt, sparse, batch, 1, config.lr, config.puzzle_emb_lr)
 
     for _ in range(warmup):
         step()

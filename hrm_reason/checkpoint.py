@@ -74,6 +74,19 @@ def convert_original_state_dict(sd: dict[str, torch.Tensor]) -> dict[str, torch.
         out[key] = value
     return out
 
+def load_checkpoint(model: nn.Module, ckpt: Path) -> None:
+    """Load a checkpoint's weights into `model`, refusing one trained with another model config or dataset."""
+    weights, saved_config = read_weights(ckpt)
+    own = model.config.model_dump()
+    if saved_config is not None:
+        # The compute dtype may differ (a GPU run evaluated on a CPU); everything else must match.
+        diff = sorted(k for k in own if k != "forward_dtype" and saved_config.get(k) != own[k])
+        if diff:
+            details = ", ".join(f"{k}: checkpoint {saved_config.get(k)} vs {own[k]}" for k in diff[:3])
+            raise UserError(f"{ckpt}: checkpoint is from another config or dataset ({details})")
+    load_weights(model, weights, ckpt)
+
+
 def load_weights(model: nn.Module, weights: dict[str, torch.Tensor], source: Path) -> None:
     """Strict load with one-line errors: missing or unexpected keys, or shapes of another config."""
     own = model.state_dict()

@@ -13,6 +13,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from hrm_reason.atomic import atomic_write_text
 from hrm_reason.errors import UserError
 
 ORIGINAL_ARCH_NAMES = {"hrm.hrm_act_v1@HierarchicalReasoningModel_ACTV1": "hrm"}
@@ -165,6 +166,4 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
 
 
 def save_config(config: TrainConfig, path: Path) -> None:
-    from hrm_reason.atomic import atomic_write_text
-
     atomic_write_text(path, yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))

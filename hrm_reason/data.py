@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from hrm_reason.config import validation_message
 from hrm_reason.errors import UserError
 from hrm_reason.losses import IGNORE_LABEL_ID
 
@@ -82,8 +83,7 @@ def load_split(data_dir: str | Path, split: str) -> PuzzleSplit:
     except json.JSONDecodeError as e:
         raise UserError(f"{meta_path}: not valid JSON ({e.msg} at line {e.lineno})") from None
     except ValidationError as e:
-        err = e.errors()[0]
-        raise UserError(f"{meta_path}: field '{'.'.join(map(str, err['loc']))}': {err['msg']}") from None
+        raise UserError(validation_message(e, str(meta_path))) from None
 
     sets: dict[str, PuzzleSet] = {}
     for set_name in metadata.sets:

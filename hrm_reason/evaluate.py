@@ -46,10 +46,9 @@ def evaluate(
 ) -> EvalResult:
     was_training = model.training
     model.eval()
-    exact = torch.zeros(mmax, dtype=torch.float64)
-    token = torch.zeros(mmax, dtype=torch.float64)
-    act_exact = act_segments = lm_loss = q_acc = 0.0
-    count = 0
+    # Sums kept on the device and read once at the end: no host sync per segment.
+    # Rows: exact and token accuracy per segment; then ACT exact, ACT segments, lm loss, q_halt accuracy, count.
+    sums = torch.zeros(2 * mmax + 5, dtype=torch.float64, device=device)
     total = split.num_examples if max_examples is None else min(max_examples * len(split.sets), split.num_examples)
     bar = tqdm(total=total, desc=f"eval (mmax={mmax})", unit="ex", disable=not progress, leave=False, dynamic_ncols=True)
     for _set_name, batch in eval_batches(split, global_batch_size, rank, world_size, max_examples):
@@ -64,27 +63,26 @@ def evaluate(
             carry, out = model(carry, batch, halt_max_steps=mmax)
             correct = mask & (out["logits"].argmax(-1) == labels)
             seq_correct = correct.sum(-1) == n_valid
-            exact[m] += (valid & seq_correct).sum().item()
-            token[m] += torch.where(valid, correct.sum(-1) / n_valid.clamp_min(1), 0).sum().item()
+            sums[m] += (valid & seq_correct).sum()
+            sums[mmax + m] += torch.where(valid, correct.sum(-1) / n_valid.clamp_min(1), 0).sum()
             halt_now = valid & ~act_done & ((out["q_halt_logits"] > out["q_continue_logits"]) | (m == mmax - 1))
-            act_exact += (halt_now & seq_correct).sum().item()
-            act_segments += halt_now.sum().item() * (m + 1)
+            sums[2 * mmax] += (halt_now & seq_correct).sum()
+            sums[2 * mmax + 1] += halt_now.sum() * (m + 1)
             act_done |= halt_now
         token_loss = LOSS_FUNCTIONS[loss_type](out["logits"], labels)
-        lm_loss += torch.where(valid, token_loss.sum(-1) / n_valid.clamp_min(1), 0).sum().item()
-        q_acc += (valid & ((out["q_halt_logits"] >= 0) == seq_correct)).sum().item()
-        count += int(valid.sum().item())
-        bar.update(int(valid.sum().item()))
+        sums[2 * mmax + 2] += torch.where(valid, token_loss.sum(-1) / n_valid.clamp_min(1), 0).sum()
+        sums[2 * mmax + 3] += (valid & ((out["q_halt_logits"] >= 0) == seq_correct)).sum()
+        sums[2 * mmax + 4] += valid.sum()
+        bar.update(min(batch["inputs"].shape[0], bar.total - bar.n))  # padded rows are not examples
     bar.close()
     model.train(was_training)
 
     if world_size > 1:
-        stats = torch.cat([exact, token, torch.tensor([act_exact, act_segments, lm_loss, q_acc, count], dtype=torch.float64)]).to(device)
-        torch.distributed.all_reduce(stats)
-        stats = stats.cpu()
-        exact, token = stats[:mmax], stats[mmax : 2 * mmax]
-        act_exact, act_segments, lm_loss, q_acc, count = stats[2 * mmax :].tolist()
-        count = int(count)
+        torch.distributed.all_reduce(sums)
+    sums = sums.cpu()
+    exact, token = sums[:mmax], sums[mmax : 2 * mmax]
+    act_exact, act_segments, lm_loss, q_acc, count = sums[2 * mmax :].tolist()
+    count = int(count)
     d = max(count, 1)
     return EvalResult(
         count=count,

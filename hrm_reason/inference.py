@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hrm_reason.checkpoint import find_checkpoint, load_weights, read_weights
+from hrm_reason.checkpoint import find_checkpoint, load_checkpoint
 from hrm_reason.config import TrainConfig, load_config
 from hrm_reason.data import load_split
 from hrm_reason.errors import UserError
@@ -30,14 +30,7 @@ def load_model_for_eval(path: Path, config_path: Path | None, data: Path | None,
     split = load_split(data if data is not None else config.data_path, "test")
     device = resolve_device(device_name)
     model = build_model(config.arch, split.metadata, device, config.seed)
-    weights, saved_config = read_weights(ckpt)
-    own = model.config.model_dump()
-    if saved_config is not None:
-        diff = sorted(k for k in own if k != "forward_dtype" and saved_config.get(k) != own[k])
-        if diff:
-            details = ", ".join(f"{k}: checkpoint {saved_config.get(k)} vs {own[k]}" for k in diff[:3])
-            raise UserError(f"{ckpt}: checkpoint is from another config or dataset ({details})")
-    load_weights(model, weights, ckpt)
+    load_checkpoint(model, ckpt)
     return model, config, split, device
 
 

@@ -21,7 +21,7 @@ import torch.distributed as dist
 from tqdm import tqdm
 
 from hrm_reason.atomic import atomic_write_text
-from hrm_reason.checkpoint import STATE, find_checkpoint, load_weights, read_weights, save_checkpoint
+from hrm_reason.checkpoint import STATE, find_checkpoint, load_checkpoint, save_checkpoint
 from hrm_reason.config import TrainConfig, save_config
 from hrm_reason.data import PuzzleSplit, TrainSampler, load_split, total_train_steps
 from hrm_reason.errors import UserError
@@ -194,11 +194,7 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> P
     step, iteration, batch_in_iter, carry = 0, 0, 0, None
     if resume:
         ckpt = find_checkpoint(run_dir)
-        weights, saved_config = read_weights(ckpt)
-        if saved_config is not None and saved_config != model_config:
-            diff = sorted(k for k in model_config if saved_config.get(k) != model_config[k])
-            raise UserError(f"{ckpt}: checkpoint was trained with another config ({', '.join(f'{k}={saved_config.get(k)}' for k in diff[:3])})")
-        load_weights(model, weights, ckpt)
+        load_checkpoint(model, ckpt)
         state = torch.load(ckpt / STATE, map_location="cpu", weights_only=False)
         optimizer.load_state_dict(state["optimizer"])
         step, iteration, batch_in_iter = state["step"], state["iteration"], state["batch_in_iter"]
@@ -256,19 +252,7 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> P
                             f"loss became {loss.item()} at step {step + 1}; stopped without saving this step. "
                             f"The last good checkpoint is kept in {run_dir / 'checkpoints'} (try a lower lr)"
                         )
-                    (loss / config.global_batch_size).backward()
-                    if world_size > 1:
-                        for p in model.parameters():
-                            if p.grad is not None:
-                                dist.all_reduce(p.grad)
-                    for group in optimizer.param_groups:
-                        group["lr"] = lr_this
-                    optimizer.step()
-                    optimizer.zero_grad(set_to_none=True)
-                    if sparse_opt is not None:
-                        sparse_opt.lr = emb_lr
-                        sparse_opt.step()
-                        sparse_opt.zero_grad()
+                    optimizer_step(loss, model, optimizer, sparse_opt, config.global_batch_size, world_size, lr_this, emb_lr)
 
                     carry = new_carry
                     step += 1
@@ -312,6 +296,26 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> P
     if stopped:
         raise KeyboardInterrupt
     return run_dir
+
+
+def optimizer_step(
+    loss: torch.Tensor, model: torch.nn.Module, optimizer: torch.optim.Optimizer, sparse_opt: SparseSignSGD | None,
+    global_batch_size: int, world_size: int, lr: float, puzzle_emb_lr: float,
+) -> None:
+    """Backward of the summed loss as a mean over the global batch, gradients summed across processes, both optimizers."""
+    (loss / global_batch_size).backward()
+    if world_size > 1:
+        for p in model.parameters():
+            if p.grad is not None:
+                dist.all_reduce(p.grad)
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    if sparse_opt is not None:
+        sparse_opt.lr = puzzle_emb_lr
+        sparse_opt.step()
+        sparse_opt.zero_grad()
 
 
 def _train_record(m: dict[str, torch.Tensor], step: int, lr: float, global_batch_size: int, world_size: int) -> dict[str, Any]:

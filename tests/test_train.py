@@ -110,20 +110,13 @@ def test_non_finite_loss_stops_and_keeps_last_checkpoint(data: Path, tmp_path: P
     before = weights_file.read_bytes()
     weights["inner.lm_head.weight"][0, 0] = float("nan")
     poisoned = tmp_path / "poisoned.safetensors"
-    save_file(weights, str(poisoned), metadata={"format": "hrm-reason", "model_config": json.dumps(_meta(weights_file))})
+    save_file(weights, str(poisoned), metadata={"format": "hrm-reason", "model_config": json.dumps(read_weights(ckpt)[1])})
     shutil.copy(poisoned, weights_file)
     config = tiny_config(data, run, "epochs=4", "eval_interval=2")
     with pytest.raises(UserError, match="loss became nan at step 7.*last good checkpoint"):
         train(config, resume=True, progress=False)
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["latest", "step_6"]
     assert before != weights_file.read_bytes()  # untouched since our poisoning: nothing was saved
-
-
-def _meta(weights_file: Path) -> dict:
-    from safetensors import safe_open
-
-    with safe_open(str(weights_file), "pt") as f:
-        return json.loads(f.metadata()["model_config"])
 
 
 def test_eval_runs_every_segment_up_to_mmax(data: Path, tmp_path: Path) -> None:
