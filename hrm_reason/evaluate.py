@@ -6,7 +6,9 @@ stops at the first segment where q_halt > q_continue, or at mmax.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
 
 import torch
 from torch import nn
@@ -14,6 +16,20 @@ from tqdm import tqdm
 
 from hrm_reason.data import PuzzleSplit, eval_batches
 from hrm_reason.losses import IGNORE_LABEL_ID, LOSS_FUNCTIONS, LossType
+
+
+class SegmentMetric(Protocol):
+    """A task's own score, computed on the fly beside exact accuracy (maze: optimal paths; ARC: votes).
+
+    `update` sees every segment of every batch (segment is 0-based; rows where `valid` is false are padding) and must
+    only reduce, never keep logits. `result` runs once, after all batches, on every rank: it reduces across ranks when
+    world_size > 1 and returns JSON-ready values. A list of length mmax is a per-segment column in the eval table.
+    """
+
+    def update(self, segment: int, preds: torch.Tensor, out: dict[str, torch.Tensor], batch: dict[str, torch.Tensor],
+               valid: torch.Tensor) -> None: ...
+
+    def result(self, world_size: int) -> dict[str, Any]: ...
 
 
 @dataclass
@@ -26,6 +42,7 @@ class EvalResult:
     act_mean_segments: float
     lm_loss: float  # after mmax segments, per-sequence mean token loss averaged over sequences
     q_halt_accuracy: float  # after mmax segments
+    extra: dict[str, Any] = field(default_factory=dict)  # SegmentMetric results, by name
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -43,6 +60,7 @@ def evaluate(
     rank: int = 0,
     world_size: int = 1,
     progress: bool = True,
+    metrics: Sequence[SegmentMetric] = (),
 ) -> EvalResult:
     was_training = model.training
     model.eval()
@@ -61,7 +79,10 @@ def evaluate(
         carry = model.initial_carry(batch)
         for m in range(mmax):
             carry, out = model(carry, batch, halt_max_steps=mmax)
-            correct = mask & (out["logits"].argmax(-1) == labels)
+            preds = out["logits"].argmax(-1)
+            for metric in metrics:
+                metric.update(m, preds, out, batch, valid)
+            correct = mask & (preds == labels)
             seq_correct = correct.sum(-1) == n_valid
             sums[m] += (valid & seq_correct).sum()
             sums[mmax + m] += torch.where(valid, correct.sum(-1) / n_valid.clamp_min(1), 0).sum()
@@ -77,6 +98,9 @@ def evaluate(
     bar.close()
     model.train(was_training)
 
+    extra: dict[str, Any] = {}
+    for metric in metrics:
+        extra.update(metric.result(world_size))
     if world_size > 1:
         torch.distributed.all_reduce(sums)
     sums = sums.cpu()
@@ -93,15 +117,20 @@ def evaluate(
         act_mean_segments=act_segments / d,
         lm_loss=lm_loss / d,
         q_halt_accuracy=q_acc / d,
+        extra=extra,
     )
 
 
 def format_table(result: EvalResult) -> str:
-    lines = [f"{'segments':>8}  {'exact':>8}  {'token':>8}"]
+    columns = {name: v for name, v in result.extra.items() if isinstance(v, list) and len(v) == result.mmax}
+    width = max([8, *(len(name) for name in columns)])
+    lines = [f"{'segments':>8}  {'exact':>8}  {'token':>8}" + "".join(f"  {name:>{width}}" for name in columns)]
     for m in range(result.mmax):
-        lines.append(f"{m + 1:>8}  {result.exact_accuracy[m]:>8.4f}  {result.token_accuracy[m]:>8.4f}")
+        extra = "".join(f"  {v[m]:>{width}.4f}" for v in columns.values())
+        lines.append(f"{m + 1:>8}  {result.exact_accuracy[m]:>8.4f}  {result.token_accuracy[m]:>8.4f}{extra}")
     lines.append(
         f"ACT (halt when q_halt > q_continue, cap {result.mmax}): exact {result.act_exact_accuracy:.4f}, "
         f"mean segments {result.act_mean_segments:.2f}  [{result.count} examples]"
     )
+    lines += [f"{name}: {v:.4f}" for name, v in result.extra.items() if isinstance(v, float)]
     return "\n".join(lines)

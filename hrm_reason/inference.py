@@ -10,6 +10,7 @@ from hrm_reason.data import load_split
 from hrm_reason.errors import UserError
 from hrm_reason.evaluate import EvalResult, evaluate
 from hrm_reason.models.registry import build_model
+from hrm_reason.tasks import task_metrics
 from hrm_reason.train import resolve_device
 
 
@@ -40,4 +41,5 @@ def evaluate_checkpoint(
 ) -> EvalResult:
     model, config, split, device = load_model_for_eval(path, config_path, data, device_name)
     bs = batch_size or config.eval_global_batch_size or config.global_batch_size
-    return evaluate(model, split, mmax, bs, device, config.arch.loss.loss_type, max_examples, progress=progress)
+    return evaluate(model, split, mmax, bs, device, config.arch.loss.loss_type, max_examples, progress=progress,
+                    metrics=task_metrics(split, mmax))

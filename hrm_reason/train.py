@@ -26,6 +26,7 @@ from hrm_reason.config import TrainConfig, save_config
 from hrm_reason.data import PuzzleSplit, TrainSampler, load_split, total_train_steps
 from hrm_reason.errors import UserError
 from hrm_reason.evaluate import EvalResult, evaluate
+from hrm_reason.tasks import task_metrics
 from hrm_reason.losses import act_loss
 from hrm_reason.models.hrm import Carry, InnerCarry
 from hrm_reason.models.registry import build_model
@@ -154,6 +155,7 @@ def _flat_eval(result: EvalResult, halt_max_steps: int) -> dict[str, float]:
         "eval/q_halt_accuracy": result.q_halt_accuracy,
         "eval/act_exact_accuracy": result.act_exact_accuracy,
         "eval/steps": result.act_mean_segments,
+        **{f"eval/{name}": v[m] if isinstance(v, list) else v for name, v in result.extra.items() if isinstance(v, (list, float, int))},
     }
 
 
@@ -222,7 +224,8 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> P
     def run_eval() -> None:
         eval_bs = config.eval_global_batch_size or config.global_batch_size
         result = evaluate(model, test_split, config.arch.halt_max_steps, eval_bs, device, config.arch.loss.loss_type,
-                          config.eval_max_examples, rank, world_size, progress=progress and is_main)
+                          config.eval_max_examples, rank, world_size, progress=progress and is_main,
+                          metrics=task_metrics(test_split, config.arch.halt_max_steps))
         if is_main:
             record = {"step": step, **_flat_eval(result, config.arch.halt_max_steps)}
             metrics.write(record)
