@@ -31,6 +31,27 @@ def _check_csr(name: str, offsets: np.ndarray, total: int) -> None:
         raise ValueError(f"{name}: expected non-decreasing CSR offsets from 0 to {total}, got shape {offsets.shape}")
 
 
+def open_example_arrays(split_dir: str | Path, set_name: str, num_examples: int, seq_len: int, dtype: Any = np.uint8) -> tuple[np.memmap, np.memmap]:
+    """Pre-sized `inputs` and `labels` files of one set, memory-mapped for writing.
+
+    For builders whose examples do not fit in memory (ARC with 1000 augmentations: ~3M examples, ~6 GB): fill them in
+    place, then pass them to `write_split`. The bytes are those `np.save` would write.
+    """
+    split_dir = Path(split_dir)
+    split_dir.mkdir(parents=True, exist_ok=True)
+    return tuple(  # type: ignore[return-value]
+        np.lib.format.open_memmap(split_dir / f"{set_name}__{name}.npy", mode="w+", dtype=dtype, shape=(num_examples, seq_len))
+        for name in ("inputs", "labels")
+    )
+
+
+def _filled_in_place(arr: np.ndarray, path: Path) -> bool:
+    if isinstance(arr, np.memmap) and arr.filename is not None and Path(arr.filename).resolve() == path.resolve():
+        arr.flush()
+        return True
+    return False
+
+
 def write_split(
     split_dir: str | Path,
     set_name: str,
@@ -44,9 +65,11 @@ def write_split(
     """Write one set of one split plus the split's `dataset.json`; returns `split_dir`.
 
     `inputs`/`labels` keep their integer dtype (the original builders write uint8 grids; readers cast to int32);
-    identifiers and CSR offsets are written as int32 like the original.
+    identifiers and CSR offsets are written as int32 like the original. `inputs`/`labels` obtained from
+    `open_example_arrays` for this split and set are already in place: they are flushed, not written again.
     """
     split_dir = Path(split_dir)
+    in_place = {name: _filled_in_place(arr, split_dir / f"{set_name}__{name}.npy") for name, arr in (("inputs", inputs), ("labels", labels))}
     inputs, labels = np.ascontiguousarray(inputs), np.ascontiguousarray(labels)
     if inputs.ndim != 2 or inputs.shape[1] != metadata.seq_len:
         raise ValueError(f"inputs: expected shape [N, {metadata.seq_len}], got {inputs.shape}")
@@ -70,7 +93,10 @@ def write_split(
 
     split_dir.mkdir(parents=True, exist_ok=True)
     for name in ARRAY_NAMES:
-        with open(split_dir / f"{set_name}__{name}.npy", "wb") as f:
+        path = split_dir / f"{set_name}__{name}.npy"
+        if in_place.get(name):
+            continue  # filled in place through open_example_arrays; flushed above
+        with open(path, "wb") as f:
             np.save(f, arrays[name], allow_pickle=False)
     meta = metadata.model_dump()
     if meta.get("builder") is None:
@@ -88,3 +114,29 @@ def write_identifiers(out_dir: str | Path, names: Sequence[str]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(dumps_json(names), encoding="utf-8")
     return path
+
+
+# The 8 symmetries of the square, numbered as the original `dataset/common.py` (reference hrm.md §4.5): 0 identity,
+# 1 rot90, 2 rot180, 3 rot270 (counter-clockwise, np.rot90), 4 fliplr, 5 flipud, 6 transpose, 7 anti-transpose.
+DIHEDRAL_INVERSE = (0, 3, 2, 1, 4, 5, 6, 7)
+
+
+def dihedral_transform(grid: np.ndarray, tid: int) -> np.ndarray:
+    """Symmetry `tid` of the last two axes (leading axes are a batch)."""
+    if tid == 0:
+        return grid
+    if tid in (1, 2, 3):
+        return np.rot90(grid, k=tid, axes=(-2, -1))
+    if tid == 4:
+        return np.flip(grid, axis=-1)
+    if tid == 5:
+        return np.flip(grid, axis=-2)
+    if tid == 6:
+        return np.swapaxes(grid, -1, -2)
+    if tid == 7:
+        return np.flip(np.rot90(grid, k=1, axes=(-2, -1)), axis=-1)
+    raise ValueError(f"dihedral transform id must be in 0..7, got {tid}")
+
+
+def inverse_dihedral_transform(grid: np.ndarray, tid: int) -> np.ndarray:
+    return dihedral_transform(grid, DIHEDRAL_INVERSE[tid])
