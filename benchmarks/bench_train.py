@@ -48,7 +48,7 @@ def bench(config_path: Path, batch: int, seq_len: int, vocab: int, steps: int, w
         nonlocal carry
         carry, out = model(carry, data)
         loss, _ = act_loss(out, carry.current_data["labels"], carry.halted, carry.steps, config.arch.loss.loss_type)
-        optimizer_step(loss, model, opt, sparse, batch, 1, config.lr, config.puzzle_emb_lr)
+        optimizer_step(loss, opt, sparse, batch, 1, config.lr, config.puzzle_emb_lr)
 
     for _ in range(warmup):
         step()

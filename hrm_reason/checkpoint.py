@@ -79,8 +79,8 @@ def load_checkpoint(model: nn.Module, ckpt: Path) -> None:
     weights, saved_config = read_weights(ckpt)
     own = model.config.model_dump()
     if saved_config is not None:
-        # The compute dtype may differ (a GPU run evaluated on a CPU); everything else must match.
-        diff = sorted(k for k in own if k != "forward_dtype" and saved_config.get(k) != own[k])
+        # The compute dtype (a GPU run evaluated on a CPU) and the training-only Q target may differ; nothing else.
+        diff = sorted(k for k in own if k not in ("forward_dtype", "q_target") and saved_config.get(k) != own[k])
         if diff:
             details = ", ".join(f"{k}: checkpoint {saved_config.get(k)} vs {own[k]}" for k in diff[:3])
             raise UserError(f"{ckpt}: checkpoint is from another config or dataset ({details})")

@@ -43,6 +43,11 @@ class ArchConfig(StrictModel):
     rope_theta: float = Field(10000.0, gt=0)
     halt_max_steps: int = Field(16, ge=1)
     halt_exploration_prob: float = Field(0.1, ge=0, le=1)
+    q_target: Literal["extra_forward", "next_segment"] = Field(
+        "extra_forward",
+        description="extra_forward: the original's extra no-grad segment for the Q-continue target; next_segment: the "
+        "target comes one step later from the next segment's own forward (about a third less compute per step)",
+    )
     forward_dtype: Literal["auto", "float32", "bfloat16"] = Field("auto", description="auto: bf16 on CUDA, fp32 on CPU")
     loss: LossConfig = LossConfig()
 
@@ -84,6 +89,7 @@ class TrainConfig(StrictModel):
     checkpoint_every_eval: bool = True
     checkpoint_every_steps: int | None = Field(None, gt=0, description="also checkpoint every N steps (long iterations)")
     logger: Literal["none", "wandb", "tensorboard"] = "none"
+    compile: bool = Field(False, description="torch.compile the recurrent core (first steps pay the compile time)")
 
     # Accepted so that the original code's all_config.yaml loads; not used.
     project_name: str | None = None

@@ -68,8 +68,12 @@ def act_loss(
     )
     metrics.update(lm_loss=lm_loss.detach(), q_halt_loss=q_halt_loss.detach())
     total = lm_loss + 0.5 * q_halt_loss
-    if "target_q_continue" in outputs:
+    if "target_q_continue_mask" in outputs:  # q_target=next_segment: last step's continue prediction, on rows that went on
+        terms = F.binary_cross_entropy_with_logits(outputs["q_continue_prediction"], outputs["target_q_continue"], reduction="none")
+        q_continue_loss = torch.where(outputs["target_q_continue_mask"], terms, 0).sum()
+    elif "target_q_continue" in outputs:
         q_continue_loss = F.binary_cross_entropy_with_logits(outputs["q_continue_logits"], outputs["target_q_continue"], reduction="sum")
+    if "target_q_continue" in outputs:
         metrics["q_continue_loss"] = q_continue_loss.detach()
         total = total + 0.5 * q_continue_loss
     return total, metrics

@@ -8,27 +8,32 @@ Under torchrun each process takes its slice of the global batch and gradients ar
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import queue
+import threading
 import signal
 import sys
 import time
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
 from hrm_reason.atomic import atomic_write_text
 from hrm_reason.checkpoint import STATE, find_checkpoint, load_checkpoint, save_checkpoint
 from hrm_reason.config import TrainConfig, save_config
-from hrm_reason.data import PuzzleSplit, TrainSampler, load_split, total_train_steps
+from hrm_reason.data import Batch, PuzzleSplit, TrainSampler, load_split, total_train_steps
 from hrm_reason.errors import UserError
 from hrm_reason.evaluate import EvalResult, evaluate
 from hrm_reason.tasks import task_metrics
 from hrm_reason.losses import act_loss
-from hrm_reason.models.hrm import Carry, InnerCarry
 from hrm_reason.models.registry import build_model
 from hrm_reason.models.sparse_embedding import SparseSignSGD
 from hrm_reason.optim import cosine_schedule_with_warmup, make_adam_atan2
@@ -130,18 +135,96 @@ class StopRequest:
             signal.signal(signal.SIGINT, self._previous)
 
 
-def _carry_to_state(carry: Carry | None) -> dict[str, Any] | None:
+def _flatten_carry(obj: Any, prefix: str = "") -> dict[str, torch.Tensor]:
+    """Nested dataclasses / dicts of tensors -> {"inner_carry.z_H": tensor, ...} (None fields are skipped)."""
+    if isinstance(obj, torch.Tensor):
+        return {prefix[:-1]: obj}
+    if obj is None:
+        return {}
+    items = obj.items() if isinstance(obj, dict) else ((f.name, getattr(obj, f.name)) for f in dataclasses.fields(obj))
+    flat: dict[str, torch.Tensor] = {}
+    for name, value in items:
+        flat.update(_flatten_carry(value, f"{prefix}{name}."))
+    return flat
+
+
+def _fill_carry(template: Any, flat: dict[str, torch.Tensor], device: torch.device) -> Any:
+    """Write saved tensors into a carry of the same structure (made by model.initial_carry on the first batch)."""
+    for name, value in flat.items():
+        *parents, leaf = name.split(".")
+        obj = template
+        for part in parents:
+            obj = obj[part] if isinstance(obj, dict) else getattr(obj, part)
+        if isinstance(obj, dict):
+            obj[leaf] = value.to(device)
+        else:
+            setattr(obj, leaf, value.to(device))
+    return template
+
+
+def _global_carry_state(carry: Any, world_size: int) -> dict[str, torch.Tensor] | None:
+    """The carry of the whole global batch (rank slices concatenated in rank order), so that a run can resume on a
+    different number of processes. Collective: every rank must call it."""
     if carry is None:
         return None
-    return {"z_H": carry.inner_carry.z_H.cpu(), "z_L": carry.inner_carry.z_L.cpu(), "steps": carry.steps.cpu(), "halted": carry.halted.cpu(),
-            "current_data": {k: v.cpu() for k, v in carry.current_data.items()}}
+    flat = {k: v.detach().cpu() for k, v in _flatten_carry(carry).items()}
+    if world_size == 1:
+        return flat
+    parts: list[Any] = [None] * world_size
+    dist.all_gather_object(parts, flat)
+    return {k: torch.cat([part[k] for part in parts]) for k in flat}
 
 
-def _carry_from_state(state: dict[str, Any] | None, device: torch.device) -> Carry | None:
-    if state is None:
-        return None
-    return Carry(InnerCarry(state["z_H"].to(device), state["z_L"].to(device)), state["steps"].to(device), state["halted"].to(device),
-                 {k: v.to(device) for k, v in state["current_data"].items()})
+def _local_carry_state(state: dict[str, torch.Tensor], rank: int, world_size: int) -> dict[str, torch.Tensor]:
+    return {k: v.chunk(world_size)[rank] for k, v in state.items()}
+
+
+def exploration_generator(generator: torch.Generator, seed: int, step: int, rank: int) -> torch.Generator:
+    """Re-seed the ACT exploration draws from (seed, step, rank): no RNG state to save, any resume point reproduces."""
+    return generator.manual_seed(int(np.random.SeedSequence([seed, step, rank]).generate_state(1, np.uint64)[0] >> 1))
+
+
+def prefetch(batches: Iterator[Batch], device: torch.device, depth: int = 2) -> Iterator[Batch]:
+    """Collate the next batches on a background thread while the current step runs; on CUDA they are pinned and
+    copied asynchronously. Same batches, same order."""
+    ready: queue.Queue[Any] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    done = object()
+
+    def put(item: Any) -> bool:
+        while not stop.is_set():
+            try:
+                ready.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                pass
+        return False
+
+    def work() -> None:
+        try:
+            for batch in batches:
+                if device.type == "cuda":
+                    batch = {k: v.pin_memory() for k, v in batch.items()}
+                if not put(batch):
+                    return
+            put(done)
+        except BaseException as e:  # handed to the consumer, raised there
+            put(e)
+
+    threading.Thread(target=work, daemon=True, name="hrm-prefetch").start()
+    try:
+        while (item := ready.get()) is not done:
+            if isinstance(item, BaseException):
+                raise item
+            yield {k: v.to(device, non_blocking=True) for k, v in item.items()}
+    finally:
+        stop.set()
+
+
+def compile_model(model: torch.nn.Module) -> None:
+    """torch.compile the recurrent core in place (its parameter names, hence checkpoints, are unchanged); the ACT
+    bookkeeping around it stays eager."""
+    getattr(model, "inner", model).compile()
 
 
 def _flat_eval(result: EvalResult, halt_max_steps: int) -> dict[str, float]:
@@ -183,27 +266,30 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> P
     total_iters = config.epochs // config.eval_interval
     sampler = TrainSampler(train_split, config.global_batch_size, config.eval_interval, config.seed, rank, world_size)
 
+    if not resume and run_dir.exists() and any(run_dir.iterdir()):
+        raise UserError(f"run directory {run_dir} is not empty: pass --resume to continue it, or choose another --run-dir")
     model = build_model(config.arch, meta, device, config.seed)
     model_config = model.config.model_dump()
-    if distributed:
-        for t in list(model.parameters()) + list(model.buffers()):
-            dist.broadcast(t.data, src=0)
+    step, iteration, batch_in_iter, carry_state = 0, 0, 0, None
     optimizer = make_adam_atan2(model.parameters(), lr=config.lr, betas=(config.beta1, config.beta2), weight_decay=config.weight_decay, device=device)
-    sparse_opt = SparseSignSGD(model.puzzle_emb, config.puzzle_emb_lr, config.puzzle_emb_weight_decay) if model.puzzle_emb is not None else None
-    generator = torch.Generator(device=device)
-    generator.manual_seed(config.seed + rank)
-
-    step, iteration, batch_in_iter, carry = 0, 0, 0, None
     if resume:
         ckpt = find_checkpoint(run_dir)
         load_checkpoint(model, ckpt)
         state = torch.load(ckpt / STATE, map_location="cpu", weights_only=False)
         optimizer.load_state_dict(state["optimizer"])
         step, iteration, batch_in_iter = state["step"], state["iteration"], state["batch_in_iter"]
-        generator.set_state(state["generator"])
-        carry = _carry_from_state(state["carry"], device)
-    elif rank == 0 and run_dir.exists() and any(run_dir.iterdir()):
-        raise UserError(f"run directory {run_dir} is not empty: pass --resume to continue it, or choose another --run-dir")
+        carry_state = state["carry"] and _local_carry_state(state["carry"], rank, world_size)
+    if distributed:
+        for t in model.buffers():  # the puzzle embedding table is a buffer; DDP broadcasts the parameters
+            dist.broadcast(t.data, src=0)
+    sparse_opt = SparseSignSGD(model.puzzle_emb, config.puzzle_emb_lr, config.puzzle_emb_weight_decay) if model.puzzle_emb is not None else None
+    if config.compile:
+        compile_model(model)
+    # DDP averages gradients in buckets while the backward runs; buffers (the puzzle embedding table, kept in step
+    # by the sparse optimizer's all_gather) are not re-broadcast on every forward.
+    train_model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None, broadcast_buffers=False) if distributed else model
+    generator = torch.Generator(device=device)
+    carry = None
 
     is_main = rank == 0
     if is_main:
@@ -216,10 +302,21 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> P
             metrics.write({"step": 0, "num_params": num_params})
 
     def checkpoint() -> None:
+        carry_global = _global_carry_state(carry, world_size) if carry is not None else carry_state_global()
         if is_main:
             state = {"optimizer": optimizer.state_dict(), "step": step, "iteration": iteration, "batch_in_iter": batch_in_iter,
-                     "generator": generator.get_state(), "carry": _carry_to_state(carry)}
+                     "carry": carry_global}
             save_checkpoint(run_dir, step, model, model_config, state)
+
+    def carry_state_global() -> dict[str, torch.Tensor] | None:
+        """Checkpoint before the first step of a resumed run: the loaded carry, gathered back to the global batch."""
+        if carry_state is None:
+            return None
+        if world_size == 1:
+            return carry_state
+        parts: list[Any] = [None] * world_size
+        dist.all_gather_object(parts, carry_state)
+        return {k: torch.cat([part[k] for part in parts]) for k in carry_state}
 
     def run_eval() -> None:
         eval_bs = config.eval_global_batch_size or config.global_batch_size
@@ -239,23 +336,24 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> P
     try:
         with StopRequest() as stop:
             while iteration < total_iters and step < total_steps and not stopped:
-                for batch in sampler.batches(iteration, batch_in_iter):
+                for batch in prefetch(sampler.batches(iteration, batch_in_iter), device):
                     if step >= total_steps:
                         break
-                    batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
                     if carry is None:
                         carry = model.initial_carry(batch)
+                        if carry_state is not None:
+                            carry = _fill_carry(carry, carry_state, device)
                     lr_this = cosine_schedule_with_warmup(step + 1, config.lr, config.lr_warmup_steps, total_steps, config.lr_min_ratio)
                     emb_lr = cosine_schedule_with_warmup(step + 1, config.puzzle_emb_lr, config.lr_warmup_steps, total_steps, config.lr_min_ratio)
 
-                    new_carry, outputs = model(carry, batch, generator=generator)
+                    new_carry, outputs = train_model(carry, batch, generator=exploration_generator(generator, config.seed, step, rank))
                     loss, m = act_loss(outputs, new_carry.current_data["labels"], new_carry.halted, new_carry.steps, config.arch.loss.loss_type)
                     if not torch.isfinite(loss):
                         raise TrainingDiverged(
                             f"loss became {loss.item()} at step {step + 1}; stopped without saving this step. "
                             f"The last good checkpoint is kept in {run_dir / 'checkpoints'} (try a lower lr)"
                         )
-                    optimizer_step(loss, model, optimizer, sparse_opt, config.global_batch_size, world_size, lr_this, emb_lr)
+                    optimizer_step(loss, optimizer, sparse_opt, config.global_batch_size, world_size, lr_this, emb_lr)
 
                     carry = new_carry
                     step += 1
@@ -302,15 +400,12 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> P
 
 
 def optimizer_step(
-    loss: torch.Tensor, model: torch.nn.Module, optimizer: torch.optim.Optimizer, sparse_opt: SparseSignSGD | None,
+    loss: torch.Tensor, optimizer: torch.optim.Optimizer, sparse_opt: SparseSignSGD | None,
     global_batch_size: int, world_size: int, lr: float, puzzle_emb_lr: float,
 ) -> None:
-    """Backward of the summed loss as a mean over the global batch, gradients summed across processes, both optimizers."""
-    (loss / global_batch_size).backward()
-    if world_size > 1:
-        for p in model.parameters():
-            if p.grad is not None:
-                dist.all_reduce(p.grad)
+    """Backward of the summed loss as a mean over the global batch (under DDP, which averages gradients over the
+    processes, each process's share is scaled up by the world size), then both optimizers."""
+    (loss * (world_size / global_batch_size)).backward()
     for group in optimizer.param_groups:
         group["lr"] = lr
     optimizer.step()

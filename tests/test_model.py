@@ -199,3 +199,27 @@ def test_build_model_is_seeded_and_leaves_global_rng_alone() -> None:
     assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
     assert not torch.equal(a.inner.lm_head.weight, c.inner.lm_head.weight)
     assert a.inner.forward_dtype == torch.float32  # never bf16 on CPU
+
+
+def test_rotary_embedding_matches_rotate_half_definition() -> None:
+    """RoPE pairs channel i with i + D/2 and rotates the pair by position * theta^(-2i/D); inner products of rotated
+    vectors then depend only on the distance between positions."""
+    from hrm_reason.models.layers import RotaryEmbedding, apply_rotary_pos_emb
+
+    dim, seq, base = 8, 5, 10000.0
+    x = torch.randn(2, 3, seq, dim, generator=torch.Generator().manual_seed(0))
+    got = apply_rotary_pos_emb(x, *RotaryEmbedding(dim, seq, base)())
+    expected = torch.empty_like(x)
+    half = dim // 2
+    for pos in range(seq):
+        for i in range(half):
+            angle = torch.tensor(pos * base ** (-2 * i / dim), dtype=torch.float64)
+            c, s = torch.cos(angle).float(), torch.sin(angle).float()
+            a, b = x[..., pos, i], x[..., pos, i + half]
+            expected[..., pos, i] = a * c - b * s
+            expected[..., pos, i + half] = b * c + a * s
+    torch.testing.assert_close(got, expected)
+
+    q, k = torch.randn(dim).expand(seq, dim), torch.randn(dim).expand(seq, dim)
+    rq, rk = (apply_rotary_pos_emb(t, *RotaryEmbedding(dim, seq, base)()) for t in (q, k))
+    torch.testing.assert_close(rq[3] @ rk[1], rq[4] @ rk[2])

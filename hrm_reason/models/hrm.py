@@ -44,6 +44,7 @@ class HRMConfig(BaseModel):
     rope_theta: float = 10000.0
     halt_max_steps: int = 16
     halt_exploration_prob: float = 0.1
+    q_target: Literal["extra_forward", "next_segment"] = "extra_forward"
     forward_dtype: Literal["float32", "bfloat16"] = "float32"
 
 
@@ -195,6 +196,7 @@ class HRM(nn.Module):
     ) -> tuple[Carry, dict[str, torch.Tensor]]:
         """`halt_max_steps` overrides the configured cap (evaluation with a larger segment budget, mmax)."""
         max_steps = self.config.halt_max_steps if halt_max_steps is None else halt_max_steps
+        previous_z_H = carry.inner_carry.z_H
         inner_carry = self.inner.reset_carry(carry.halted, carry.inner_carry)
         steps = torch.where(carry.halted, 0, carry.steps)
         data = {
@@ -216,10 +218,21 @@ class HRM(nn.Module):
                 min_halt = torch.randint(2, max_steps + 1, steps.shape, generator=generator, device=steps.device, dtype=steps.dtype)
                 halted = halted & (steps >= explore * min_halt)
 
-                # Q-learning target from one more segment on the new state (no replay buffer, no target network).
-                _, _, (next_q_halt, next_q_continue) = self.inner(inner_carry, data)
-                outputs["target_q_continue"] = torch.sigmoid(
-                    torch.where(is_last_step, next_q_halt, torch.maximum(next_q_halt, next_q_continue))
-                )
+                if self.config.q_target == "extra_forward":
+                    # Q-learning target from one more segment on the new state (no replay buffer, no target network).
+                    _, _, (next_q_halt, next_q_continue) = self.inner(inner_carry, data)
+                    outputs["target_q_continue"] = torch.sigmoid(
+                        torch.where(is_last_step, next_q_halt, torch.maximum(next_q_halt, next_q_continue))
+                    )
+                else:
+                    # This segment is the "next segment" of every row that did not halt last step: its Q values are
+                    # the target of that step's continue prediction, recomputed from the carried z_H (so the
+                    # gradient of this term reaches the Q head only). Rows that halted get no continue target.
+                    continued = ~carry.halted
+                    outputs["target_q_continue"] = torch.sigmoid(torch.maximum(q_halt, q_continue))
+                    outputs["target_q_continue_mask"] = continued
+        if "target_q_continue_mask" in outputs:
+            features = torch.where(outputs["target_q_continue_mask"].view(-1, 1), previous_z_H[:, 0], 0)
+            outputs["q_continue_prediction"] = self.inner.q_head(features).float()[..., 1]
 
         return Carry(inner_carry, steps, halted, data), outputs

@@ -33,10 +33,8 @@ def trunc_normal_init_(
 
 
 def rms_norm(x: torch.Tensor, eps: float) -> torch.Tensor:
-    """Scale-free RMSNorm computed in fp32."""
-    dtype = x.dtype
-    x = x.float()
-    return (x * torch.rsqrt(x.square().mean(-1, keepdim=True) + eps)).to(dtype)
+    """Scale-free RMSNorm computed in fp32 (PyTorch's fused kernel: a third fewer passes over memory on CPU)."""
+    return F.rms_norm(x.float(), (x.shape[-1],), eps=eps).to(x.dtype)
 
 
 class CastedLinear(nn.Module):
@@ -63,30 +61,28 @@ class CastedEmbedding(nn.Module):
 
 
 class RotaryEmbedding(nn.Module):
-    """cos/sin tables of the rotate-half RoPE convention, fp32, not saved in checkpoints."""
+    """cos/sin tables of the rotate-half RoPE convention, fp32, not saved in checkpoints.
+
+    `sin` is stored with the sign of rotate-half folded in (-sin on the first half), so that
+    rotate_half(x) * sin == roll(x, D/2) * sin_signed: one copy instead of a negation and a concatenation.
+    """
 
     def __init__(self, dim: int, max_position_embeddings: int, base: float) -> None:
         super().__init__()
         inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
         freqs = torch.outer(torch.arange(max_position_embeddings, dtype=torch.float32), inv_freq)
-        emb = torch.cat((freqs, freqs), dim=-1)
-        self.cos = nn.Buffer(emb.cos(), persistent=False)
-        self.sin = nn.Buffer(emb.sin(), persistent=False)
+        self.cos = nn.Buffer(torch.cat((freqs, freqs), dim=-1).cos(), persistent=False)
+        self.sin_signed = nn.Buffer(torch.cat((-freqs.sin(), freqs.sin()), dim=-1), persistent=False)
 
     def forward(self) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.cos, self.sin
+        return self.cos, self.sin_signed
 
 
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat((-x2, x1), dim=-1)
-
-
-def apply_rotary_pos_emb(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate x [B, H, S, D] in fp32 and cast back."""
+def apply_rotary_pos_emb(x: torch.Tensor, cos: torch.Tensor, sin_signed: torch.Tensor) -> torch.Tensor:
+    """x * cos + rotate_half(x) * sin for x [..., S, D], in fp32, cast back (q and k can go through in one call)."""
     dtype = x.dtype
     x = x.float()
-    return (x * cos + _rotate_half(x) * sin).to(dtype)
+    return torch.addcmul(x * cos, torch.roll(x, x.shape[-1] // 2, dims=-1), sin_signed).to(dtype)
 
 
 class Attention(nn.Module):
@@ -104,10 +100,11 @@ class Attention(nn.Module):
 
     def forward(self, hidden_states: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
         qkv = rearrange(self.qkv_proj(hidden_states), "b s (n h d) -> n b h s d", n=3, h=self.num_heads)
-        q, k, v = qkv.unbind(0)
         if cos_sin is not None:
-            cos, sin = cos_sin
-            q, k = apply_rotary_pos_emb(q, cos, sin), apply_rotary_pos_emb(k, cos, sin)
+            q, k = apply_rotary_pos_emb(qkv[:2], *cos_sin).unbind(0)
+            v = qkv[2]
+        else:
+            q, k, v = qkv.unbind(0)
         out = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
         return self.o_proj(rearrange(out, "b h s d -> b s (h d)"))
 
