@@ -18,11 +18,17 @@ def latin_4x4(rng: np.random.Generator) -> np.ndarray:
     return relabel[base]
 
 
-def write_original_layout(root: Path, n_train_groups: int = 24, n_test: int = 16, per_group: int = 2, seed: int = 0) -> Path:
-    """<root>/{train,test}/dataset.json + all__*.npy + identifiers.json, exactly as the original HRM builders write."""
-    rng = np.random.default_rng(seed)
+def write_original_layout(
+    root: Path, n_train_groups: int = 24, n_test: int = 16, per_group: int = 2, seed: int = 0, distinct_identifiers: bool = False
+) -> Path:
+    """<root>/{train,test}/dataset.json + all__*.npy + identifiers.json, exactly as the original HRM builders write.
 
-    def split(n_groups: int, per: int) -> dict[str, np.ndarray]:
+    distinct_identifiers: each training puzzle gets its own puzzle identifier (1..N; test puzzles use the blank 0),
+    as in the ARC datasets, so that the puzzle embedding is trained."""
+    rng = np.random.default_rng(seed)
+    num_identifiers = n_train_groups * per_group + 1 if distinct_identifiers else 1
+
+    def split(n_groups: int, per: int, own_identifiers: bool) -> dict[str, np.ndarray]:
         inputs, labels = [], []
         for _ in range(n_groups * per):
             sol = latin_4x4(rng)
@@ -33,22 +39,22 @@ def write_original_layout(root: Path, n_train_groups: int = 24, n_test: int = 16
         return {
             "inputs": np.array(inputs, dtype=np.int32),
             "labels": np.array(labels, dtype=np.int32),
-            "puzzle_identifiers": np.zeros(n, dtype=np.int32),
+            "puzzle_identifiers": np.arange(1, n + 1, dtype=np.int32) if own_identifiers else np.zeros(n, dtype=np.int32),
             "puzzle_indices": np.arange(n + 1, dtype=np.int32),
             "group_indices": np.arange(0, n + 1, per, dtype=np.int32),
         }
 
-    for name, arrays, groups in (("train", split(n_train_groups, per_group), n_train_groups), ("test", split(n_test, 1), n_test)):
+    for name, arrays, groups in (("train", split(n_train_groups, per_group, distinct_identifiers), n_train_groups), ("test", split(n_test, 1, False), n_test)):
         d = root / name
         d.mkdir(parents=True)
         for key, arr in arrays.items():
             np.save(d / f"all__{key}.npy", arr)
         meta = {
             "pad_id": 0, "ignore_label_id": 0, "blank_identifier_id": 0, "vocab_size": 6, "seq_len": 16,
-            "num_puzzle_identifiers": 1, "total_groups": groups, "mean_puzzle_examples": 1.0, "sets": ["all"],
+            "num_puzzle_identifiers": num_identifiers, "total_groups": groups, "mean_puzzle_examples": 1.0, "sets": ["all"],
         }
         (d / "dataset.json").write_text(json.dumps(meta))
-    (root / "identifiers.json").write_text(json.dumps(["<blank>"]))
+    (root / "identifiers.json").write_text(json.dumps(["<blank>"] + [f"puzzle{i}" for i in range(1, num_identifiers)]))
     return root
 
 
