@@ -189,6 +189,42 @@ def test_q_target_is_next_segments_q_values() -> None:
         torch.testing.assert_close(out["target_q_continue"], expected)
 
 
+def test_next_segment_q_target_trains_last_steps_prediction_with_this_steps_values() -> None:
+    """q_target=next_segment: no extra forward; the continue loss of a step is the BCE between the Q head applied to the
+    previous segment's carried z_H and sigmoid(max(q_halt, q_continue)) of this segment, on rows that went on; its
+    gradient reaches the Q head and nothing else."""
+    model = small_model(halt_max_steps=4, q_target="next_segment")
+    model.train()
+    with torch.no_grad():
+        model.inner.q_head.weight.normal_(0, 1.0)
+        model.inner.q_head.bias.copy_(torch.tensor([0.0, 0.5]))
+    b = batch(n=8)
+    carry, out = model(model.initial_carry(b), b)
+    assert not out["target_q_continue_mask"].any()  # the first segment continues nothing
+    previous = carry
+    previous.halted = torch.arange(8) % 3 == 0  # some rows start a new example, the others go on
+    calls = []
+    hook = model.inner.register_forward_hook(lambda *_: calls.append(1))
+    carry, out = model(previous, b)
+    hook.remove()
+    assert len(calls) == 1  # one segment, no extra forward for the target
+    went_on = ~previous.halted
+    assert went_on.any() and torch.equal(out["target_q_continue_mask"], went_on)
+    with torch.no_grad():
+        prediction = model.inner.q_head(previous.inner_carry.z_H[:, 0])[:, 1]
+        target = torch.sigmoid(torch.maximum(out["q_halt_logits"], out["q_continue_logits"]))
+    expected = torch.nn.functional.binary_cross_entropy_with_logits(prediction, target, reduction="none")[went_on].sum()
+    _, m = act_loss(out, carry.current_data["labels"], carry.halted, carry.steps, "softmax_cross_entropy")
+    torch.testing.assert_close(m["q_continue_loss"], expected)
+
+    model.zero_grad()
+    outputs = {**out, "logits": out["logits"].detach(), "q_halt_logits": out["q_halt_logits"].detach()}
+    total, _ = act_loss(outputs, carry.current_data["labels"], carry.halted, carry.steps, "softmax_cross_entropy")
+    total.backward()
+    with_grad = {name for name, p in model.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
+    assert with_grad == {"inner.q_head.weight", "inner.q_head.bias"}
+
+
 def test_build_model_is_seeded_and_leaves_global_rng_alone() -> None:
     arch = ArchConfig(hidden_size=32, num_heads=2, H_layers=1, L_layers=1)
     state = torch.random.get_rng_state()
