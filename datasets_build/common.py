@@ -122,19 +122,23 @@ DIHEDRAL_INVERSE = (0, 3, 2, 1, 4, 5, 6, 7)
 
 
 def dihedral_transform(grid: np.ndarray, tid: int) -> np.ndarray:
-    """Symmetry `tid` of the last two axes (leading axes are a batch)."""
+    """Symmetry `tid` of the last two axes (leading axes are a batch); a view, as np.rot90/np.flip would give."""
     if tid == 0:
         return grid
-    if tid in (1, 2, 3):
-        return np.rot90(grid, k=tid, axes=(-2, -1))
-    if tid == 4:
-        return np.flip(grid, axis=-1)
-    if tid == 5:
-        return np.flip(grid, axis=-2)
+    if tid == 1:  # np.rot90(grid)
+        return np.swapaxes(grid[..., ::-1], -1, -2)
+    if tid == 2:
+        return grid[..., ::-1, ::-1]
+    if tid == 3:  # np.rot90(grid, 3)
+        return np.swapaxes(grid, -1, -2)[..., ::-1]
+    if tid == 4:  # np.fliplr
+        return grid[..., ::-1]
+    if tid == 5:  # np.flipud
+        return grid[..., ::-1, :]
     if tid == 6:
         return np.swapaxes(grid, -1, -2)
-    if tid == 7:
-        return np.flip(np.rot90(grid, k=1, axes=(-2, -1)), axis=-1)
+    if tid == 7:  # np.fliplr(np.rot90(grid))
+        return np.swapaxes(grid[..., ::-1], -1, -2)[..., ::-1]
     raise ValueError(f"dihedral transform id must be in 0..7, got {tid}")
 
 

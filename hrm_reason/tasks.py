@@ -13,6 +13,7 @@ from hrm_reason.evaluate import SegmentMetric
 # builder name -> "module:function"; the function is (split, mmax) -> list[SegmentMetric].
 TASK_METRICS: dict[str, str] = {
     "maze": "hrm_reason.maze_eval:segment_metrics",
+    "arc": "hrm_reason.arc:segment_metrics",
 }
 
 

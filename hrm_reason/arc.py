@@ -1,0 +1,272 @@
+"""ARC voting (reference hrm.md §5.2, trm.md §3): every augmented variant of a test input votes for its answer.
+
+Each variant's prediction after the last segment is cropped at the EOS border, mapped back through the inverse
+augmentation (inverse transform, then inverse colour map) and counted under the original test input; candidates are
+ranked by vote count, ties broken by the mean sigmoid(q_halt). pass@k: the answer is among the top k; a task counts
+only when all its test inputs are solved (HRM's rule). The top two candidates per test input form a Kaggle
+`submission.json`.
+
+Predictions are reduced on the fly (grid bytes -> [votes, sum of q]), never stored as logits: the original notebook
+needed a ~9 GB dump. The inverse augmentation comes from the format itself: identifier names
+`{task}_t{t}_{colour map}` in identifiers.json and the task list in the test split's `builder` record.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from datasets_build.common import inverse_dihedral_transform
+from hrm_reason.data import PuzzleSplit
+from hrm_reason.errors import UserError
+
+PASS_KS = (1, 2, 10, 100, 1000)
+SUBMISSION_ATTEMPTS = 2
+AUG_NAME = re.compile(r"^(?P<task>.+)_t(?P<t>[0-7])_(?P<colours>0[1-9]{9})$")
+IDENTITY = np.arange(10, dtype=np.uint8)
+
+
+# ------------------------------------------------------------------------------------------------------- grids
+
+
+def crop_sizes(tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows and columns of the grid at the top-left of each [S, S] token canvas, as the original notebook's `crop`:
+    the largest-area top-left rectangle made only of colour tokens (2..11), growing row by row while the width can
+    only shrink (the first of equal areas wins)."""
+    n, size = tokens.shape[0], tokens.shape[-1]
+    colour = (tokens >= 2) & (tokens <= 11)
+    first_other = np.where(colour.all(-1), size, colour.argmin(-1))  # [n, S] colour run at the start of each row
+    width = np.minimum.accumulate(first_other, axis=1)
+    area = width * np.arange(1, size + 1)
+    best = area.argmax(1)
+    has = area[np.arange(n), best] > 0
+    return np.where(has, best + 1, 0), np.where(has, width[np.arange(n), best], 0)
+
+
+def crop(tokens: np.ndarray) -> np.ndarray:
+    """One [S, S] canvas -> its grid of colours 0..9."""
+    h, w = crop_sizes(tokens[None])
+    return (tokens[: h[0], : w[0]] - 2).astype(np.uint8)
+
+
+def grid_key(grid: np.ndarray) -> bytes:
+    """Exact identity of a grid (shape and colours); the vote tables are keyed by it."""
+    return bytes(grid.shape) + np.ascontiguousarray(grid, dtype=np.uint8).tobytes()
+
+
+def grid_from_key(key: bytes) -> np.ndarray:
+    return np.frombuffer(key[2:], dtype=np.uint8).reshape(key[0], key[1])
+
+
+def parse_identifier(name: str) -> tuple[str, int, np.ndarray]:
+    """`{task}_t{t}_{colours}` -> (task, t, colour map); the original puzzle's name is just `{task}`."""
+    m = AUG_NAME.match(name)
+    if m is None:
+        return name, 0, IDENTITY
+    return m["task"], int(m["t"]), np.frombuffer(m["colours"].encode(), dtype=np.uint8) - ord("0")
+
+
+def inverse_augment(grid: np.ndarray, t: int, colours: np.ndarray) -> np.ndarray:
+    """Undo `colours[...]` followed by dihedral transform t: the inverse transform, then the inverse colour map."""
+    return np.argsort(colours).astype(np.uint8)[inverse_dihedral_transform(grid, t)]
+
+
+# ------------------------------------------------------------------------------------------------- test split
+
+
+@dataclass
+class ArcTestSet:
+    """What voting needs to know about an ARC test split: tasks, answers, and how to undo each identifier's augmentation."""
+
+    size: int  # canvas side
+    tasks: list[dict[str, Any]]  # builder record entries, in group order
+    test_inputs: list[dict[bytes, list[int]]]  # per task: original test input -> its indices
+    answers: list[list[bytes | None]]  # per task and test input; None when the answers are hidden
+    task_of: np.ndarray  # [num_identifiers] task index, -1 for identifiers outside the test split
+    transform_of: np.ndarray  # [num_identifiers]
+    inverse_colours: np.ndarray  # [num_identifiers, 10]
+
+    @classmethod
+    def from_split(cls, split: PuzzleSplit) -> ArcTestSet:
+        builder = split.metadata.builder or {}
+        where = split.path / "dataset.json"
+        if builder.get("name") != "arc" or "tasks" not in builder or "grid_size" not in builder:
+            raise UserError(f"{where}: not an ARC dataset built by `hrm build-data arc` (builder.name 'arc' with a task list)")
+        if builder.get("translation", False):
+            raise UserError(f"{where}: this split is translated; voting needs grids at the top-left (the test split)")
+        if list(split.sets) != ["all"]:
+            raise UserError(f"{where}: expected the one set 'all', found {list(split.sets)}")
+        ids_path = split.path.parent / "identifiers.json"
+        try:
+            names = json.loads(ids_path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise UserError(f"{ids_path} not found: ARC voting reads the augmentation of each puzzle from it") from None
+        except json.JSONDecodeError as e:
+            raise UserError(f"{ids_path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+        s, size, tasks = split.sets["all"], int(builder["grid_size"]), list(builder["tasks"])
+        if len(tasks) != s.group_indices.size - 1:
+            raise UserError(f"{where}: builder.tasks lists {len(tasks)} tasks but the split has {s.group_indices.size - 1} groups")
+        n_ids = len(names)
+        task_of = np.full(n_ids, -1, dtype=np.int64)
+        transform_of = np.zeros(n_ids, dtype=np.int64)
+        inverse_colours = np.tile(IDENTITY, (n_ids, 1))
+        test_inputs, answers = [], []
+        for g, task in enumerate(tasks):
+            puzzles = range(int(s.group_indices[g]), int(s.group_indices[g + 1]))
+            for p in puzzles:
+                ident = int(s.puzzle_identifiers[p])
+                name, t, colours = parse_identifier(names[ident]) if 0 < ident < n_ids else (None, 0, IDENTITY)
+                if name != task["name"]:
+                    raise UserError(f"{ids_path}: identifier {ident} is {names[ident] if ident < n_ids else '?'!r}, expected a variant of task {task['name']!r}")
+                task_of[ident], transform_of[ident], inverse_colours[ident] = g, t, np.argsort(colours)
+            first = puzzles[0]
+            if names[int(s.puzzle_identifiers[first])] != task["name"]:
+                raise UserError(f"{ids_path}: the first puzzle of task {task['name']!r} is not its original")
+            rows = slice(int(s.puzzle_indices[first]), int(s.puzzle_indices[first + 1]))
+            x = np.asarray(s.inputs[rows]).reshape(-1, size, size)
+            y = np.asarray(s.labels[rows]).reshape(-1, size, size)
+            by_input: dict[bytes, list[int]] = {}
+            for k in range(x.shape[0]):
+                by_input.setdefault(grid_key(crop(x[k])), []).append(k)
+            test_inputs.append(by_input)
+            answers.append([grid_key(crop(y[k])) if task.get("answers", True) else None for k in range(y.shape[0])])
+        return cls(size, tasks, test_inputs, answers, task_of, transform_of, inverse_colours)
+
+
+# ------------------------------------------------------------------------------------------------------ voting
+
+VoteTable = dict[tuple[int, int], dict[bytes, list[float]]]  # (task, test input) -> grid -> [votes, sum of q]
+
+
+def rank_candidates(table: dict[bytes, list[float]]) -> list[tuple[bytes, int, float]]:
+    """(grid, votes, mean q), best first: most votes, then highest mean q, then grid bytes (a fixed order for full ties)."""
+    ranked = [(key, int(c), q / c) for key, (c, q) in table.items()]
+    ranked.sort(key=lambda r: (-r[1], -r[2], r[0]))
+    return ranked
+
+
+def merge_votes(tables: list[VoteTable]) -> VoteTable:
+    merged: VoteTable = {}
+    for table in tables:
+        for slot, candidates in table.items():
+            into = merged.setdefault(slot, {})
+            for key, (c, q) in candidates.items():
+                entry = into.setdefault(key, [0, 0.0])
+                entry[0] += c
+                entry[1] += q
+    return merged
+
+
+def score(testset: ArcTestSet, votes: VoteTable, pass_ks: tuple[int, ...] = PASS_KS) -> tuple[dict[str, float], dict[str, Any], dict[str, Any]]:
+    """pass@k over the tasks with known answers, per-task results and the Kaggle submission."""
+    solved_counts = dict.fromkeys(pass_ks, 0)
+    scored = 0
+    per_task: dict[str, Any] = {}
+    submission: dict[str, Any] = {}
+    for g, task in enumerate(testset.tasks):
+        tests, attempts = [], []
+        for k in range(len(testset.answers[g])):
+            ranked = rank_candidates(votes.get((g, k), {}))
+            answer = testset.answers[g][k]
+            rank = next((i + 1 for i, (key, _, _) in enumerate(ranked) if key == answer), None)
+            tests.append({
+                "answer_rank": rank,
+                "votes": sum(c for _, c, _ in ranked),
+                "candidates": len(ranked),
+                "top": [{"votes": c, "mean_q": round(q, 6), "correct": key == answer if answer is not None else None}
+                        for key, c, q in ranked[:SUBMISSION_ATTEMPTS]],
+            })
+            grids = [grid_from_key(key) for key, _, _ in ranked[:SUBMISSION_ATTEMPTS]]
+            grids = [g_ if g_.size else np.zeros((1, 1), dtype=np.uint8) for g_ in grids]  # an empty crop is no grid
+            grids += [grids[0] if grids else np.zeros((1, 1), dtype=np.uint8)] * (SUBMISSION_ATTEMPTS - len(grids))
+            attempts.append({f"attempt_{i + 1}": grid.tolist() for i, grid in enumerate(grids)})
+        submission[task["name"]] = attempts
+        known = task.get("answers", True)
+        solved = {str(K): known and all(t["answer_rank"] is not None and t["answer_rank"] <= K for t in tests) for K in pass_ks}
+        if known:
+            scored += 1
+            for K in pass_ks:
+                solved_counts[K] += solved[str(K)]
+        per_task[task["name"]] = {"id": task.get("id", task["name"]), "answers_known": known, "solved": solved, "test_inputs": tests}
+    metrics = {f"pass@{K}": solved_counts[K] / scored if scored else 0.0 for K in pass_ks}
+    return metrics, per_task, submission
+
+
+class ArcVoting:
+    """The ARC SegmentMetric: votes from the final segment only; one fresh object per evaluation."""
+
+    def __init__(self, testset: ArcTestSet, mmax: int, pass_ks: tuple[int, ...] = PASS_KS) -> None:
+        self.testset, self.final_segment, self.pass_ks = testset, mmax - 1, pass_ks
+        self.votes: VoteTable = {}
+        self.rows = 0
+        self.unmatched = 0  # rows whose input did not map back to a known test input (should stay 0)
+
+    def update(self, segment: int, preds: torch.Tensor, out: dict[str, torch.Tensor], batch: dict[str, torch.Tensor],
+               valid: torch.Tensor) -> None:
+        if segment != self.final_segment:
+            return
+        rows = valid.nonzero().squeeze(1)
+        if rows.numel() == 0:
+            return
+        size, ts = self.testset.size, self.testset
+        ids = batch["puzzle_identifiers"][rows].cpu().numpy()
+        x = batch["inputs"][rows].cpu().numpy().astype(np.uint8).reshape(-1, size, size)
+        y = preds[rows].cpu().numpy().astype(np.uint8).reshape(-1, size, size)
+        q = torch.sigmoid(out["q_halt_logits"][rows].double()).cpu().numpy()
+        xh, xw = crop_sizes(x)
+        yh, yw = crop_sizes(y)
+        for i, ident in enumerate(ids.tolist()):
+            self.rows += 1
+            g = int(ts.task_of[ident]) if 0 <= ident < ts.task_of.size else -1
+            if g < 0:
+                self.unmatched += 1
+                continue
+            t, inv = int(ts.transform_of[ident]), ts.inverse_colours[ident]
+            original_input = inv[inverse_dihedral_transform(x[i, : xh[i], : xw[i]] - 2, t)]
+            ks = ts.test_inputs[g].get(grid_key(original_input))
+            if ks is None:
+                self.unmatched += 1
+                continue
+            prediction = grid_key(inv[inverse_dihedral_transform(y[i, : yh[i], : yw[i]] - 2, t)])
+            for k in ks:
+                entry = self.votes.setdefault((g, k), {}).setdefault(prediction, [0, 0.0])
+                entry[0] += 1
+                entry[1] += float(q[i])
+
+    def result(self, world_size: int) -> dict[str, Any]:
+        votes, rows, unmatched = self.votes, self.rows, self.unmatched
+        if world_size > 1:
+            gathered: list[Any] = [None] * world_size
+            torch.distributed.all_gather_object(gathered, (self.votes, self.rows, self.unmatched))
+            votes = merge_votes([v for v, _, _ in gathered])
+            rows, unmatched = sum(r for _, r, _ in gathered), sum(u for _, _, u in gathered)
+        metrics, per_task, submission = score(self.testset, votes, self.pass_ks)
+        return {
+            **metrics,
+            "arc_voting": {"tasks_scored": sum(t["answers_known"] for t in per_task.values()), "rows": rows,
+                           "unmatched_rows": unmatched, "pass_ks": list(self.pass_ks), "tasks": per_task},
+            "arc_submission": submission,
+        }
+
+
+def segment_metrics(split: PuzzleSplit, mmax: int) -> list[ArcVoting]:
+    """The hook in hrm_reason.tasks: called once per evaluation, so votes never carry over."""
+    return [ArcVoting(ArcTestSet.from_split(split), mmax)]
+
+
+def require_arc_dataset(data_dir: str | Path, flag: str) -> None:
+    """Fail before a long evaluation when an ARC-only option is given for another dataset."""
+    meta = Path(data_dir) / "test" / "dataset.json"
+    try:
+        name = (json.loads(meta.read_text()).get("builder") or {}).get("name")
+    except (OSError, json.JSONDecodeError):
+        return  # the evaluation itself reports a missing or broken dataset
+    if name != "arc":
+        raise UserError(f"{flag}: {meta} is not an ARC dataset (builder.name {name!r}); build one with hrm build-data arc")
+
