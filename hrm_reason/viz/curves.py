@@ -1,0 +1,216 @@
+"""`hrm viz run`: a run's training and evaluation curves from metrics.jsonl, and accuracy against segments from the
+JSON files of `hrm eval --json` (inference-time scaling: accuracy after m = 1..mmax segments, and the ACT result)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from hrm_reason.errors import UserError
+from hrm_reason.viz.canvas import new_figure
+
+TRAIN_COLOUR, EVAL_COLOUR, ACT_COLOUR = "#1f77b4", "#d62728", "#2ca02c"
+# eval/* keys with a panel of their own; any other eval/ key with values in [0, 1] joins the exact-accuracy panel.
+KNOWN_EVAL = {"eval/count", "eval/exact_accuracy", "eval/accuracy", "eval/lm_loss", "eval/q_halt_accuracy", "eval/act_exact_accuracy", "eval/steps"}
+
+
+def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
+    """The records of metrics.jsonl in step order; a resumed run's repeated steps keep their last record."""
+    run_dir = Path(run_dir)
+    path = run_dir / "metrics.jsonl"
+    if not run_dir.is_dir():
+        raise UserError(f"run directory {run_dir} does not exist")
+    if not path.is_file():
+        raise UserError(f"{path} not found: {run_dir} is not a run directory written by hrm train (or it has not logged yet)")
+    text = path.read_text()
+    lines = text.splitlines()
+    records = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            if number == len(lines) and not text.endswith("\n"):
+                break  # a line being written by a running training
+            raise UserError(f"{path} line {number}: not valid JSON ({e.msg})") from None
+        if not isinstance(record, dict) or not isinstance(record.get("step"), int):
+            raise UserError(f"{path} line {number}: expected a JSON object with an integer 'step'")
+        records.append(record)
+    latest: dict[tuple[int, bool], dict[str, Any]] = {}
+    for record in records:
+        latest[(record["step"], any(k.startswith("eval/") for k in record))] = record
+    ordered = [latest[key] for key in sorted(latest)]
+    if not any(k.startswith(("train/", "eval/")) for r in ordered for k in r):
+        raise UserError(f"{path}: no training or evaluation records yet")
+    return ordered
+
+
+def series(records: list[dict[str, Any]], key: str) -> tuple[np.ndarray, np.ndarray]:
+    pairs = [(r["step"], float(r[key])) for r in records if isinstance(r.get(key), (int, float))]
+    if not pairs:
+        return np.zeros(0), np.zeros(0)
+    steps, values = zip(*pairs)
+    return np.asarray(steps), np.asarray(values)
+
+
+def smooth(values: np.ndarray, window: int) -> np.ndarray:
+    """Trailing mean over `window` points (train metrics are over the few examples that halted in one step)."""
+    if window <= 1 or values.size == 0:
+        return values
+    cumsum = np.cumsum(np.insert(values, 0, 0.0))
+    counts = np.minimum(np.arange(1, values.size + 1), window)
+    starts = np.arange(1, values.size + 1) - counts
+    return (cumsum[1:] - cumsum[starts]) / counts
+
+
+def curves_figure(records: list[dict[str, Any]], title: str) -> Figure:
+    fig = new_figure(13.5, 7.2)
+    grid = fig.add_gridspec(2, 3, left=0.06, right=0.98, top=0.9, bottom=0.08, hspace=0.38, wspace=0.25)
+    fig.suptitle(title, fontsize=12, fontweight="bold")
+    panels = [
+        ("loss (lm, halted sequences)", "train/lm_loss", "eval/lm_loss", True),
+        ("exact accuracy (whole grid right)", "train/exact_accuracy", "eval/exact_accuracy", False),
+        ("token accuracy", "train/accuracy", "eval/accuracy", False),
+        ("mean segments used (ACT)", "train/steps", "eval/steps", False),
+        ("Q halt accuracy", "train/q_halt_accuracy", "eval/q_halt_accuracy", False),
+        ("learning rate", "train/lr", None, False),
+    ]
+    n_train = len(series(records, "train/lm_loss")[0])
+    window = max(1, n_train // 60)
+    for i, (name, train_key, eval_key, log_scale) in enumerate(panels):
+        ax = fig.add_subplot(grid[i // 3, i % 3])
+        _plot_train(ax, records, train_key, window, raw=train_key != "train/lr")
+        if eval_key is not None:
+            _plot_eval(ax, records, eval_key, "eval", EVAL_COLOUR)
+        if eval_key == "eval/exact_accuracy":
+            _plot_eval(ax, records, "eval/act_exact_accuracy", "eval, ACT halting", ACT_COLOUR)
+            extra = sorted({k for r in records for k in r if k.startswith("eval/") and k not in KNOWN_EVAL})
+            for key in extra:
+                _, values = series(records, key)
+                if values.size and values.min() >= 0 and values.max() <= 1:
+                    _plot_eval(ax, records, key, key, None)
+        if log_scale and all(v > 0 for line in ax.get_lines() for v in np.asarray(line.get_ydata(), dtype=float)):
+            ax.set_yscale("log")
+        ax.set_title(name, fontsize=10)
+        ax.set_xlabel("step", fontsize=8)
+        ax.tick_params(labelsize=8)
+        ax.grid(alpha=0.3)
+        if ax.get_lines():
+            ax.legend(fontsize=7, frameon=False)
+        else:
+            ax.text(0.5, 0.5, "not logged", ha="center", va="center", transform=ax.transAxes, color="#888888")
+    return fig
+
+
+def _plot_train(ax: Axes, records: list[dict[str, Any]], key: str, window: int, raw: bool) -> None:
+    steps, values = series(records, key)
+    if not steps.size:
+        return
+    if raw and window > 1:
+        ax.plot(steps, values, color=TRAIN_COLOUR, alpha=0.2, lw=0.6)
+    label = f"train (mean of {window} steps)" if raw and window > 1 else "train"
+    ax.plot(steps, smooth(values, window) if raw else values, color=TRAIN_COLOUR, lw=1.4, label=label)
+
+
+def _plot_eval(ax: Axes, records: list[dict[str, Any]], key: str, label: str, colour: str | None) -> None:
+    steps, values = series(records, key)
+    if steps.size:
+        ax.plot(steps, values, color=colour, marker="o", ms=3.5, lw=1.2, label=label)
+
+
+def read_eval_json(path: Path) -> dict[str, Any]:
+    """A file written by `hrm eval --json`; the fields drawn here are checked so that a wrong file is one line."""
+    try:
+        result = json.loads(Path(path).read_text())
+    except OSError as e:
+        raise UserError(f"--eval {path}: cannot read it ({e.strerror})") from None
+    except json.JSONDecodeError as e:
+        raise UserError(f"--eval {path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    if not is_eval_result(result):
+        raise UserError(f"--eval {path}: not a result of hrm eval --json (expected mmax and per-segment exact_accuracy, token_accuracy)")
+    return result
+
+
+def is_eval_result(result: Any) -> bool:
+    if not isinstance(result, dict) or not isinstance(result.get("mmax"), int):
+        return False
+    return all(isinstance(result.get(k), list) and len(result[k]) == result["mmax"] for k in ("exact_accuracy", "token_accuracy"))
+
+
+def find_eval_jsons(run_dir: Path) -> list[Path]:
+    """JSON files in the run directory that are `hrm eval --json` results (config and other JSON files are skipped)."""
+    found = []
+    for path in sorted(Path(run_dir).glob("*.json")):
+        try:
+            if is_eval_result(json.loads(path.read_text())):
+                found.append(path)
+        except (OSError, json.JSONDecodeError):
+            continue
+    return found
+
+
+def trained_segments(run_dir: Path) -> int | None:
+    """arch.halt_max_steps from the run's config.yaml, if it can be read."""
+    try:
+        config = yaml.safe_load((Path(run_dir) / "config.yaml").read_text())
+        return int(config["arch"]["halt_max_steps"])
+    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError):
+        return None
+
+
+def segments_figure(results: dict[str, dict[str, Any]], title: str, trained: int | None) -> Figure:
+    """Exact and token accuracy after m segments, with the ACT result as a star at its mean number of segments."""
+    fig = new_figure(11, 4.4)
+    grid = fig.add_gridspec(1, 2, left=0.07, right=0.98, top=0.85, bottom=0.14, wspace=0.22)
+    fig.suptitle(title, fontsize=12, fontweight="bold")
+    ax_exact, ax_token = fig.add_subplot(grid[0]), fig.add_subplot(grid[1])
+    mmax = max(r["mmax"] for r in results.values())
+    colours = ["#1f77b4", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
+    for i, (name, r) in enumerate(results.items()):
+        colour = colours[i % len(colours)]
+        x = np.arange(1, r["mmax"] + 1)
+        label = name if len(results) > 1 else "after m segments"
+        ax_exact.plot(x, r["exact_accuracy"], marker="o", ms=4, color=colour, label=label)
+        ax_token.plot(x, r["token_accuracy"], marker="o", ms=4, color=colour, label=label)
+        if isinstance(r.get("act_exact_accuracy"), (int, float)) and isinstance(r.get("act_mean_segments"), (int, float)):
+            ax_exact.scatter([r["act_mean_segments"]], [r["act_exact_accuracy"]], marker="*", s=180, color=ACT_COLOUR, zorder=5,
+                             edgecolor="black", linewidth=0.5, label=f"ACT halting: {r['act_exact_accuracy']:.1%} at {r['act_mean_segments']:.1f} segments")
+        for j, (key, values) in enumerate(sorted((r.get("extra") or {}).items())):
+            if isinstance(values, list) and len(values) == r["mmax"] and all(isinstance(v, (int, float)) for v in values):
+                ax_exact.plot(x, values, ls="--", marker=".", color=colour, alpha=0.8 - 0.15 * j, label=f"{key}" + (f" ({name})" if len(results) > 1 else ""))
+    for ax, what in ((ax_exact, "exact accuracy"), (ax_token, "token accuracy")):
+        if trained is not None:
+            ax.axvline(trained, color="#555555", ls=":", lw=1)
+            ax.text(trained, 0.97, f" trained with {trained}", transform=ax.get_xaxis_transform(), fontsize=8, color="#555555", va="top")
+        ax.set_xlim(0.5, mmax + 0.5)
+        ax.set_xticks(np.arange(1, mmax + 1))
+        ax.set_xlabel("segments m (inference-time budget)", fontsize=9)
+        ax.set_title(what, fontsize=10)
+        ax.tick_params(labelsize=8)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, frameon=False, loc="lower right")
+    ax_exact.set_ylim(-0.02, 1.02)
+    return fig
+
+
+def run_figures(run_dir: Path, eval_jsons: list[Path]) -> list[tuple[str, Figure]]:
+    """curves.png from metrics.jsonl; segments.png from the given eval JSONs, else from those found in the run."""
+    run_dir = Path(run_dir)
+    records = read_metrics(run_dir)
+    params = next((r["num_params"] for r in records if "num_params" in r), None)
+    title = f"{run_dir.name}" + (f"  ({params / 1e6:.2f}M parameters)" if params else "")
+    figures = [("curves.png", curves_figure(records, title))]
+    paths = eval_jsons or find_eval_jsons(run_dir)
+    if paths:
+        results = {p.stem: read_eval_json(p) for p in paths}
+        count = next(iter(results.values())).get("count")
+        subtitle = f"{run_dir.name}: accuracy against segments" + (f" ({count} test examples)" if count else "")
+        figures.append(("segments.png", segments_figure(results, subtitle, trained_segments(run_dir))))
+    return figures

@@ -1,0 +1,153 @@
+"""`hrm viz predictions`: the model's decoded answer after every segment 1..mmax (the HRM paper's Figure 7).
+
+Each segment panel shades the cells that changed since the previous segment (for segment 1: since the puzzle as
+given), frames the cells that differ from the answer and marks the cells that break the puzzle's rules; a strip below
+plots sigmoid(q_halt) and sigmoid(q_continue) per segment. ACT at inference halts at the first segment where
+q_halt > q_continue, which is the panel marked "halt".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+from torch import nn
+
+from hrm_reason.errors import UserError
+from hrm_reason.viz.canvas import panel_figure
+from hrm_reason.viz.grids import (
+    GridSpec,
+    content_window,
+    draw_grid,
+    grid_spec,
+    rule_violations,
+    wrong_cells,
+)
+from hrm_reason.viz.puzzles import Example, example_title, get_example, read_identifiers
+
+PANEL_INCHES = {"sudoku": 1.35, "maze": 1.8, "arc": 1.5, "tokens": 1.5}
+SOLVED_COLOUR, UNSOLVED_COLOUR = "#1a7f37", "#c0392b"
+
+
+@dataclass
+class SegmentTrace:
+    example: Example
+    preds: np.ndarray  # [mmax, seq_len]: argmax tokens after segment m+1
+    q_halt: np.ndarray  # [mmax]: sigmoid(q_halt_logits)
+    q_continue: np.ndarray  # [mmax]: sigmoid(q_continue_logits)
+
+    @property
+    def mmax(self) -> int:
+        return self.preds.shape[0]
+
+    @property
+    def act_halt(self) -> int:
+        """1-based segment at which ACT halts: the first with q_halt > q_continue, else the last."""
+        halts = np.flatnonzero(self.q_halt > self.q_continue)
+        return int(halts[0]) + 1 if halts.size else self.mmax
+
+
+@torch.no_grad()
+def trace_segments(model: nn.Module, examples: list[Example], mmax: int, device: torch.device) -> list[SegmentTrace]:
+    """Run `mmax` segments on a batch of examples and keep every segment's argmax and Q values."""
+    batch = {
+        "inputs": torch.from_numpy(np.stack([e.inputs for e in examples]).astype(np.int32)).to(device),
+        "labels": torch.from_numpy(np.stack([e.labels for e in examples]).astype(np.int32)).to(device),
+        "puzzle_identifiers": torch.tensor([e.puzzle_identifier for e in examples], dtype=torch.int32, device=device),
+    }
+    was_training = model.training
+    model.eval()
+    carry = model.initial_carry(batch)
+    preds, q_halt, q_continue = [], [], []
+    for _ in range(mmax):
+        carry, out = model(carry, batch, halt_max_steps=mmax)
+        preds.append(out["logits"].argmax(-1).cpu())
+        q_halt.append(torch.sigmoid(out["q_halt_logits"].float()).cpu())
+        q_continue.append(torch.sigmoid(out["q_continue_logits"].float()).cpu())
+    model.train(was_training)
+    p, qh, qc = torch.stack(preds, 1).numpy(), torch.stack(q_halt, 1).numpy(), torch.stack(q_continue, 1).numpy()
+    return [SegmentTrace(e, p[i], qh[i], qc[i]) for i, e in enumerate(examples)]
+
+
+def predictions_figure(spec: GridSpec, trace: SegmentTrace, title: str, trained_segments: int | None = None) -> Figure:
+    ex, mmax = trace.example, trace.mmax
+    ncols = min(mmax + 2, 9)
+    fig, axes, strip_top = panel_figure(mmax + 2, ncols, PANEL_INCHES[spec.kind], header=title, footer=spec.legend, extra_h=1.6)
+    window = content_window(spec, ex.inputs, ex.labels)
+    givens = (ex.inputs >= 2) if spec.kind == "sudoku" else None
+    solved = []
+
+    draw_grid(axes[0], spec, ex.inputs, givens=givens, window=window)
+    axes[0].set_title("puzzle", fontsize=9)
+    previous = ex.inputs
+    for m in range(mmax):
+        pred = trace.preds[m]
+        wrong = wrong_cells(spec, pred, ex.labels)
+        solved.append(not wrong.any())
+        draw_grid(axes[m + 1], spec, pred, givens=givens, changed=pred != previous, wrong=wrong,
+                  violations=rule_violations(spec, pred, ex.inputs), window=window)
+        halt = m + 1 == trace.act_halt
+        status = "solved" if solved[-1] else f"{int(wrong.sum())} wrong"
+        axes[m + 1].set_title(f"segment {m + 1}{' (halt)' if halt else ''}\nq_halt {trace.q_halt[m]:.2f} · {status}", fontsize=8, pad=8,
+                              color=SOLVED_COLOUR if solved[-1] else UNSOLVED_COLOUR, fontweight="bold" if halt else "normal")
+        if halt:
+            axes[m + 1].add_patch(_axes_frame(axes[m + 1]))
+        previous = pred
+    draw_grid(axes[-1], spec, ex.labels, givens=givens, window=window)
+    axes[-1].set_title("answer", fontsize=9)
+    _q_strip(fig, strip_top, trace, solved, trained_segments)
+    return fig
+
+
+def _axes_frame(ax):
+    from matplotlib.patches import Rectangle
+
+    return Rectangle((-0.03, -0.03), 1.06, 1.06, transform=ax.transAxes, fill=False, edgecolor="#333333", lw=2.5, clip_on=False)
+
+
+def _q_strip(fig: Figure, top: float, trace: SegmentTrace, solved: list[bool], trained_segments: int | None) -> None:
+    """sigmoid(q_halt) and sigmoid(q_continue) per segment; the markers say whether that segment's answer is exact."""
+    height_in = fig.get_figheight()
+    ax = fig.add_axes((0.9 / fig.get_figwidth(), 0.42 / height_in, 1 - 1.3 / fig.get_figwidth(), top - 0.62 / height_in))
+    x = np.arange(1, trace.mmax + 1)
+    ax.plot(x, trace.q_continue, color="#888888", ls="--", lw=1.2, label="sigmoid(q_continue)")
+    ax.plot(x, trace.q_halt, color="#333333", lw=1.5, label="sigmoid(q_halt)", zorder=2)
+    ax.scatter(x, trace.q_halt, c=[SOLVED_COLOUR if s else UNSOLVED_COLOUR for s in solved], s=28, zorder=3)
+    ax.axvline(trace.act_halt, color="#333333", lw=0.8, ls=":")
+    if trained_segments is not None and trained_segments < trace.mmax:
+        ax.axvspan(trained_segments + 0.5, trace.mmax + 0.5, color="#f0f0f0", zorder=0, label="beyond the trained segments")
+    ax.set_xlim(0.5, trace.mmax + 0.5)
+    ax.set_ylim(-0.03, 1.03)
+    ax.set_xticks(x)
+    ax.set_xlabel("segment (marker: green = exact answer, red = not)", fontsize=8)
+    ax.set_ylabel("probability", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=7, loc="best", frameon=False, ncol=3)
+
+
+def prediction_figures(
+    path: Path, config_path: Path | None, data: Path | None, start: int, count: int, mmax: int | None, device_name: str,
+) -> list[tuple[str, Figure]]:
+    """Test examples start..start+count-1 through a checkpoint (mmax default: the trained halt_max_steps)."""
+    from hrm_reason.inference import load_model_for_eval
+
+    if count < 1:
+        raise UserError(f"--count {count}: expected at least 1")
+    if mmax is not None and mmax < 1:
+        raise UserError(f"--mmax {mmax}: expected at least 1")
+    model, config, split, device = load_model_for_eval(path, config_path, data, device_name)
+    spec = grid_spec(split.metadata, str(split.path / "dataset.json"))
+    identifiers = read_identifiers(split.path.parent)
+    examples = [get_example(split, i, "test", identifiers) for i in range(start, start + count)]
+    mmax = mmax or config.arch.halt_max_steps
+    traces = trace_segments(model, examples, mmax, device)
+    trained = config.arch.halt_max_steps
+    return [
+        (f"predictions_test_{t.example.index:06d}.png",
+         predictions_figure(spec, t, f"{example_title('test', t.example)}: prediction after each segment", trained))
+        for t in traces
+    ]

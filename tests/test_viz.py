@@ -1,0 +1,345 @@
+"""`hrm viz`: grid kinds and rule checks, PNGs rendered without a display, and the commands as a user runs them."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from matplotlib.image import imread
+
+from hrm_reason.data import PuzzleDatasetMetadata, load_split
+from hrm_reason.errors import UserError
+from hrm_reason.evaluate import evaluate
+from hrm_reason.models.registry import build_model
+from hrm_reason.train import train
+from hrm_reason.viz.canvas import DPI, png_bytes
+from hrm_reason.viz.curves import read_metrics, run_figures, smooth
+from hrm_reason.viz.grids import (
+    ARC_EOS,
+    GridSpec,
+    content_window,
+    grid_spec,
+    maze_violations,
+    rule_violations,
+    sudoku_violations,
+    wrong_cells,
+)
+from hrm_reason.viz.predictions import SegmentTrace, predictions_figure, trace_segments
+from hrm_reason.viz.puzzles import Example, get_example
+from tests.helpers import latin_4x4, tiny_config, write_original_layout
+from tests.test_cli import assert_one_line_error
+
+
+def metadata(seq_len: int, vocab_size: int, builder: dict | None = None) -> PuzzleDatasetMetadata:
+    return PuzzleDatasetMetadata(pad_id=0, ignore_label_id=0, blank_identifier_id=0, vocab_size=vocab_size, seq_len=seq_len,
+                                 num_puzzle_identifiers=1, total_groups=1, mean_puzzle_examples=1.0, sets=["all"], builder=builder)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Synthetic grids in the builders' token layouts
+
+
+def sudoku_9x9() -> tuple[np.ndarray, np.ndarray]:
+    """A valid 9x9 solution (the shifted-row pattern) and a puzzle with every other cell blank; tokens digit+1."""
+    solution = np.array([[(3 * (r % 3) + r // 3 + c) % 9 + 1 for c in range(9)] for r in range(9)])
+    puzzle = np.where(np.indices((9, 9)).sum(0) % 2 == 0, solution, 0)
+    return puzzle.reshape(-1) + 1, solution.reshape(-1) + 1
+
+
+def maze(side: int = 12) -> tuple[np.ndarray, np.ndarray]:
+    """Walls around and a wall column; the path runs along row 1 then down the last open column from S to G."""
+    grid = np.full((side, side), 2)
+    grid[0, :] = grid[-1, :] = grid[:, 0] = grid[:, -1] = 1
+    grid[3:, 4] = 1
+    route = [(1, c) for c in range(1, side - 2)] + [(r, side - 3) for r in range(2, side - 1)]
+    label = grid.copy()
+    for cell in route:
+        label[cell] = 5
+    grid[route[0]] = label[route[0]] = 3
+    grid[route[-1]] = label[route[-1]] = 4
+    return grid.reshape(-1), label.reshape(-1)
+
+
+def arc() -> tuple[np.ndarray, np.ndarray]:
+    """A 3x4 input and its 4x3 rotation in the 30x30 frame: colours as 2..11, EOS row below and column right, PAD 0."""
+    colours = np.arange(12).reshape(3, 4) % 10
+    frames = []
+    for grid in (colours, np.rot90(colours)):
+        frame = np.zeros((30, 30), dtype=np.int64)
+        h, w = grid.shape
+        frame[:h, :w] = grid + 2
+        frame[h, :w] = ARC_EOS
+        frame[:h, w] = ARC_EOS
+        frames.append(frame.reshape(-1))
+    return frames[0], frames[1]
+
+
+CASES = {
+    "sudoku4": (metadata(16, 6, {"name": "sudoku", "box": "2x2"}), lambda: _latin()),
+    "sudoku9": (metadata(81, 11), sudoku_9x9),
+    "maze": (metadata(144, 6, {"name": "maze"}), maze),
+    "arc": (metadata(900, 12, {"name": "arc"}), arc),
+}
+
+
+def _latin() -> tuple[np.ndarray, np.ndarray]:
+    solution = latin_4x4(np.random.default_rng(3))
+    puzzle = np.where(np.eye(4, dtype=bool)[:, [0, 2, 1, 3]], solution, 0)
+    return puzzle.reshape(-1) + 1, solution.reshape(-1) + 1
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Grid kinds and cell checks
+
+
+def test_grid_kind_from_builder_name_or_layout() -> None:
+    assert grid_spec(metadata(16, 6, {"name": "sudoku", "box": "2x2"})).box == (2, 2)
+    assert grid_spec(metadata(36, 8, {"name": "sudoku", "box": "3x2"})).box == (3, 2)
+    assert grid_spec(metadata(36, 8)).box == (2, 3)  # no builder record: the usual 6x6 boxes
+    assert grid_spec(metadata(81, 11)).kind == "sudoku"
+    assert grid_spec(metadata(16, 6)).kind == "sudoku"  # the original layout: vocab 6, 4x4
+    assert grid_spec(metadata(16, 6, {"name": "maze"})).kind == "maze"  # the builder name decides a 4x4 maze
+    assert grid_spec(metadata(900, 6)).kind == "maze"
+    assert grid_spec(metadata(900, 12)).kind == "arc"
+    assert grid_spec(metadata(900, 12, {"name": "arc"})).side == 30
+    assert grid_spec(metadata(49, 20)).kind == "tokens"
+    with pytest.raises(UserError, match="seq_len 17"):
+        grid_spec(metadata(17, 6), "x/dataset.json")
+    with pytest.raises(UserError, match="builder 'sudoku'"):
+        grid_spec(metadata(17, 6, {"name": "sudoku"}))
+
+
+def test_sudoku_violations_are_repeats_changed_givens_and_holes() -> None:
+    spec = grid_spec(CASES["sudoku9"][0])
+    puzzle, solution = sudoku_9x9()
+    assert not sudoku_violations(spec, solution, puzzle).any()
+    grid = solution.reshape(9, 9).copy()
+    # Cell (0,1) given? (0+1) is odd: blank, free to change. Write cell (0,0)'s digit there: a repeat in row 0 and box 0.
+    grid[0, 1] = grid[0, 0]
+    bad = sudoku_violations(spec, grid.reshape(-1), puzzle).reshape(9, 9)
+    # The same digit also sits in column 1 once (every digit is in every column): that cell is a repeat too.
+    col_twin = int(np.flatnonzero(solution.reshape(9, 9)[:, 1] == grid[0, 0])[0])
+    assert set(zip(*np.nonzero(bad))) == {(0, 0), (0, 1), (col_twin, 1)}
+    changed_given, hole = solution.copy(), solution.copy()
+    changed_given[0] = solution[0] % 9 + 2  # another digit in cell 0, a given
+    hole[1] = 1  # blank token
+    assert sudoku_violations(spec, changed_given, puzzle)[0]
+    assert sudoku_violations(spec, hole, puzzle)[1] and sudoku_violations(spec, hole, puzzle).sum() == 1
+
+
+def test_maze_violations_are_changed_walls_and_broken_paths() -> None:
+    spec = grid_spec(CASES["maze"][0])
+    inputs, label = maze()
+    assert not maze_violations(spec, label, inputs).any()
+    broken = label.reshape(12, 12).copy()
+    broken[1, 5] = 2  # cut the path: its two neighbours become dead ends
+    bad = maze_violations(spec, broken.reshape(-1), inputs).reshape(12, 12)
+    assert set(zip(*np.nonzero(bad))) == {(1, 4), (1, 6)}
+    walled = label.reshape(12, 12).copy()
+    walled[5, 4] = 2  # a wall removed
+    assert set(zip(*np.nonzero(maze_violations(spec, walled.reshape(-1), inputs).reshape(12, 12)))) == {(5, 4)}
+
+
+def test_wrong_cells_skip_unsupervised_pad_and_arc_window() -> None:
+    spec = grid_spec(CASES["arc"][0])
+    inputs, label = arc()
+    pred = label.copy()
+    pred[label == 0] = 5  # anything in PAD cells is unsupervised
+    assert not wrong_cells(spec, pred, label).any()
+    pred[0] = 7
+    assert wrong_cells(spec, pred, label).nonzero()[0].tolist() == [0]
+    rows, cols = content_window(spec, inputs, label)
+    assert (rows.start, rows.stop, cols.start, cols.stop) == (0, 5, 0, 5)  # 4x4 content plus the EOS row and column
+    assert not rule_violations(spec, pred, inputs).any()
+
+
+def test_smooth_is_a_trailing_mean() -> None:
+    values = np.random.default_rng(0).random(50)
+    expected = [values[max(0, i - 6) : i + 1].mean() for i in range(50)]
+    np.testing.assert_allclose(smooth(values, 7), expected)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# PNGs
+
+
+def decode(png: bytes) -> np.ndarray:
+    return imread(io.BytesIO(png), format="png")
+
+
+def cell_pixels(fig, spec: GridSpec, tokens: tuple[np.ndarray, ...], cell: int, margin: float) -> np.ndarray:
+    """One cell of the last segment's panel in the saved PNG, `margin` (in cells) trimmed from each side."""
+    image = decode(png_bytes(fig))
+    ax = fig.axes[-3]  # axes: puzzle, segments 1..mmax, answer, q strip
+    rows, cols = content_window(spec, *tokens)
+    r, c = divmod(cell, spec.side)
+    r, c = r - rows.start, c - cols.start
+    (x0, y0), (x1, y1) = ax.transData.transform([(c + margin, r + margin), (c + 1 - margin, r + 1 - margin)])
+    top, bottom = (int(np.rint(image.shape[0] - y)) for y in (max(y0, y1), min(y0, y1)))  # display y starts at the bottom
+    return image[top:bottom, int(np.rint(min(x0, x1))) : int(np.rint(max(x0, x1)))]
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_wrong_cell_looks_different_from_a_right_one(case: str) -> None:
+    """The same predicted token drawn once as wrong and once as right (the answer changed to match): the marks alone
+    change that cell's pixels; and a right cell elsewhere is drawn the same whether or not another cell is wrong."""
+    meta, make = CASES[case]
+    spec = grid_spec(meta)
+    inputs, labels = make()
+    to_find = np.flatnonzero((labels != 0) & (labels != inputs))
+    wrong_at, right_at = int(to_find[0]), int(to_find[-1])
+    mmax = 3
+    all_right = np.repeat(labels[None], mmax, 0)
+    one_wrong = all_right.copy()
+    one_wrong[-1, wrong_at] = labels[wrong_at] + 1 if labels[wrong_at] + 1 < meta.vocab_size else 2
+    answer_matching = labels.copy()
+    answer_matching[wrong_at] = one_wrong[-1, wrong_at]
+    q = np.array([0.1, 0.5, 0.9])
+
+    def strip(preds: np.ndarray, answer: np.ndarray):
+        fig = predictions_figure(spec, SegmentTrace(Example(0, "all", inputs, answer, 0, ""), preds, q, np.full(mmax, 0.6)), "t")
+        image = decode(png_bytes(fig))
+        assert image.shape[:2] == (round(fig.get_figheight() * DPI), round(fig.get_figwidth() * DPI))
+        return fig
+
+    wrong_fig, marked_right_fig, right_fig = strip(one_wrong, labels), strip(one_wrong, answer_matching), strip(all_right, labels)
+    assert wrong_cells(spec, one_wrong[-1], labels).sum() == 1 and not wrong_cells(spec, one_wrong[-1], answer_matching).any()
+    grids = (inputs, labels)
+    as_wrong = cell_pixels(wrong_fig, spec, grids, wrong_at, 0.02)
+    as_right = cell_pixels(marked_right_fig, spec, grids, wrong_at, 0.02)
+    assert as_wrong.shape == as_right.shape and as_wrong.size > 0
+    assert np.abs(as_wrong - as_right)[..., :3].max(-1).mean() > 0.05  # the marks cover a good part of the cell
+    np.testing.assert_array_equal(cell_pixels(wrong_fig, spec, grids, right_at, 0.25), cell_pixels(right_fig, spec, grids, right_at, 0.25))
+
+
+def test_trace_segments_matches_evaluate(tmp_path: Path) -> None:
+    """The strips show what `hrm eval` scores: per-segment token accuracy from the traces equals evaluate()'s."""
+    data = write_original_layout(tmp_path / "data")
+    config = tiny_config(data, tmp_path / "run")
+    split = load_split(data, "test")
+    model = build_model(config.arch, split.metadata, torch.device("cpu"), seed=1)
+    spec = grid_spec(split.metadata)
+    examples = [get_example(split, i, "test") for i in range(split.num_examples)]
+    traces = trace_segments(model, examples, 4, torch.device("cpu"))
+    token = [np.mean([1 - wrong_cells(spec, t.preds[m], t.example.labels).mean() for t in traces]) for m in range(4)]
+    result = evaluate(model, split, 4, 8, torch.device("cpu"), progress=False)
+    np.testing.assert_allclose(token, result.token_accuracy, atol=1e-6)
+    assert len({round(v, 6) for v in token}) > 1  # the segments do change the prediction
+    assert all(t.q_halt.shape == (4,) and ((t.q_halt > 0) & (t.q_halt < 1)).all() for t in traces)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# metrics.jsonl and the run pictures
+
+
+def write_metrics(run: Path, lines: list[str]) -> None:
+    run.mkdir(parents=True, exist_ok=True)
+    (run / "metrics.jsonl").write_text("".join(lines))
+
+
+def test_read_metrics_keeps_last_record_per_step_and_skips_a_partial_last_line(tmp_path: Path) -> None:
+    records = [{"step": 0, "num_params": 10}, {"step": 1, "train/lm_loss": 2.0}, {"step": 2, "train/lm_loss": 1.5},
+               {"step": 2, "eval/exact_accuracy": 0.1}, {"step": 2, "train/lm_loss": 1.4}]  # resumed at step 1
+    write_metrics(tmp_path / "r", [json.dumps(r) + "\n" for r in records] + ['{"step": 3, "train/lm'])
+    got = read_metrics(tmp_path / "r")
+    assert [(r["step"], r.get("train/lm_loss")) for r in got] == [(0, None), (1, 2.0), (2, 1.4), (2, None)]
+    write_metrics(tmp_path / "bad", ['{"step": 1, "train/lm_loss": 2.0}\n', "oops\n", '{"step": 2, "train/lm_loss": 1.0}\n'])
+    with pytest.raises(UserError, match="line 2"):
+        read_metrics(tmp_path / "bad")
+    write_metrics(tmp_path / "empty", ['{"step": 0, "num_params": 10}\n'])
+    with pytest.raises(UserError, match="no training or evaluation records"):
+        read_metrics(tmp_path / "empty")
+
+
+def test_run_pictures_from_metrics_and_eval_json(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    lines = [json.dumps({"step": s, "train/lm_loss": 2 / s, "train/exact_accuracy": s / 100, "train/steps": 3.0, "train/lr": 1e-3}) + "\n"
+             for s in range(1, 101)]
+    lines += [json.dumps({"step": s, "eval/exact_accuracy": s / 200, "eval/act_exact_accuracy": s / 250, "eval/steps": 2.5}) + "\n" for s in (50, 100)]
+    write_metrics(run, lines)
+    (run / "config.yaml").write_text("arch:\n  halt_max_steps: 4\n")
+    assert [name for name, _ in run_figures(run, [])] == ["curves.png"]
+    result = {"count": 10, "mmax": 6, "exact_accuracy": [0.1, 0.2, 0.3, 0.4, 0.4, 0.4], "token_accuracy": [0.5] * 6,
+              "act_exact_accuracy": 0.35, "act_mean_segments": 3.5, "extra": {"optimal_path": [0.0, 0.1, 0.2, 0.3, 0.3, 0.3]}}
+    (run / "eval16.json").write_text(json.dumps(result))
+    (run / "other.json").write_text(json.dumps({"not": "an eval"}))  # ignored when searching the run
+    figures = dict(run_figures(run, []))
+    assert sorted(figures) == ["curves.png", "segments.png"]
+    for fig in figures.values():
+        assert decode(png_bytes(fig)).shape[:2] == (round(fig.get_figheight() * DPI), round(fig.get_figwidth() * DPI))
+    with pytest.raises(UserError, match="other.json"):
+        run_figures(run, [run / "other.json"])
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The commands
+
+
+@pytest.fixture
+def hrm(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch):
+    """The `hrm` entry point in this process (a subprocess per call would spend its time importing torch)."""
+    import cli
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        monkeypatch.setattr(sys, "argv", ["hrm", *args])
+        with pytest.raises(SystemExit) as exit_info:
+            cli.main()
+        out = capsys.readouterr()
+        return subprocess.CompletedProcess(args, exit_info.value.code, out.out, out.err)
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("viz")
+    data = write_original_layout(root / "data")
+    run = train(tiny_config(data, root / "run", "epochs=2", "eval_interval=2"), progress=False)
+    return data, run
+
+
+def test_viz_commands_write_pngs_and_a_self_contained_page(trained_run: tuple[Path, Path], tmp_path: Path, hrm) -> None:
+    data, run = trained_run
+    proc = hrm("viz", "puzzle", "--data", str(data), "--index", "2", "--count", "2", "--out", str(tmp_path / "p"))
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in (tmp_path / "p").iterdir()) == ["puzzle_test_000002.png", "puzzle_test_000003.png"]
+    proc = hrm("viz", "predictions", "--run", str(run), "--index", "5", "--mmax", "5", "--out", str(tmp_path / "s"))
+    assert proc.returncode == 0, proc.stderr
+    strip = imread(tmp_path / "s" / "predictions_test_000005.png")
+    assert strip.shape[1] > 7 * 1.35 * DPI  # puzzle, 5 segments, answer side by side
+    proc = hrm("eval", "--run", str(run), "--mmax", "5", "--quiet", "--json", str(run / "eval5.json"))
+    assert proc.returncode == 0, proc.stderr
+    proc = hrm("viz", "run", str(run))
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in (run / "viz").iterdir()) == ["curves.png", "segments.png"]
+    proc = hrm("viz", "html", str(run), "--count", "1", "--mmax", "3", "--out", str(tmp_path / "page.html"))
+    assert proc.returncode == 0, proc.stderr
+    page = (tmp_path / "page.html").read_text()
+    assert page.count('src="data:image/png;base64,') == 3  # curves, segments, one strip
+    assert "http://" not in page and "https://" not in page
+
+
+def test_viz_errors_are_one_line(trained_run: tuple[Path, Path], tmp_path: Path, hrm) -> None:
+    data, run = trained_run
+    assert_one_line_error(hrm("viz", "puzzle", "--data", str(data), "--index", "16", "--out", str(tmp_path)), "--index 16", "16 examples")
+    assert_one_line_error(hrm("viz", "predictions", "--run", str(run), "--index", "-1", "--out", str(tmp_path)), "--index -1")
+    (tmp_path / "not-a-run").mkdir()
+    assert_one_line_error(hrm("viz", "run", str(tmp_path / "not-a-run")), "metrics.jsonl", "not a run directory")
+    assert_one_line_error(hrm("viz", "puzzle", "--data", str(tmp_path / "nothing")), "nothing")
+    assert not any(tmp_path.glob("*.png"))
+
+
+def test_missing_matplotlib_is_one_line(trained_run: tuple[Path, Path], tmp_path: Path) -> None:
+    data, _ = trained_run
+    code = "import sys; sys.modules['matplotlib'] = None; import cli; cli.main()"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.run([sys.executable, "-c", code, "viz", "puzzle", "--data", str(data), "--out", str(tmp_path)],
+                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert_one_line_error(proc, 'pip install "hrm-reason[viz]"')
