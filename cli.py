@@ -81,6 +81,38 @@ def build_data_arc(
     typer.echo(summary(build_arc(opts)))
 
 
+@build_data_app.command("maze")
+def build_data_maze(
+    out: Optional[Path] = typer.Option(None, "--out", help="Output directory. Default: data/maze-30x30-hard-1k (hf), data/maze-csv (csv), data/maze-gen-NxN (generate)."),
+    source: str = typer.Option("auto", "--source", help="auto | hf | csv | generate. auto: --csv-dir if given, else the Hugging Face Hub if reachable within 3 s (30x30 only), else generate (HRM_OFFLINE=1 or HF_HUB_OFFLINE=1 skips the hub)."),
+    csv_dir: Optional[Path] = typer.Option(None, "--csv-dir", help="Folder with train.csv and test.csv (columns source,question,answer,rating) for --source csv."),
+    subsample_size: Optional[int] = typer.Option(None, "--subsample-size", help="Keep this many training mazes, sampled without replacement (seeded)."),
+    aug: bool = typer.Option(False, "--aug", help="Train on all 8 rotations/reflections of every maze (one group each); test stays unaugmented."),
+    seed: int = typer.Option(0, "--seed", help="Seed of every random choice: same options and seed give byte-identical files."),
+    size: Optional[int] = typer.Option(None, "--size", help="Grid side of generated mazes (default 30); hf/csv mazes are 30x30 / the CSV's size."),
+    min_path: Optional[int] = typer.Option(None, "--min-path", help="Keep mazes whose shortest S-G path has at least this many moves. Default for generate: 110 at 30x30, scaled for other sizes (27 at 9x9); for hf/csv: no filter."),
+    wall_density: Optional[str] = typer.Option(None, "--wall-density", help="Wall fraction of generated mazes, a range LO-HI drawn uniformly or one value (default 0.3-0.5, as Lehnert et al.)."),
+    train_size: Optional[int] = typer.Option(None, "--train-size", help="Training mazes: generated count (default 1000), or a seeded cap on hf/csv rows."),
+    test_size: Optional[int] = typer.Option(None, "--test-size", help="Test mazes: generated count (default 1000), or a seeded cap on hf/csv rows."),
+    workers: int = typer.Option(0, "--workers", help="Generator processes (0 = one per CPU core for large jobs); the output does not depend on it."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out if it exists."),
+) -> None:
+    """Build a maze dataset: Maze-Hard 30x30 (hf or csv) or generated random-wall mazes with a long shortest path."""
+    from pydantic import ValidationError
+
+    from datasets_build.maze import MazeBuildOptions, build_maze, summary
+
+    fields = dict(out=out, source=source, csv_dir=csv_dir, subsample_size=subsample_size, aug=aug, seed=seed, size=size, min_path=min_path, wall_density=wall_density, train_size=train_size, test_size=test_size, workers=workers, overwrite=overwrite)
+    try:
+        opts = MazeBuildOptions(**fields)
+    except ValidationError as e:
+        err = e.errors()[0]
+        name = str(err["loc"][0]) if err["loc"] else ""
+        flag = "--" + name.replace("_", "-") if name else "options"
+        raise UserError(f"{flag} {fields.get(name, '')!s}: {err['msg'].removeprefix('Value error, ')}") from None
+    typer.echo(summary(build_maze(opts)))
+
+
 DEFAULT_CONFIG = "sudoku_quick.yaml"
 
 

@@ -1,0 +1,783 @@
+"""Maze-Hard builder: the paper's 30x30 hard mazes (Hugging Face or local CSV) or built-in generated mazes, in the
+original HRM format (reference hrm.md §4.4: characters '# SGo' -> ids 1..5, PAD 0, vocab 6, every cell supervised,
+puzzle identifier 0).
+
+The generator follows the instance procedure of Lehnert et al. ("Beyond A*", 2024; facebookresearch/searchformer,
+`searchformer/maze.py`), which the HRM paper adopts, plus the paper's hardness filter:
+- walls: a uniformly random set of k cells, k uniform in [floor(0.3 N), floor(0.5 N)] of the N cells (Lehnert: N//10*3
+  to N//10*5 walls, the same numbers when N is a multiple of 10, e.g. 30x30);
+- moves: up, down, left, right; no wrap-around; start S and goal G are distinct open cells;
+- hardness (HRM): the shortest S-G path has at least `min_path` moves (110 at 30x30).
+Lehnert draws (S, G) uniformly and keeps the pair when it passes; at 30x30 and 110 moves fewer than 1 in 20,000 pairs
+passes, so rejection is hopeless. Instead a wall layout is kept when it has a passing pair at all (certified by a
+double-sweep BFS: a random cell, its farthest cell u, the farthest cell from u), and its (S, G) is then drawn uniformly
+among *all* its passing ordered pairs (all-pairs BFS). Given the layout, that is exactly Lehnert's conditional law;
+the one difference is that every kept layout weighs the same instead of in proportion to its number of passing pairs.
+Layouts are independent draws, one maze each, so no two mazes share walls.
+
+The label marks the cells of one shortest path 'o': walking back from G, always to the first neighbour one step closer
+to S in the order up, down, left, right, so the label is a function of the maze (learnable for exact match). Any other
+shortest path is just as right; `hrm eval` scores it with the optimal-path accuracy (hrm_reason/maze_eval.py).
+
+Bit-parallel BFS: a grid row is one uint64 (bit j = column j), so a wavefront step over thousands of layouts is a few
+shifts and ANDs on [n, H] words.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import json
+import math
+import multiprocessing
+import os
+import sys
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from tqdm import tqdm
+
+from datasets_build.common import dihedral_transform, write_identifiers, write_split
+from datasets_build.sudoku import hub_reachable
+from hrm_reason.atomic import atomic_directory
+from hrm_reason.data import PuzzleDatasetMetadata
+from hrm_reason.errors import UserError
+from hrm_reason.maze_eval import (
+    CHARSET,
+    GOAL,
+    MAX_SIDE,
+    OPEN,
+    PATH,
+    START,
+    VOCAB_SIZE,
+    WALL,
+    grid_side,
+    optimal_path_correct,
+    start_distances,
+)
+
+BUILDER_VERSION = "1"
+HF_REPO = "sapientinc/maze-30x30-hard-1k"
+CSV_HEADER = ("source", "question", "answer", "rating")
+PAPER_SIZE, PAPER_MIN_PATH = 30, 110
+LEHNERT_WALL_DENSITY = (0.3, 0.5)
+DEFAULT_GENERATED_SIZES = (1000, 1000)  # the published set: 1000 train, 1000 test
+CHUNK = 512  # layouts per generation step; part of what the seed means, so a constant and not an option
+_STREAM_GENERATE, _STREAM_SUBSAMPLE, _STREAM_SIZE = 1, 3, 5
+_SPLIT_CODE = {"train": 0, "test": 1}
+_ONE = np.uint64(1)
+
+
+def default_min_path(size: int) -> int:
+    """110 moves at 30x30, scaled to the same tail: about the 99.3rd percentile of the longest shortest path of a random
+    Lehnert layout, which grows like side^(7/6) (measured for sides 7..30): 27 at 9x9, 34 at 11x11, 41 at 13x13."""
+    return max(1, round(PAPER_MIN_PATH * (size / PAPER_SIZE) ** (7 / 6)))
+
+
+# ----------------------------------------------------------------------------------------------------------- options
+
+
+class MazeBuildOptions(BaseModel):
+    """Everything that decides the dataset; `out`, `overwrite` and `workers` do not change its bytes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    out: Path | None = Field(None, description="default data/maze-30x30-hard-1k (hf), data/maze-csv, data/maze-gen-NxN")
+    source: Literal["auto", "hf", "csv", "generate"] = "auto"
+    csv_dir: Path | None = None
+    subsample_size: int | None = Field(None, ge=1)
+    aug: bool = False
+    seed: int = Field(0, ge=0)
+    size: int | None = Field(None, ge=4, le=MAX_SIDE, description="grid side; default 30 (generate) or the CSV's")
+    min_path: int | None = Field(None, ge=1, description="shortest S-G path in moves; default scaled from 110 at 30x30 (generate), none (hf/csv)")
+    wall_density: tuple[float, float] | None = Field(None, description="range of the wall fraction; default Lehnert's 0.3-0.5")
+    train_size: int | None = Field(None, ge=1)
+    test_size: int | None = Field(None, ge=1)
+    overwrite: bool = False
+    workers: int = Field(0, ge=0, description="generator processes; 0 = one per CPU core for large jobs")
+
+    @field_validator("wall_density", mode="before")
+    @classmethod
+    def _parse_density(cls, v: Any) -> Any:
+        """'0.3-0.5', '0.3,0.5', '0.4' or a number (a fixed fraction)."""
+        if isinstance(v, (int, float)):
+            return (v, v)
+        if isinstance(v, str):
+            parts = v.replace(",", "-").split("-") if "-" in v.strip("-") or "," in v else [v]
+            try:
+                nums = [float(p) for p in parts if p.strip()]
+            except ValueError:
+                raise ValueError("expected a wall fraction like 0.4 or a range like 0.3-0.5") from None
+            if len(nums) not in (1, 2):
+                raise ValueError("expected a wall fraction like 0.4 or a range like 0.3-0.5")
+            return (nums[0], nums[-1])
+        return v
+
+    @field_validator("wall_density")
+    @classmethod
+    def _density_range(cls, v: tuple[float, float] | None) -> tuple[float, float] | None:
+        if v is not None and not 0.0 <= v[0] <= v[1] < 1.0:
+            raise ValueError("expected wall fractions 0 <= low <= high < 1")
+        return v
+
+
+# ---------------------------------------------------------------------------------------------- bit-parallel BFS
+
+
+def _pack(mask: np.ndarray) -> np.ndarray:
+    """[..., H, W] bool -> [..., H] uint64 rows, bit j = column j."""
+    padded = np.zeros(mask.shape[:-1] + (64,), dtype=bool)
+    padded[..., : mask.shape[-1]] = mask
+    return np.packbits(padded, axis=-1, bitorder="little").view("<u8")[..., 0].astype(np.uint64)
+
+
+def _unpack(rows: np.ndarray, width: int) -> np.ndarray:
+    """[..., H] uint64 rows -> [..., H, W] bool."""
+    octets = np.ascontiguousarray(rows.astype("<u8"))[..., None].view(np.uint8)
+    return np.unpackbits(octets, axis=-1, bitorder="little")[..., :width].astype(bool)
+
+
+def _popcount(rows: np.ndarray) -> np.ndarray:
+    """Set cells per grid: [..., H] uint64 -> [...] int64."""
+    if hasattr(np, "bitwise_count"):  # numpy >= 2
+        return np.bitwise_count(rows).sum(-1, dtype=np.int64)
+    return np.unpackbits(np.ascontiguousarray(rows.astype("<u8"))[..., None].view(np.uint8), axis=-1).sum((-1, -2), dtype=np.int64)
+
+
+def _first_cell(rows: np.ndarray) -> np.ndarray:
+    """Flat index (r * 64 + c) of the first set cell (lowest row, lowest column) of each [H] grid; rows must be non-empty."""
+    r = np.argmax(rows != 0, axis=1)
+    word = rows[np.arange(rows.shape[0]), r]
+    low = word & (~word + _ONE)  # lowest set bit
+    return r * 64 + np.log2(low.astype(np.float64)).astype(np.int64)
+
+
+def _expand(frontier: np.ndarray, full: np.uint64) -> np.ndarray:
+    """Cells of the frontier and their 4 neighbours."""
+    grown = frontier | ((frontier << _ONE) & full) | (frontier >> _ONE)
+    grown[:, 1:] |= frontier[:, :-1]
+    grown[:, :-1] |= frontier[:, 1:]
+    return grown
+
+
+@dataclass
+class _Wave:
+    reach: np.ndarray  # [n, H] cells reachable from the seeds
+    last: np.ndarray  # [n, H] the farthest layer
+    ecc: np.ndarray  # [n] its distance (moves)
+    within: np.ndarray | None  # [n, H] cells at distance <= `near`
+
+
+def _wavefront(open_rows: np.ndarray, seeds: np.ndarray, full: np.uint64, near: int | None = None) -> _Wave:
+    """BFS from `seeds` in every grid at once; finished grids leave the working set so long ones do not drag short ones."""
+    frontier = seeds & open_rows
+    reach, last = frontier.copy(), frontier.copy()
+    ecc = np.zeros(frontier.shape[0], dtype=np.int64)
+    within = frontier.copy() if near is not None else None
+    act = np.flatnonzero(frontier.any(axis=1))
+    f, r, o = frontier[act], reach[act], open_rows[act]
+    step = 0
+    while act.size:
+        step += 1
+        nxt = _expand(f, full) & o & ~r
+        grew = nxt.any(axis=1)
+        if not grew.all():
+            stop = ~grew
+            reach[act[stop]], last[act[stop]], ecc[act[stop]] = r[stop], f[stop], step - 1
+            if within is not None and step <= near:  # finished before the capture below
+                within[act[stop]] = r[stop]
+            act, nxt, r, o = act[grew], nxt[grew], r[grew], o[grew]
+        r = r | nxt
+        f = nxt
+        if within is not None and step == near:
+            within[act] = r
+    return _Wave(reach, last, ecc, within)
+
+
+def _one_hot_rows(cells: np.ndarray, height: int) -> np.ndarray:
+    """[n] flat indices (r * 64 + c) -> [n, H] rows with that one cell set."""
+    rows = np.zeros((cells.size, height), dtype=np.uint64)
+    rows[np.arange(cells.size), cells // 64] = _ONE << (cells % 64).astype(np.uint64)
+    return rows
+
+
+# -------------------------------------------------------------------------------------------------------- generator
+
+
+@dataclass
+class _Chunk:
+    """Mazes of one generation step, and what it took."""
+
+    grids: np.ndarray  # [n, H, W] uint8 tokens (walls, open, S, G)
+    pairs: np.ndarray  # [n] passing ordered (S, G) pairs of each kept layout
+    layouts: int
+
+
+def _screen(open_rows: np.ndarray, order: np.ndarray, walls: np.ndarray, size: int, min_path: int) -> np.ndarray:
+    """[B] bool: the layout certainly has two cells min_path or more moves apart.
+
+    Components are explored from random unexplored open cells (the next one in the layout's random cell order) until
+    one certifies or too few unexplored cells remain to hold such a pair (a component needs min_path + 1 cells). In a
+    component of that size: BFS from the seed; if it reaches min_path, done; else BFS again from its farthest cell
+    (a double sweep, which is exact on trees and near-exact on these grids).
+    """
+    B, N = order.shape
+    full = np.uint64((1 << size) - 1)
+    explored = np.zeros_like(open_rows)
+    certified = np.zeros(B, dtype=bool)
+    n_open = N - walls
+    pos_of = np.argsort(order, axis=1)  # position of each cell in the random order
+    while True:
+        left = n_open - _popcount(explored)
+        act = np.flatnonzero(~certified & (left >= min_path + 1))
+        if act.size == 0:
+            return certified
+        # next seed: the first unexplored open cell in the layout's random order
+        unexplored = (_unpack(open_rows[act] & ~explored[act], size)).reshape(act.size, N)
+        rank = np.where(unexplored, pos_of[act], N)
+        cell = np.argmin(rank, axis=1)
+        seeds = _one_hot_rows((cell // size) * 64 + cell % size, size)
+        wave = _wavefront(open_rows[act], seeds, full)
+        explored[act] |= wave.reach
+        ok = wave.ecc >= min_path
+        big = ~ok & (_popcount(wave.reach) >= min_path + 1)
+        if big.any():
+            far = _one_hot_rows(_first_cell(wave.last[big]), size)
+            ok[big] = _wavefront(open_rows[act[big]], far, full).ecc >= min_path
+        certified[act[ok]] = True
+
+
+def _draw_pairs(open_rows: np.ndarray, size: int, min_path: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each layout: an ordered (S, G) pair drawn uniformly among those min_path or more moves apart (all-pairs
+    BFS from every open cell), and the number of such pairs. Returns flat cell indices r * size + c."""
+    full = np.uint64((1 << size) - 1)
+    cells = [np.flatnonzero(_unpack(o, size).reshape(-1)) for o in open_rows]
+    counts = np.array([c.size for c in cells])
+    src = np.concatenate(cells)
+    wave = _wavefront(np.repeat(open_rows, counts, axis=0), _one_hot_rows((src // size) * 64 + src % size, size), full, near=min_path - 1)
+    assert wave.within is not None
+    far = wave.reach & ~wave.within  # cells at distance >= min_path from each source
+    per_source = _popcount(far)
+    starts, goals, totals = [], [], []
+    for lo, hi in itertools.pairwise(np.concatenate([[0], np.cumsum(counts)])):
+        weights = per_source[lo:hi]
+        total = int(weights.sum())
+        t = int(rng.integers(total))
+        i = int(np.searchsorted(np.cumsum(weights), t, side="right"))
+        t -= int(weights[:i].sum())
+        goal = np.flatnonzero(_unpack(far[lo + i], size).reshape(-1))[t]
+        starts.append(src[lo + i])
+        goals.append(goal)
+        totals.append(total)
+    return np.array(starts, dtype=np.int64), np.array(goals, dtype=np.int64), np.array(totals, dtype=np.int64)
+
+
+def wall_count_range(size: int, density: tuple[float, float]) -> tuple[int, int]:
+    """Inclusive range of the number of walls (at least two open cells remain for S and G)."""
+    n = size * size
+    return min(math.floor(density[0] * n + 1e-9), n - 2), min(math.floor(density[1] * n + 1e-9), n - 2)
+
+
+def generate_chunk(seed: int, split: str, chunk: int, size: int, min_path: int, density: tuple[float, float]) -> _Chunk:
+    """The mazes of generation step `chunk`: a pure function of its arguments, so workers and serial runs agree."""
+    rng = np.random.default_rng([seed, _STREAM_GENERATE, _SPLIT_CODE[split], chunk])
+    N = size * size
+    lo, hi = wall_count_range(size, density)
+    walls = rng.integers(lo, hi + 1, size=CHUNK)
+    order = np.argsort(rng.random((CHUNK, N)), axis=1)  # a uniformly random order of the cells; walls come first
+    is_wall = np.zeros((CHUNK, N), dtype=bool)
+    is_wall[np.arange(CHUNK)[:, None], order] = np.arange(N)[None, :] < walls[:, None]
+    open_rows = _pack(~is_wall.reshape(CHUNK, size, size))
+    keep = np.flatnonzero(_screen(open_rows, order, walls, size, min_path))
+    grids = np.where(is_wall[keep], WALL, OPEN).astype(np.uint8)
+    pairs = np.zeros(keep.size, dtype=np.int64)
+    if keep.size:
+        starts, goals, pairs = _draw_pairs(open_rows[keep], size, min_path, rng)
+        grids[np.arange(keep.size), starts] = START
+        grids[np.arange(keep.size), goals] = GOAL
+    return _Chunk(grids.reshape(-1, size, size), pairs, CHUNK)
+
+
+def label_paths(grids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The canonical label of each maze ([n, H, W] tokens) and its shortest-path length in moves.
+
+    Walking back from G, the next cell is the first neighbour one step closer to S in the order up, down, left, right.
+    """
+    n, H, W = grids.shape
+    labels = grids.copy()
+    if n == 0:
+        return labels, np.zeros(0, dtype=np.int64)
+    lvl = start_distances(torch.from_numpy(grids.astype(np.int64))).numpy()
+    goal = np.argmax((grids == GOAL).reshape(n, -1), axis=1)
+    d = lvl.reshape(n, -1)[np.arange(n), goal].astype(np.int64)
+    if (d < 1).any():
+        raise ValueError("label_paths: a maze whose goal is not reachable from its start")
+    padded = np.full((n, H + 2, W + 2), -9, dtype=np.int64)
+    padded[:, 1:-1, 1:-1] = lvl
+    r, c = goal // W + 1, goal % W + 1
+    level = d.copy()
+    rows = np.arange(n)
+    for _ in range(int(d.max()) - 1):
+        go = level > 1  # the next cell is not S
+        nr, nc = r.copy(), c.copy()
+        found = np.zeros(n, dtype=bool)
+        for dr, dc in ((-1, 0), (1, 0), (0, -1), (0, 1)):
+            hit = go & ~found & (padded[rows, r + dr, c + dc] == level - 1)
+            nr, nc = np.where(hit, r + dr, nr), np.where(hit, c + dc, nc)
+            found |= hit
+        r, c = nr, nc
+        labels[rows[go], r[go] - 1, c[go] - 1] = PATH
+        level = level - go
+    return labels, d
+
+
+def canonical_key(grid: np.ndarray) -> bytes:
+    """The same bytes for a maze and its 8 dihedral images: strict de-duplication across the augmentation group."""
+    return min(np.ascontiguousarray(dihedral_transform(grid, t)).tobytes() for t in range(8))
+
+
+def _chunks(seed: int, split: str, size: int, min_path: int, density: tuple[float, float], workers: int) -> Iterator[_Chunk]:
+    """Chunks 0, 1, 2, ... in order; with workers > 1 a few run ahead in worker processes (same results)."""
+    start = 0
+    if workers > 1:
+        # spawn, not fork: the parent may hold threads (torch, tqdm) that fork would copy in a locked state
+        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        pending: deque[tuple[int, Future]] = deque()
+        try:
+            for submit in itertools.count():
+                pending.append((submit, pool.submit(generate_chunk, seed, split, submit, size, min_path, density)))
+                if len(pending) >= 2 * workers:
+                    first, future = pending.popleft()
+                    yield future.result()
+                    start = first + 1
+        except BrokenProcessPool:
+            print("maze: worker processes failed to run; generating in this process", file=sys.stderr, flush=True)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+    for chunk in itertools.count(start):
+        yield generate_chunk(seed, split, chunk, size, min_path, density)
+
+
+@dataclass
+class MazeRows:
+    """Original mazes of one split: tokens of the question and the answer, one row per maze."""
+
+    inputs: np.ndarray  # [n, side*side] uint8
+    labels: np.ndarray  # [n, side*side] uint8
+    ratings: np.ndarray  # [n] float64 (CSV `rating`; NaN for generated mazes)
+    side: int
+
+    def __len__(self) -> int:
+        return self.inputs.shape[0]
+
+    def take(self, idx: np.ndarray) -> MazeRows:
+        return MazeRows(self.inputs[idx], self.labels[idx], self.ratings[idx], self.side)
+
+
+def generate_split(opts: MazeBuildOptions, split: str, count: int, size: int, min_path: int, density: tuple[float, float],
+                   seen: dict[bytes, str], stats: dict[str, Any]) -> MazeRows:
+    """`count` generated mazes, none equal (up to symmetry) to one in `seen` (keys -> split), which is updated."""
+    workers = opts.workers
+    if workers == 0:  # auto: small jobs finish before worker processes would have started
+        workers = 1 if count * size * size < 40_000 else min(os.cpu_count() or 1, 32)
+    grids: list[np.ndarray] = []
+    pairs: list[int] = []
+    layouts = duplicates = 0
+    max_layouts = 20_000 * count + 100_000  # acceptance below 1 in 20,000 layouts is treated as "cannot reach"
+    bar = tqdm(total=count, desc=f"generating {split} {size}x{size} mazes (path >= {min_path})", unit="maze", dynamic_ncols=True)
+    gen = _chunks(opts.seed, split, size, min_path, density, workers)
+    try:
+        for chunk in gen:
+            layouts += chunk.layouts
+            for grid, n_pairs in zip(chunk.grids, chunk.pairs):
+                if len(grids) >= count:
+                    break
+                key = canonical_key(grid)
+                if key in seen:
+                    duplicates += 1
+                    continue
+                seen[key] = split
+                grids.append(grid)
+                pairs.append(int(n_pairs))
+                bar.update(1)
+            bar.set_postfix(kept=f"{len(grids) + duplicates}/{layouts} layouts", refresh=False)
+            if len(grids) >= count:
+                break
+            if layouts >= max_layouts or (layouts >= 100 * CHUNK and not grids and not duplicates):
+                raise UserError(
+                    f"--min-path {min_path}: only {len(grids) + duplicates} of {layouts} random {size}x{size} layouts "
+                    f"(wall density {density[0]:g}-{density[1]:g}) have two cells that far apart; lower --min-path "
+                    f"(default at this size: {default_min_path(size)}) or change --wall-density"
+                )
+    finally:
+        gen.close()
+        bar.close()
+    inputs = np.stack(grids).reshape(count, -1) if grids else np.zeros((0, size * size), dtype=np.uint8)
+    labels, _ = label_paths(inputs.reshape(-1, size, size))
+    p = np.array(pairs, dtype=np.float64)
+    stats[split] = {
+        "layouts_drawn": layouts,
+        "layouts_kept": len(grids) + duplicates,
+        "layout_acceptance": round((len(grids) + duplicates) / max(layouts, 1), 6),
+        "duplicates_dropped": duplicates,
+        "passing_pairs_per_kept_layout": {"mean": round(float(p.mean()), 2), "median": float(np.median(p))} if p.size else None,
+    }
+    return MazeRows(inputs.astype(np.uint8), labels.reshape(count, -1).astype(np.uint8), np.full(count, np.nan), size)
+
+
+# ----------------------------------------------------------------------------------------------------------- sources
+
+_TOKEN_OF = np.zeros(256, dtype=np.uint8)  # 0: not a maze character
+_TOKEN_OF[np.frombuffer(CHARSET.encode("ascii"), dtype=np.uint8)] = np.arange(1, len(CHARSET) + 1, dtype=np.uint8)
+
+
+def read_maze_csv(path: Path, side: int | None = None) -> MazeRows:
+    """Read and fully check a Maze-Hard CSV (`source,question,answer,rating`, header skipped): square grids of one
+    size, only '# SGo', one S and one G, an answer that is the question with the cells of a shortest S-G path marked
+    'o'. Errors name the file and line."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: file not found (expected a CSV with columns {','.join(CSV_HEADER)})")
+    q_buf, a_buf = bytearray(), bytearray()
+    ratings: list[float] = []
+    lines: list[int] = []
+    first_line = None
+    with open(path, newline="", encoding="utf-8") as f:
+        reader = csv.reader(f)
+        try:
+            if next(reader, None) is None:
+                raise UserError(f"{path}: empty file, expected a header {','.join(CSV_HEADER)} and rows")
+            for row in reader:
+                if not row:
+                    continue
+                where = f"{path} line {reader.line_num}"
+                if len(row) != 4:
+                    raise UserError(f"{where}: expected 4 columns {','.join(CSV_HEADER)}, got {len(row)}")
+                _, q, a, rating = row
+                if not (q.isascii() and a.isascii()):
+                    raise UserError(f"{where}: non-ASCII character in question or answer, expected only {CHARSET!r}")
+                n = len(q)
+                if side is None:
+                    s = grid_side(n)
+                    if s is None or s < 2:
+                        raise UserError(f"{where}: question has {n} cells, not a square grid")
+                    side, first_line = s, reader.line_num
+                if n != side * side:
+                    origin = f" like line {first_line}" if first_line is not None else ""
+                    raise UserError(f"{where}: question has {n} cells, expected {side * side} ({side}x{side}{origin})")
+                if len(a) != n:
+                    raise UserError(f"{where}: answer has {len(a)} cells, expected {n} like the question")
+                try:
+                    value = float(rating)
+                except ValueError:
+                    raise UserError(f"{where}: rating {rating!r} is not a number") from None
+                ratings.append(value)
+                q_buf += q.encode("ascii")
+                a_buf += a.encode("ascii")
+                lines.append(reader.line_num)
+        except (csv.Error, UnicodeDecodeError) as e:
+            raise UserError(f"{path} line {reader.line_num}: not readable as CSV ({e})") from None
+    if side is None or not lines:
+        raise UserError(f"{path}: no mazes after the header")
+    cells = side * side
+    q = _TOKEN_OF[np.frombuffer(bytes(q_buf), dtype=np.uint8)].reshape(-1, cells)
+    a = _TOKEN_OF[np.frombuffer(bytes(a_buf), dtype=np.uint8)].reshape(-1, cells)
+    raw_q = np.frombuffer(bytes(q_buf), dtype=np.uint8).reshape(-1, cells)
+    raw_a = np.frombuffer(bytes(a_buf), dtype=np.uint8).reshape(-1, cells)
+
+    def cell_name(j: int) -> str:
+        return f"row {j // side + 1} column {j % side + 1}"
+
+    def first_bad(bad: np.ndarray) -> tuple[int, int] | None:
+        rows = np.flatnonzero(bad.any(axis=1))
+        return (int(rows[0]), int(np.flatnonzero(bad[rows[0]])[0])) if rows.size else None
+
+    for tokens, raw, what, legal in ((q, raw_q, "question", "'#', ' ', 'S' or 'G'"), (a, raw_a, "answer", repr(CHARSET))):
+        bad = (tokens == 0) | ((tokens == PATH) if what == "question" else False)
+        hit = first_bad(np.asarray(bad))
+        if hit is not None:
+            i, j = hit
+            raise UserError(f"{path} line {lines[i]}: {what} has {chr(raw[i, j])!r} at {cell_name(j)}, expected {legal}")
+    for token, name in ((START, "'S' (start)"), (GOAL, "'G' (goal)")):
+        count = (q == token).sum(axis=1)
+        bad = np.flatnonzero(count != 1)
+        if bad.size:
+            i = int(bad[0])
+            got = "no" if count[i] == 0 else str(int(count[i]))
+            raise UserError(f"{path} line {lines[i]}: question has {got} {name} cell{'s' if count[i] > 1 else ''}, expected exactly one")
+    hit = first_bad((a != q) & ~((q == OPEN) & (a == PATH)))
+    if hit is not None:
+        i, j = hit
+        raise UserError(
+            f"{path} line {lines[i]}: answer has {chr(raw_a[i, j])!r} at {cell_name(j)} where the question has "
+            f"{chr(raw_q[i, j])!r} (the answer may only mark open cells 'o')"
+        )
+    grids, answers = torch.from_numpy(q.astype(np.int64)).view(-1, side, side), torch.from_numpy(a.astype(np.int64)).view(-1, side, side)
+    lvl = start_distances(grids)
+    ok = optimal_path_correct(grids, answers, lvl).numpy()
+    if not ok.all():
+        i = int(np.flatnonzero(~ok)[0])
+        d = int(lvl[i][grids[i] == GOAL][0])
+        marked = int((answers[i] == PATH).sum())
+        why = (
+            "G cannot be reached from S" if d < 0
+            else f"it marks {marked} cells 'o', a shortest S-G path has {d - 1} between S and G" if marked != d - 1
+            else "its 'o' cells do not join S to G"
+        )
+        raise UserError(f"{path} line {lines[i]}: answer is not a shortest S-G path ({why})")
+    return MazeRows(q, a, np.array(ratings, dtype=np.float64), side)
+
+
+def download_hf() -> tuple[Path, Path, str]:
+    """Fetch train.csv/test.csv of Maze-Hard into the Hugging Face cache; returns the paths and the revision."""
+    from huggingface_hub import hf_hub_download
+
+    try:
+        paths = [Path(hf_hub_download(HF_REPO, name, repo_type="dataset", etag_timeout=10)) for name in ("train.csv", "test.csv")]
+    except Exception as e:  # noqa: BLE001 -- network, auth, disk: all mean "this source is unavailable"
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UserError(f"--source hf: could not download {HF_REPO} ({msg}); use --source csv --csv-dir DIR or --source generate") from None
+    return paths[0], paths[1], paths[0].parent.name
+
+
+# ---------------------------------------------------------------------------------------------------------- building
+
+
+def _resolve_source(opts: MazeBuildOptions, hub_probe: Callable[[], bool]) -> tuple[str, str]:
+    """(source, reason). `auto`: a CSV dir if given, else the hub if reachable (and the mazes are 30x30), else generate."""
+    if opts.source != "auto":
+        return opts.source, "requested"
+    if opts.csv_dir is not None:
+        return "csv", "--csv-dir given"
+    if opts.size is not None and opts.size != PAPER_SIZE:
+        return "generate", f"--size {opts.size}: {HF_REPO} holds {PAPER_SIZE}x{PAPER_SIZE} mazes only"
+    if opts.wall_density is not None:
+        return "generate", "--wall-density given"
+    if hub_probe():
+        return "hf", f"{HF_REPO} reachable"
+    return "generate", "Hugging Face Hub not reachable or offline mode set"
+
+
+def _check_options(opts: MazeBuildOptions, source: str) -> None:
+    if source == "hf" and opts.size is not None and opts.size != PAPER_SIZE:
+        raise UserError(f"--size {opts.size}: --source hf holds {PAPER_SIZE}x{PAPER_SIZE} mazes; use --source generate for other sizes")
+    if source == "csv" and opts.csv_dir is None:
+        raise UserError("--csv-dir: required with --source csv (a folder with train.csv and test.csv)")
+    if source != "csv" and opts.csv_dir is not None:
+        raise UserError(f"--csv-dir: only used with --source csv (got --source {opts.source})")
+    if source != "generate" and opts.wall_density is not None:
+        raise UserError(f"--wall-density: only used with --source generate (got --source {source})")
+
+
+def _default_out(source: str, size: int) -> Path:
+    return Path({"hf": "data/maze-30x30-hard-1k", "csv": "data/maze-csv"}.get(source, f"data/maze-gen-{size}x{size}"))
+
+
+def _check_out(out: Path, overwrite: bool) -> None:
+    if out.exists() and not overwrite:
+        raise UserError(f"--out {out}: already exists; pass --overwrite to replace it")
+
+
+def _sample(rows: MazeRows, size: int | None, rng: np.random.Generator) -> MazeRows:
+    """At most `size` rows, drawn without replacement, in file order."""
+    if size is None or size >= len(rows):
+        return rows
+    return rows.take(np.sort(rng.choice(len(rows), size=size, replace=False)))
+
+
+def path_lengths(rows: MazeRows) -> np.ndarray:
+    """Shortest S-G path of every maze, in moves."""
+    if len(rows) == 0:
+        return np.zeros(0, dtype=np.int64)
+    grids = torch.from_numpy(rows.inputs.astype(np.int64)).view(-1, rows.side, rows.side)
+    lvl = start_distances(grids)
+    return lvl.flatten(1)[grids.flatten(1) == GOAL].numpy().astype(np.int64)
+
+
+def _distribution(values: np.ndarray, histogram: dict[str, int]) -> dict[str, Any]:
+    if values.size == 0:
+        return {"mean": None, "min": None, "max": None, "histogram": {}}
+    q = np.percentile(values, [10, 50, 90])
+    return {
+        "mean": round(float(values.mean()), 4),
+        "min": round(float(values.min()), 4),
+        "p10": round(float(q[0]), 4),
+        "median": round(float(q[1]), 4),
+        "p90": round(float(q[2]), 4),
+        "max": round(float(values.max()), 4),
+        "histogram": histogram,
+    }
+
+
+def statistics(rows: MazeRows, lengths: np.ndarray) -> dict[str, Any]:
+    """Wall density and shortest-path length distribution of a split's original mazes (and how CSV ratings relate)."""
+    density = (rows.inputs == WALL).mean(axis=1) if len(rows) else np.zeros(0)
+    bins = np.floor(density * 20 + 1e-9).astype(int)  # 0.05-wide bins
+    dens_hist = {f"{b / 20:.2f}-{(b + 1) / 20:.2f}": int(k) for b, k in zip(*np.unique(bins, return_counts=True))}
+    len_hist = {str(int(v)): int(k) for v, k in zip(*np.unique(lengths, return_counts=True))}
+    out = {
+        "wall_density": _distribution(density, dens_hist),
+        "path_length_moves": _distribution(lengths.astype(np.float64), len_hist),
+    }
+    rated = ~np.isnan(rows.ratings)
+    if rated.any():
+        r = rows.ratings[rated]
+        out["csv_rating"] = {
+            **{k: v for k, v in _distribution(r, {}).items() if k != "histogram"},
+            "equals_path_moves": int((r == lengths[rated]).sum()),
+            "equals_path_cells": int((r == lengths[rated] + 1).sum()),
+        }
+    return out
+
+
+def _examples(rows: MazeRows, aug: bool) -> tuple[np.ndarray, np.ndarray, int]:
+    """Each maze, or its 8 dihedral images in the original's order (identity first) when `aug`; examples per maze."""
+    if not aug:
+        return rows.inputs, rows.labels, 1
+    s = rows.side
+    grids = [dihedral_transform(x.reshape(-1, s, s), t) for x in (rows.inputs, rows.labels) for t in range(8)]
+    inputs = np.stack(grids[:8], axis=1).reshape(-1, s * s)
+    labels = np.stack(grids[8:], axis=1).reshape(-1, s * s)
+    return np.ascontiguousarray(inputs), np.ascontiguousarray(labels), 8
+
+
+def _write(split_dir: Path, inputs: np.ndarray, labels: np.ndarray, per: int, side: int, builder: dict[str, Any]) -> None:
+    groups = inputs.shape[0] // per
+    meta = PuzzleDatasetMetadata(
+        pad_id=0,
+        ignore_label_id=0,
+        blank_identifier_id=0,
+        vocab_size=VOCAB_SIZE,
+        seq_len=side * side,
+        num_puzzle_identifiers=1,
+        total_groups=groups,
+        mean_puzzle_examples=1.0,
+        sets=["all"],
+        builder=builder,
+    )
+    write_split(
+        split_dir,
+        "all",
+        inputs,
+        labels,
+        puzzle_identifiers=np.zeros(inputs.shape[0], dtype=np.int32),
+        puzzle_indices=np.arange(inputs.shape[0] + 1, dtype=np.int32),  # each example is its own puzzle
+        group_indices=np.arange(0, inputs.shape[0] + 1, per, dtype=np.int32),  # one group per maze
+        metadata=meta,
+    )
+
+
+def build_maze(opts: MazeBuildOptions, hub_probe: Callable[[], bool] | None = None) -> Path:
+    """Build the dataset described by `opts` and return its directory (written atomically: all or nothing)."""
+    source, reason = _resolve_source(opts, hub_probe or hub_reachable)
+    _check_options(opts, source)
+    if opts.out is not None:  # fail before a long download or generation
+        _check_out(Path(opts.out), opts.overwrite)
+    hf_files = None
+    if source == "hf":
+        try:
+            hf_files = download_hf()
+        except UserError as e:
+            if opts.source != "auto":
+                raise
+            source, reason = "generate", f"download failed: {e}"
+    size = opts.size or PAPER_SIZE
+    out = Path(opts.out) if opts.out is not None else _default_out(source, size)
+    _check_out(out, opts.overwrite)
+    print(f"maze: source {source} ({reason}), output {out}", flush=True)
+
+    gen_stats: dict[str, Any] = {}
+    counts: dict[str, Any] = {}
+    detail: dict[str, Any]
+    min_path = opts.min_path
+    if source == "generate":
+        min_path = min_path or default_min_path(size)
+        density = opts.wall_density or LEHNERT_WALL_DENSITY
+        seen: dict[bytes, str] = {}
+        train = generate_split(opts, "train", opts.train_size or DEFAULT_GENERATED_SIZES[0], size, min_path, density, seen, gen_stats)
+        test = generate_split(opts, "test", opts.test_size or DEFAULT_GENERATED_SIZES[1], size, min_path, density, seen, gen_stats)
+        lo, hi = wall_count_range(size, density)
+        detail = {
+            "generator": "Lehnert et al. 2024 random-wall layouts, hardness filter of the HRM paper; see datasets_build/maze.py",
+            "wall_density_range": list(density),
+            "wall_count_range": [lo, hi],
+            "min_path_moves": min_path,
+            "pair_draw": "uniform over the layout's ordered (S, G) pairs at least min_path moves apart; layouts without one are redrawn",
+            "label": "walk back from G to the first neighbour one step closer to S, in the order up, down, left, right",
+            "split": "train and test from separate random streams; no test maze equals a train maze up to rotation/reflection",
+            **{f"{k}_generation": v for k, v in gen_stats.items()},
+        }
+    else:
+        if hf_files is not None:
+            train_csv, test_csv, revision = hf_files
+            detail = {"repo": HF_REPO, "revision": revision}
+        else:
+            assert opts.csv_dir is not None
+            train_csv, test_csv = Path(opts.csv_dir) / "train.csv", Path(opts.csv_dir) / "test.csv"
+            detail = {"csv_dir": str(opts.csv_dir)}
+        train = read_maze_csv(train_csv)
+        if opts.size is not None and train.side != opts.size:
+            raise UserError(f"--size {opts.size}: {train_csv} holds {train.side}x{train.side} mazes")
+        test = read_maze_csv(test_csv, side=train.side)
+        size = train.side
+        counts["rows_read"] = {"train": len(train), "test": len(test)}
+        if min_path is not None:
+            train = train.take(np.flatnonzero(path_lengths(train) >= min_path))
+            test = test.take(np.flatnonzero(path_lengths(test) >= min_path))
+            counts["rows_after_min_path"] = {"train": len(train), "test": len(test)}
+        train = _sample(train, opts.train_size, np.random.default_rng([opts.seed, _STREAM_SIZE, 0]))
+        test = _sample(test, opts.test_size, np.random.default_rng([opts.seed, _STREAM_SIZE, 1]))
+        train_keys = {canonical_key(x.reshape(size, size)) for x in train.inputs}
+        counts["test_mazes_also_in_train_up_to_symmetry"] = sum(canonical_key(x.reshape(size, size)) in train_keys for x in test.inputs)
+    if opts.subsample_size is not None and opts.subsample_size < len(train):
+        # the original's train-only subsample (random order), but seeded
+        rng = np.random.default_rng([opts.seed, _STREAM_SUBSAMPLE])
+        train = train.take(rng.choice(len(train), size=opts.subsample_size, replace=False))
+    for split, rows in (("train", train), ("test", test)):
+        if len(rows) == 0:
+            why = f"--min-path {min_path}" if min_path is not None else f"{split}.csv"
+            raise UserError(f"{why}: no {split} mazes left to build from")
+
+    train_inputs, train_labels, per = _examples(train, opts.aug)
+    options = opts.model_dump(mode="json", exclude={"out", "overwrite", "workers"})
+
+    def record(split: str, rows: MazeRows, examples: int) -> dict[str, Any]:
+        return {
+            "name": "maze",
+            "version": BUILDER_VERSION,
+            "split": split,
+            "source": source,
+            "source_detail": detail,
+            "options": options,
+            "seed": opts.seed,
+            "grid_size": size,
+            "min_path_moves": min_path,
+            "augmentation": "8 dihedral transforms per maze (train only)" if opts.aug and split == "train" else None,
+            "counts": {"mazes": len(rows), "examples": examples, "train_mazes": len(train), "test_mazes": len(test), **counts},
+            "statistics": statistics(rows, path_lengths(rows)),
+        }
+
+    with atomic_directory(out, overwrite=opts.overwrite) as tmp:
+        os.chmod(tmp, 0o755)  # mkdtemp makes 0700; a dataset is meant to be shared
+        _write(tmp / "train", train_inputs, train_labels, per, size, record("train", train, train_inputs.shape[0]))
+        _write(tmp / "test", test.inputs, test.labels, 1, size, record("test", test, len(test)))
+        write_identifiers(tmp, ["<blank>"])
+    return out
+
+
+def summary(out: Path) -> str:
+    """One line for the CLI: where the dataset is and what it holds."""
+    parts = []
+    for split in ("train", "test"):
+        b = json.loads((out / split / "dataset.json").read_text())["builder"]
+        s = b["statistics"]["path_length_moves"]
+        parts.append(f"{split} {b['counts']['mazes']} mazes / {b['counts']['examples']} examples (path {s['min']:g}-{s['max']:g} moves)")
+    return f"wrote {out}: {b['grid_size']}x{b['grid_size']}, " + ", ".join(parts)

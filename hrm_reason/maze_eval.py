@@ -1,0 +1,180 @@
+"""Optimal-path accuracy for maze datasets: any shortest S-G path counts, not only the labelled one.
+
+The paper scores a maze as solved when the predicted path is "valid and optimal"; exact match against one labelled
+path marks every other shortest path wrong. Here a prediction is correct when the cells it marks as path ('o') are
+open cells that, with S and G, contain a walk from S to G, and there are exactly d(S, G) - 1 of them (d: the
+breadth-first-search distance in moves). Such a walk cannot be shorter than d, so it uses every marked cell once and is
+a shortest path; conversely any shortest path passes. Cells not marked 'o' are not scored (exact match scores them).
+
+The check is local once the BFS distance `lvl` from S is known: every marked cell c needs a neighbour in
+{S} + marked cells at distance lvl(c) - 1, and G needs one at d - 1; following those links back from G reaches S in
+d steps. The BFS runs once per batch (a wavefront over all mazes of the batch at once) and serves every segment.
+
+Tokens are those of the original builder (reference hrm.md §4.4): PAD 0, '#' 1, ' ' 2, 'S' 3, 'G' 4, 'o' 5.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from hrm_reason.data import PuzzleSplit
+from hrm_reason.errors import UserError
+
+CHARSET = "# SGo"
+PAD, WALL, OPEN, START, GOAL, PATH = 0, 1, 2, 3, 4, 5
+VOCAB_SIZE = len(CHARSET) + 1
+MAX_SIDE = 62  # one int64 per grid row, sign bit never set
+
+
+def grid_side(seq_len: int) -> int | None:
+    """Side of the square grid a sequence of this length holds, or None when it is not a square."""
+    side = math.isqrt(seq_len)
+    return side if side * side == seq_len else None
+
+
+def _pack_rows(mask: torch.Tensor) -> torch.Tensor:
+    """[B, H, W] bool -> [B, H] int64 rows, bit j = column j (W <= MAX_SIDE keeps the sign bit clear)."""
+    bits = torch.arange(mask.shape[-1], device=mask.device, dtype=torch.int64)
+    return (mask.to(torch.int64) << bits).sum(-1)
+
+
+def _unpack_rows(rows: torch.Tensor, width: int) -> torch.Tensor:
+    """[..., H] int64 rows -> [..., H, W] bool."""
+    bits = torch.arange(width, device=rows.device, dtype=torch.int64)
+    return ((rows.unsqueeze(-1) >> bits) & 1).bool()
+
+
+def bfs_distances(passable: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
+    """Moves from the source cells to every cell through passable cells (4-neighbour), -1 where unreachable.
+
+    passable, source: [B, H, W] bool. A wavefront over the whole batch, bit-parallel: a grid row is one int64, so a
+    step is a few shifts and ANDs on [B, H] words. The distance of each cell is assembled from bit planes (plane k
+    collects the wavefronts whose step has bit k set) and unpacked once at the end.
+    """
+    if passable.shape != source.shape or passable.dim() != 3:
+        raise ValueError(f"expected two [B, H, W] masks, got {tuple(passable.shape)} and {tuple(source.shape)}")
+    B, H, W = passable.shape
+    if W > MAX_SIDE:
+        raise ValueError(f"grids wider than {MAX_SIDE} cells are not supported, got {W}")
+    full = (1 << W) - 1
+    open_ = _pack_rows(passable)
+    frontier = _pack_rows(source) & open_
+    seen = frontier.clone()
+    planes = torch.zeros(max(1, (H * W).bit_length()), B, H, dtype=torch.int64, device=passable.device)
+    step = 0
+    while True:
+        for k in range(planes.shape[0]):
+            if step >> k & 1:
+                planes[k] |= frontier
+        grown = frontier | ((frontier << 1) & full) | (frontier >> 1)
+        grown[:, 1:] |= frontier[:, :-1]
+        grown[:, :-1] |= frontier[:, 1:]
+        frontier = grown & open_ & ~seen
+        seen |= frontier
+        step += 1
+        if step % 8 == 0 and not bool(frontier.any()):  # one host sync every 8 steps
+            break
+    weights = (1 << torch.arange(planes.shape[0], device=passable.device, dtype=torch.int64)).view(-1, 1, 1, 1)
+    dist_ = (_unpack_rows(planes, W).to(torch.int64) * weights).sum(0)
+    return torch.where(_unpack_rows(seen, W), dist_, -1).to(torch.int32)
+
+
+def start_distances(grids: torch.Tensor) -> torch.Tensor:
+    """BFS distance from S for [B, H, W] token grids; -1 everywhere in a maze without exactly one S."""
+    passable = (grids == OPEN) | (grids == START) | (grids == GOAL)
+    start = grids == START
+    lvl = bfs_distances(passable, start)
+    one_start = start.flatten(1).sum(-1) == 1
+    return torch.where(one_start[:, None, None], lvl, torch.full_like(lvl, -1))
+
+
+def optimal_path_correct(grids: torch.Tensor, preds: torch.Tensor, lvl: torch.Tensor | None = None) -> torch.Tensor:
+    """[B] bool: the cells `preds` marks 'o' form a shortest S-G path of the maze `grids` (both [B, H, W] tokens).
+
+    `lvl` (start_distances(grids)) may be passed to reuse one BFS across many predictions of the same mazes.
+    A maze without exactly one S and one G, or with G unreachable, has no correct prediction.
+    """
+    if lvl is None:
+        lvl = start_distances(grids)
+    goal = grids == GOAL
+    one_goal = goal.flatten(1).sum(-1) == 1
+    d = torch.where(goal, lvl, torch.zeros_like(lvl)).flatten(1).sum(-1)  # distance S -> G (-1: unreachable)
+    marked = preds == PATH
+    # a cell has a "predecessor" when a neighbour in {S} + marked sits one step closer to S
+    chain = F.pad(marked | (grids == START), (1, 1, 1, 1), value=False)
+    lvl_p = F.pad(lvl, (1, 1, 1, 1), value=-2)
+    H, W = grids.shape[-2:]
+    has_pred = torch.zeros_like(marked)
+    for dr, dc in ((0, 1), (2, 1), (1, 0), (1, 2)):  # up, down, left, right neighbour
+        has_pred |= chain[:, dr : dr + H, dc : dc + W] & (lvl_p[:, dr : dr + H, dc : dc + W] == lvl - 1)
+    only_open = ~(marked & (grids != OPEN)).flatten(1).any(-1)  # no mark on a wall, on S or G, or on padding
+    linked = ~(marked & ~(has_pred & (lvl >= 1))).flatten(1).any(-1)
+    goal_linked = (goal & has_pred).flatten(1).any(-1)
+    right_length = marked.flatten(1).sum(-1) == d - 1
+    return one_goal & (d >= 1) & only_open & linked & goal_linked & right_length
+
+
+class OptimalPathAccuracy:
+    """SegmentMetric: optimal-path accuracy after every segment, and at the ACT halting segment.
+
+    Only counts are kept (on the device, read once in `result`); the BFS from S is computed once per batch.
+    """
+
+    def __init__(self, mmax: int, side: int) -> None:
+        self.mmax, self.side = mmax, side
+        self.sums: torch.Tensor | None = None  # [0:mmax] correct per segment, [mmax] ACT correct, [mmax+1] count
+        self._inputs: torch.Tensor | None = None
+        self._grids: torch.Tensor | None = None
+        self._lvl: torch.Tensor | None = None
+        self._act_done: torch.Tensor | None = None
+
+    def update(self, segment: int, preds: torch.Tensor, out: dict[str, torch.Tensor], batch: dict[str, torch.Tensor],
+               valid: torch.Tensor) -> None:
+        inputs = batch["inputs"]
+        if self.sums is None:
+            self.sums = torch.zeros(self.mmax + 2, dtype=torch.float64, device=preds.device)
+        if inputs is not self._inputs:  # a new batch: one BFS for all of its segments
+            self._inputs = inputs
+            self._grids = inputs.view(-1, self.side, self.side)
+            self._lvl = start_distances(self._grids)
+            self._act_done = torch.zeros_like(valid)
+            self.sums[self.mmax + 1] += valid.sum()
+        assert self._grids is not None and self._act_done is not None
+        ok = valid & optimal_path_correct(self._grids, preds.view(-1, self.side, self.side), self._lvl)
+        self.sums[segment] += ok.sum()
+        # ACT: the segment where the example halts, by the rule `evaluate` uses (q_halt > q_continue, or the last)
+        halt = valid & ~self._act_done & ((out["q_halt_logits"] > out["q_continue_logits"]) | (segment == self.mmax - 1))
+        self.sums[self.mmax] += (halt & ok).sum()
+        self._act_done |= halt
+
+    def result(self, world_size: int) -> dict[str, Any]:
+        sums = self.sums
+        if sums is None:
+            device = torch.device("cuda", torch.cuda.current_device()) if world_size > 1 and dist.get_backend() == "nccl" else torch.device("cpu")
+            sums = torch.zeros(self.mmax + 2, dtype=torch.float64, device=device)
+        if world_size > 1:
+            sums = sums.clone()
+            dist.all_reduce(sums)
+        sums = sums.cpu()
+        count = max(float(sums[self.mmax + 1]), 1.0)
+        return {
+            "optimal_path_accuracy": (sums[: self.mmax] / count).tolist(),
+            "act_optimal_path_accuracy": float(sums[self.mmax]) / count,
+        }
+
+
+def segment_metrics(split: PuzzleSplit, mmax: int) -> list[OptimalPathAccuracy]:
+    """The hook `hrm_reason.tasks` calls for datasets whose builder is "maze"."""
+    meta = split.metadata
+    side = grid_side(meta.seq_len)
+    if side is None or side > MAX_SIDE or meta.vocab_size != VOCAB_SIZE:
+        raise UserError(
+            f"{split.path / 'dataset.json'}: a maze dataset needs a square grid of side <= {MAX_SIDE} and vocab_size {VOCAB_SIZE} "
+            f"(tokens PAD + '{CHARSET}'), got seq_len {meta.seq_len} and vocab_size {meta.vocab_size}"
+        )
+    return [OptimalPathAccuracy(mmax, side)]
