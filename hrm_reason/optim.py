@@ -45,7 +45,8 @@ class AdamAtan2(Optimizer):
                 m.lerp_(grad, 1 - beta1)
                 v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
                 step_size = lr / (1 - beta1**t)
-                p.add_(torch.atan2(m, v.sqrt() / math.sqrt(1 - beta2**t)), alpha=-step_size)
+                denom = v.sqrt().div_(math.sqrt(1 - beta2**t))  # one temporary, reused for the atan2
+                p.add_(torch.atan2(m, denom, out=denom), alpha=-step_size)
         return None
 
 
