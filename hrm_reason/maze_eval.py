@@ -112,11 +112,12 @@ def optimal_path_correct(grids: torch.Tensor, preds: torch.Tensor, lvl: torch.Te
     has_pred = torch.zeros_like(marked)
     for dr, dc in ((0, 1), (2, 1), (1, 0), (1, 2)):  # up, down, left, right neighbour
         has_pred |= chain[:, dr : dr + H, dc : dc + W] & (lvl_p[:, dr : dr + H, dc : dc + W] == lvl - 1)
-    only_open = ~(marked & (grids != OPEN)).flatten(1).any(-1)  # no mark on a wall, on S or G, or on padding
+    # Every mark needs a predecessor and a level >= 1: a wall or padding is unreachable (level -1) and S is level 0;
+    # a mark on G would need d - 1 other marks to link, one too many. So no separate "open cells only" test is needed.
     linked = ~(marked & ~(has_pred & (lvl >= 1))).flatten(1).any(-1)
     goal_linked = (goal & has_pred).flatten(1).any(-1)
     right_length = marked.flatten(1).sum(-1) == d - 1
-    return one_goal & (d >= 1) & only_open & linked & goal_linked & right_length
+    return one_goal & (d >= 1) & linked & goal_linked & right_length
 
 
 class OptimalPathAccuracy:
