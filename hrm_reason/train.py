@@ -348,7 +348,12 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> P
 
                     new_carry, outputs = train_model(carry, batch, generator=exploration_generator(generator, config.seed, step, rank))
                     loss, m = act_loss(outputs, new_carry.current_data["labels"], new_carry.halted, new_carry.steps, config.arch.loss.loss_type)
-                    if not torch.isfinite(loss):
+                    # Every process must take the same branch (stop, or fail) or the others wait forever.
+                    flags = torch.stack([~torch.isfinite(loss.detach()), torch.tensor(stop.requested, device=loss.device)]).float()
+                    if world_size > 1:
+                        dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+                    diverged, stop_now = flags.tolist()
+                    if diverged:
                         raise TrainingDiverged(
                             f"loss became {loss.item()} at step {step + 1}; stopped without saving this step. "
                             f"The last good checkpoint is kept in {run_dir / 'checkpoints'} (try a lower lr)"
@@ -367,7 +372,7 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> P
                         bar.set_postfix(loss=f"{record['train/lm_loss']:.3f}", exact=f"{record.get('train/exact_accuracy', 0):.3f}",
                                         segs=f"{record.get('train/steps', 0):.1f}", ex_s=f"{rate:.0f}", refresh=False)
                         bar.update(1)
-                    if stop.requested:
+                    if stop_now:
                         stopped = True
                         break
                     if config.checkpoint_every_steps and step % config.checkpoint_every_steps == 0:
