@@ -9,11 +9,11 @@ The generator follows the instance procedure of Lehnert et al. ("Beyond A*", 202
 - moves: up, down, left, right; no wrap-around; start S and goal G are distinct open cells;
 - hardness (HRM): the shortest S-G path has at least `min_path` moves (110 at 30x30).
 Lehnert draws (S, G) uniformly and keeps the pair when it passes; at 30x30 and 110 moves fewer than 1 in 20,000 pairs
-passes, so rejection is hopeless. Instead a wall layout is kept when it has a passing pair at all (certified by a
-double-sweep BFS: a random cell, its farthest cell u, the farthest cell from u), and its (S, G) is then drawn uniformly
-among *all* its passing ordered pairs (all-pairs BFS). Given the layout, that is exactly Lehnert's conditional law;
-the one difference is that every kept layout weighs the same instead of in proportion to its number of passing pairs.
-Layouts are independent draws, one maze each, so no two mazes share walls.
+passes, so rejection is hopeless. Instead a wall layout is kept when it has a passing pair at all (decided exactly with
+a few BFS per layout: see `_far_pair_in_component`), and its (S, G) is then drawn uniformly among *all* its passing
+ordered pairs (all-pairs BFS). Given the layout, that is exactly Lehnert's conditional law; the one difference is that
+every kept layout weighs the same instead of in proportion to its number of passing pairs. Layouts are independent
+draws, one maze each, so no two mazes share walls.
 
 The label marks the cells of one shortest path 'o': walking back from G, always to the first neighbour one step closer
 to S in the order up, down, left, right, so the label is a function of the maze (learnable for exact match). Any other
@@ -173,17 +173,19 @@ class _Wave:
     reach: np.ndarray  # [n, H] cells reachable from the seeds
     last: np.ndarray  # [n, H] the farthest layer
     ecc: np.ndarray  # [n] its distance (moves)
-    within: np.ndarray | None  # [n, H] cells at distance <= `near`
+    within: np.ndarray | None  # [n, H] cells at distance <= `near` (per grid)
 
 
-def _wavefront(open_rows: np.ndarray, seeds: np.ndarray, full: np.uint64, near: int | None = None) -> _Wave:
+def _wavefront(open_rows: np.ndarray, seeds: np.ndarray, full: np.uint64, near: int | np.ndarray | None = None) -> _Wave:
     """BFS from `seeds` in every grid at once; finished grids leave the working set so long ones do not drag short ones."""
     frontier = seeds & open_rows
+    n = frontier.shape[0]
     reach, last = frontier.copy(), frontier.copy()
-    ecc = np.zeros(frontier.shape[0], dtype=np.int64)
+    ecc = np.zeros(n, dtype=np.int64)
     within = frontier.copy() if near is not None else None
     act = np.flatnonzero(frontier.any(axis=1))
     f, r, o = frontier[act], reach[act], open_rows[act]
+    k = np.broadcast_to(np.asarray(near if near is not None else -1, dtype=np.int64), (n,))[act]
     step = 0
     while act.size:
         step += 1
@@ -192,13 +194,15 @@ def _wavefront(open_rows: np.ndarray, seeds: np.ndarray, full: np.uint64, near: 
         if not grew.all():
             stop = ~grew
             reach[act[stop]], last[act[stop]], ecc[act[stop]] = r[stop], f[stop], step - 1
-            if within is not None and step <= near:  # finished before the capture below
-                within[act[stop]] = r[stop]
-            act, nxt, r, o = act[grew], nxt[grew], r[grew], o[grew]
+            if within is not None:  # finished before reaching their capture step: everything is within
+                early = stop & (step <= k)
+                within[act[early]] = r[early]
+            act, nxt, r, o, k = act[grew], nxt[grew], r[grew], o[grew], k[grew]
         r = r | nxt
         f = nxt
-        if within is not None and step == near:
-            within[act] = r
+        if within is not None:
+            capture = k == step
+            within[act[capture]] = r[capture]
     return _Wave(reach, last, ecc, within)
 
 
@@ -222,37 +226,68 @@ class _Chunk:
 
 
 def _screen(open_rows: np.ndarray, order: np.ndarray, walls: np.ndarray, size: int, min_path: int) -> np.ndarray:
-    """[B] bool: the layout certainly has two cells min_path or more moves apart.
+    """[B] bool: the layout has two cells min_path or more moves apart (exact).
 
     Components are explored from random unexplored open cells (the next one in the layout's random cell order) until
-    one certifies or too few unexplored cells remain to hold such a pair (a component needs min_path + 1 cells). In a
-    component of that size: BFS from the seed; if it reaches min_path, done; else BFS again from its farthest cell
-    (a double sweep, which is exact on trees and near-exact on these grids).
+    one has such a pair or too few unexplored cells remain to hold one (a component needs min_path + 1 cells).
     """
     B, N = order.shape
     full = np.uint64((1 << size) - 1)
     explored = np.zeros_like(open_rows)
-    certified = np.zeros(B, dtype=bool)
+    found = np.zeros(B, dtype=bool)
     n_open = N - walls
     pos_of = np.argsort(order, axis=1)  # position of each cell in the random order
     while True:
         left = n_open - _popcount(explored)
-        act = np.flatnonzero(~certified & (left >= min_path + 1))
+        act = np.flatnonzero(~found & (left >= min_path + 1))
         if act.size == 0:
-            return certified
+            return found
         # next seed: the first unexplored open cell in the layout's random order
         unexplored = (_unpack(open_rows[act] & ~explored[act], size)).reshape(act.size, N)
-        rank = np.where(unexplored, pos_of[act], N)
-        cell = np.argmin(rank, axis=1)
-        seeds = _one_hot_rows((cell // size) * 64 + cell % size, size)
-        wave = _wavefront(open_rows[act], seeds, full)
+        cell = np.argmin(np.where(unexplored, pos_of[act], N), axis=1)
+        wave = _wavefront(open_rows[act], _one_hot_rows((cell // size) * 64 + cell % size, size), full)
         explored[act] |= wave.reach
         ok = wave.ecc >= min_path
-        big = ~ok & (_popcount(wave.reach) >= min_path + 1)
-        if big.any():
-            far = _one_hot_rows(_first_cell(wave.last[big]), size)
-            ok[big] = _wavefront(open_rows[act[big]], far, full).ecc >= min_path
-        certified[act[ok]] = True
+        # the component's diameter is at most 2 ecc(seed), and a pair min_path apart needs min_path + 1 cells
+        todo = np.flatnonzero(~ok & (2 * wave.ecc >= min_path) & (_popcount(wave.reach) >= min_path + 1))
+        if todo.size:
+            ok[todo] = _far_pair_in_component(open_rows[act[todo]], wave.last[todo], size, min_path)
+        found[act[ok]] = True
+
+
+def _far_pair_in_component(open_rows: np.ndarray, last: np.ndarray, size: int, min_path: int) -> np.ndarray:
+    """Does the component holding `last` (a BFS layer) have two cells min_path or more moves apart? Exact.
+
+    A double sweep (BFS from a farthest cell a, then its farthest cell b) usually settles it. Otherwise take u halfway
+    along a shortest a-b path: a pair x, y min_path apart has d(x, y) <= d(x, u) + d(u, y), so one of them lies at
+    least ceil(min_path / 2) from u. BFS from each such cell (few, u being central) decides.
+    """
+    full = np.uint64((1 << size) - 1)
+    a = _one_hot_rows(_first_cell(last), size)
+    wa = _wavefront(open_rows, a, full)
+    ok = wa.ecc >= min_path
+    t = np.flatnonzero(~ok)
+    if t.size == 0:
+        return ok
+    o = open_rows[t]
+    D = wa.ecc[t]
+    k = (D + 1) // 2
+    b = _one_hot_rows(_first_cell(wa.last[t]), size)
+    halfway = _wavefront(o, a[t], full, near=k).within & _wavefront(o, b, full, near=D - k).within  # d(a,x)=k, d(x,b)=D-k
+    half = (min_path + 1) // 2
+    wu = _wavefront(o, _one_hot_rows(_first_cell(halfway), size), full, near=half - 1)
+    ok[t] = wu.ecc >= min_path
+    ends = wu.reach & ~wu.within  # cells at least ceil(min_path / 2) from u
+    rest = np.flatnonzero(~ok[t] & ends.any(axis=1))
+    if rest.size:
+        cells = [np.flatnonzero(_unpack(e, 64).reshape(-1)) for e in ends[rest]]  # flat r * 64 + c
+        counts = np.array([c.size for c in cells])
+        eccs = _wavefront(np.repeat(o[rest], counts, axis=0), _one_hot_rows(np.concatenate(cells), size), full).ecc
+        owner = np.repeat(np.arange(rest.size), counts)
+        hit = np.zeros(rest.size, dtype=bool)
+        hit[owner[eccs >= min_path]] = True
+        ok[t[rest]] = hit
+    return ok
 
 
 def _draw_pairs(open_rows: np.ndarray, size: int, min_path: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
