@@ -32,7 +32,7 @@ from hrm_reason.viz.grids import (
     wrong_cells,
 )
 from hrm_reason.viz.predictions import SegmentTrace, predictions_figure, trace_segments
-from hrm_reason.viz.puzzles import Example, get_example
+from hrm_reason.viz.puzzles import Example, get_example, puzzle_figure
 from tests.helpers import latin_4x4, tiny_config, write_original_layout
 from tests.test_cli import assert_one_line_error
 
@@ -174,16 +174,30 @@ def decode(png: bytes) -> np.ndarray:
     return imread(io.BytesIO(png), format="png")
 
 
-def cell_pixels(fig, spec: GridSpec, tokens: tuple[np.ndarray, ...], cell: int, margin: float) -> np.ndarray:
-    """One cell of the last segment's panel in the saved PNG, `margin` (in cells) trimmed from each side."""
+def cell_pixels(fig, spec: GridSpec, tokens: tuple[np.ndarray, ...], cell: int, margin: float, ax=None) -> np.ndarray:
+    """One cell of a panel (default: the last segment's) in the saved PNG, `margin` (in cells) trimmed from each side."""
     image = decode(png_bytes(fig))
-    ax = fig.axes[-3]  # axes: puzzle, segments 1..mmax, answer, q strip
+    ax = ax or fig.axes[-3]  # strips: puzzle, segments 1..mmax, answer, q strip
     rows, cols = content_window(spec, *tokens)
     r, c = divmod(cell, spec.side)
     r, c = r - rows.start, c - cols.start
     (x0, y0), (x1, y1) = ax.transData.transform([(c + margin, r + margin), (c + 1 - margin, r + 1 - margin)])
     top, bottom = (int(np.rint(image.shape[0] - y)) for y in (max(y0, y1), min(y0, y1)))  # display y starts at the bottom
     return image[top:bottom, int(np.rint(min(x0, x1))) : int(np.rint(max(x0, x1)))]
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_puzzle_png_has_the_figure_size(case: str) -> None:
+    meta, make = CASES[case]
+    spec = grid_spec(meta)
+    inputs, labels = make()
+    fig = puzzle_figure(spec, Example(0, "all", inputs, labels, 0, ""), f"{case} example 0")
+    image = decode(png_bytes(fig))
+    assert image.shape[:2] == (round(fig.get_figheight() * DPI), round(fig.get_figwidth() * DPI))
+    assert image[..., :3].std() > 0.1  # something is drawn
+    # The puzzle and the solution differ in the cells to find, so the two panels differ.
+    left, right = (cell_pixels(fig, spec, (inputs, labels), int(np.flatnonzero(labels != inputs)[0]), 0.1, ax) for ax in fig.axes[:2])
+    assert left.shape == right.shape and np.abs(left - right).max() > 0.2
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -219,12 +233,26 @@ def test_wrong_cell_looks_different_from_a_right_one(case: str) -> None:
     np.testing.assert_array_equal(cell_pixels(wrong_fig, spec, grids, right_at, 0.25), cell_pixels(right_fig, spec, grids, right_at, 0.25))
 
 
+def test_act_halt_is_the_first_segment_with_q_halt_above_q_continue() -> None:
+    def trace(q_halt: list[float], q_continue: list[float]) -> SegmentTrace:
+        example = Example(0, "all", np.ones(16), np.ones(16), 0, "")
+        return SegmentTrace(example, np.ones((len(q_halt), 16)), np.array(q_halt), np.array(q_continue))
+
+    assert trace([-1.0, 2.0, 3.0], [0.0, 0.0, 5.0]).act_halt == 2
+    assert trace([-1.0, 0.0, 3.0], [0.0, 0.0, 5.0]).act_halt == 3  # never above: the cap, as in hrm eval
+    np.testing.assert_allclose(trace([0.0, 2.0], [0.0, 0.0]).q_halt, [0.5, 1 / (1 + np.exp(-2))])
+
+
 def test_trace_segments_matches_evaluate(tmp_path: Path) -> None:
     """The strips show what `hrm eval` scores: per-segment token accuracy from the traces equals evaluate()'s."""
     data = write_original_layout(tmp_path / "data")
     config = tiny_config(data, tmp_path / "run")
     split = load_split(data, "test")
     model = build_model(config.arch, split.metadata, torch.device("cpu"), seed=1)
+    with torch.no_grad():
+        q_head = model.inner.q_head
+        q_head.weight.copy_(torch.randn(q_head.weight.shape, generator=torch.Generator().manual_seed(0)))
+        q_head.bias.zero_()
     spec = grid_spec(split.metadata)
     examples = [get_example(split, i, "test") for i in range(split.num_examples)]
     traces = trace_segments(model, examples, 4, torch.device("cpu"))
@@ -232,7 +260,9 @@ def test_trace_segments_matches_evaluate(tmp_path: Path) -> None:
     result = evaluate(model, split, 4, 8, torch.device("cpu"), progress=False)
     np.testing.assert_allclose(token, result.token_accuracy, atol=1e-6)
     assert len({round(v, 6) for v in token}) > 1  # the segments do change the prediction
-    assert all(t.q_halt.shape == (4,) and ((t.q_halt > 0) & (t.q_halt < 1)).all() for t in traces)
+    # The marked halting segment is the one ACT evaluation uses (a random Q head, so that they halt before the cap).
+    assert np.mean([t.act_halt for t in traces]) == pytest.approx(result.act_mean_segments) and result.act_mean_segments < 4
+    np.testing.assert_allclose(traces[0].q_halt, 1 / (1 + np.exp(-traces[0].q_halt_logits)))
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -188,7 +188,7 @@ def segments_figure(results: dict[str, dict[str, Any]], title: str, trained: int
     for ax, what in ((ax_exact, "exact accuracy"), (ax_token, "token accuracy")):
         if trained is not None:
             ax.axvline(trained, color="#555555", ls=":", lw=1)
-            ax.text(trained, 0.97, f" trained with {trained}", transform=ax.get_xaxis_transform(), fontsize=8, color="#555555", va="top")
+            ax.text(trained, 0.03, f" trained with {trained}", transform=ax.get_xaxis_transform(), fontsize=8, color="#555555", va="bottom")
         ax.set_xlim(0.5, mmax + 0.5)
         ax.set_xticks(np.arange(1, mmax + 1))
         ax.set_xlabel("segments m (inference-time budget)", fontsize=9)

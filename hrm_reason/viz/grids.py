@@ -62,7 +62,7 @@ class GridSpec:
         if self.kind == "sudoku":
             return f"bold: given;  {marks};  red corner: breaks a rule (repeated digit, changed given, empty cell)"
         if self.kind == "maze":
-            return f"green S, purple G, blue path;  {marks};  red corner: breaks a rule (wall changed, broken path)"
+            return f"blue: path;  {marks};  red corner: breaks a rule (wall changed, broken path)"
         return marks
 
 
@@ -211,6 +211,8 @@ def draw_grid(
         if spec.kind in ("arc", "tokens") and max(h, w) <= 30:
             _grid_lines(ax, h, w, "#606060", 0.3 if cell_pt < 8 else 0.6)
         _shade(ax, cut(changed), alpha=0.6 if spec.kind == "maze" else 0.0, hatch=spec.kind != "maze")
+        if spec.kind == "maze":
+            _endpoints(ax, grid, cell_pt)
         if spec.kind == "arc":
             _crosses(ax, cut(wrong), cell_pt)
         else:
@@ -289,6 +291,16 @@ def _shade(ax: Axes, mask: np.ndarray, alpha: float, hatch: bool) -> None:
     else:
         collection = PatchCollection(cells, facecolor=CHANGED_COLOUR, edgecolor="none", alpha=alpha, zorder=1)
     ax.add_collection(collection)
+
+
+def _endpoints(ax: Axes, grid: np.ndarray, cell_pt: float) -> None:
+    """Start and goal as lettered discs larger than a cell: on a 30 x 30 maze a single cell is hard to spot."""
+    for token, letter in ((MAZE_START, "S"), (MAZE_GOAL, "G")):
+        rows, cols = np.nonzero(grid == token)
+        if rows.size:
+            ax.scatter(cols + 0.5, rows + 0.5, s=(1.9 * cell_pt) ** 2, color=MAZE_COLOURS[token], edgecolors="white", linewidths=1, zorder=5)
+            for r, c in zip(rows, cols):
+                ax.text(c + 0.5, r + 0.55, letter, ha="center", va="center", fontsize=1.2 * cell_pt, color="white", fontweight="bold", zorder=6)
 
 
 def _frames(ax: Axes, mask: np.ndarray, cell_pt: float) -> None:

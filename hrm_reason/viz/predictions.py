@@ -2,8 +2,9 @@
 
 Each segment panel shades the cells that changed since the previous segment (for segment 1: since the puzzle as
 given), frames the cells that differ from the answer and marks the cells that break the puzzle's rules; a strip below
-plots sigmoid(q_halt) and sigmoid(q_continue) per segment. ACT at inference halts at the first segment where
-q_halt > q_continue, which is the panel marked "halt".
+plots the Q head's two logits per segment (titles give sigmoid(q_halt), the model's belief that the answer is right).
+ACT at inference halts at the first segment where q_halt > q_continue, which is the panel marked "halt"; the logits
+are plotted rather than their sigmoids because a confident Q head saturates both sigmoids at 1.00.
 """
 
 from __future__ import annotations
@@ -36,17 +37,22 @@ SOLVED_COLOUR, UNSOLVED_COLOUR = "#1a7f37", "#c0392b"
 class SegmentTrace:
     example: Example
     preds: np.ndarray  # [mmax, seq_len]: argmax tokens after segment m+1
-    q_halt: np.ndarray  # [mmax]: sigmoid(q_halt_logits)
-    q_continue: np.ndarray  # [mmax]: sigmoid(q_continue_logits)
+    q_halt_logits: np.ndarray  # [mmax]
+    q_continue_logits: np.ndarray  # [mmax]
 
     @property
     def mmax(self) -> int:
         return self.preds.shape[0]
 
     @property
+    def q_halt(self) -> np.ndarray:
+        """sigmoid(q_halt_logits): the Q head's estimate that the current answer is right."""
+        return 1 / (1 + np.exp(-self.q_halt_logits.astype(np.float64)))
+
+    @property
     def act_halt(self) -> int:
         """1-based segment at which ACT halts: the first with q_halt > q_continue, else the last."""
-        halts = np.flatnonzero(self.q_halt > self.q_continue)
+        halts = np.flatnonzero(self.q_halt_logits > self.q_continue_logits)
         return int(halts[0]) + 1 if halts.size else self.mmax
 
 
@@ -65,8 +71,8 @@ def trace_segments(model: nn.Module, examples: list[Example], mmax: int, device:
     for _ in range(mmax):
         carry, out = model(carry, batch, halt_max_steps=mmax)
         preds.append(out["logits"].argmax(-1).cpu())
-        q_halt.append(torch.sigmoid(out["q_halt_logits"].float()).cpu())
-        q_continue.append(torch.sigmoid(out["q_continue_logits"].float()).cpu())
+        q_halt.append(out["q_halt_logits"].float().cpu())
+        q_continue.append(out["q_continue_logits"].float().cpu())
     model.train(was_training)
     p, qh, qc = torch.stack(preds, 1).numpy(), torch.stack(q_halt, 1).numpy(), torch.stack(q_continue, 1).numpy()
     return [SegmentTrace(e, p[i], qh[i], qc[i]) for i, e in enumerate(examples)]
@@ -74,7 +80,8 @@ def trace_segments(model: nn.Module, examples: list[Example], mmax: int, device:
 
 def predictions_figure(spec: GridSpec, trace: SegmentTrace, title: str, trained_segments: int | None = None) -> Figure:
     ex, mmax = trace.example, trace.mmax
-    ncols = min(mmax + 2, 9)
+    rows = -(-(mmax + 2) // 9)  # at most 9 panels a row, rows filled evenly
+    ncols = -(-(mmax + 2) // rows)
     fig, axes, strip_top = panel_figure(mmax + 2, ncols, PANEL_INCHES[spec.kind], header=title, footer=spec.legend, extra_h=1.6)
     window = content_window(spec, ex.inputs, ex.labels)
     givens = (ex.inputs >= 2) if spec.kind == "sudoku" else None
@@ -109,24 +116,26 @@ def _axes_frame(ax):
 
 
 def _q_strip(fig: Figure, top: float, trace: SegmentTrace, solved: list[bool], trained_segments: int | None) -> None:
-    """sigmoid(q_halt) and sigmoid(q_continue) per segment; the markers say whether that segment's answer is exact."""
+    """q_halt and q_continue logits per segment; the markers say whether that segment's answer is exact."""
     height_in = fig.get_figheight()
-    ax = fig.add_axes((0.9 / fig.get_figwidth(), 0.42 / height_in, 1 - 1.3 / fig.get_figwidth(), top - 0.62 / height_in))
+    width_in = fig.get_figwidth()
+    ax = fig.add_axes((0.7 / width_in, 0.42 / height_in, 1 - 2.6 / width_in, top - 0.62 / height_in))
     x = np.arange(1, trace.mmax + 1)
-    ax.plot(x, trace.q_continue, color="#888888", ls="--", lw=1.2, label="sigmoid(q_continue)")
-    ax.plot(x, trace.q_halt, color="#333333", lw=1.5, label="sigmoid(q_halt)", zorder=2)
-    ax.scatter(x, trace.q_halt, c=[SOLVED_COLOUR if s else UNSOLVED_COLOUR for s in solved], s=28, zorder=3)
+    ax.plot(x, trace.q_continue_logits, color="#888888", ls="--", lw=1.2, label="q_continue")
+    ax.plot(x, trace.q_halt_logits, color="#333333", lw=1.5, label="q_halt", zorder=2)
+    ax.scatter(x, trace.q_halt_logits, c=[SOLVED_COLOUR if s else UNSOLVED_COLOUR for s in solved], s=28, zorder=3)
+    ax.axhline(0, color="#bbbbbb", lw=0.8)
     ax.axvline(trace.act_halt, color="#333333", lw=0.8, ls=":")
     if trained_segments is not None and trained_segments < trace.mmax:
-        ax.axvspan(trained_segments + 0.5, trace.mmax + 0.5, color="#f0f0f0", zorder=0, label="beyond the trained segments")
+        ax.axvspan(trained_segments + 0.5, trace.mmax + 0.5, color="#f0f0f0", zorder=0, label="beyond training")
     ax.set_xlim(0.5, trace.mmax + 0.5)
-    ax.set_ylim(-0.03, 1.03)
+    ax.margins(y=0.25)
     ax.set_xticks(x)
-    ax.set_xlabel("segment (marker: green = exact answer, red = not)", fontsize=8)
-    ax.set_ylabel("probability", fontsize=8)
+    ax.set_xlabel("segment (green: exact answer, red: not; dotted: ACT halts, the first q_halt > q_continue)", fontsize=8)
+    ax.set_ylabel("Q logit", fontsize=8)
     ax.tick_params(labelsize=7)
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=7, loc="best", frameon=False, ncol=3)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
 
 
 def prediction_figures(

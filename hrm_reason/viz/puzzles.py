@@ -59,7 +59,7 @@ def example_title(split_name: str, example: Example) -> str:
 
 
 def puzzle_figure(spec: GridSpec, example: Example, title: str) -> Figure:
-    legend = {"sudoku": "bold: given digits;  blue: digits to find", "maze": "green S: start;  purple G: goal;  blue: the path",
+    legend = {"sudoku": "bold: given digits;  blue: digits to find", "maze": "S: start;  G: goal;  blue: the path;  dark: walls",
               "arc": "the ten ARC colours;  beige: end-of-grid marker", "tokens": "token ids"}[spec.kind]
     fig, (ax_in, ax_out), _ = panel_figure(2, 2, PANEL_INCHES[spec.kind], title_h=0.3, header=title, footer=legend)
     givens = _givens(spec, example.inputs)
