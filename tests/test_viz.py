@@ -229,8 +229,13 @@ def test_wrong_cell_looks_different_from_a_right_one(case: str) -> None:
     as_wrong = cell_pixels(wrong_fig, spec, grids, wrong_at, 0.02)
     as_right = cell_pixels(marked_right_fig, spec, grids, wrong_at, 0.02)
     assert as_wrong.shape == as_right.shape and as_wrong.size > 0
-    assert np.abs(as_wrong - as_right)[..., :3].max(-1).mean() > 0.05  # the marks cover a good part of the cell
-    np.testing.assert_array_equal(cell_pixels(wrong_fig, spec, grids, right_at, 0.25), cell_pixels(right_fig, spec, grids, right_at, 0.25))
+    # PNGs have an adaptive 256-colour palette, so one colour may come out some levels apart in two files (most on
+    # antialiased edges): a visible difference is one of more than 0.3 (of 1) in a channel.
+    def visible(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.abs(a - b)[..., :3].max(-1) > 0.3
+
+    assert visible(as_wrong, as_right).mean() > 0.1  # the marks cover a good part of the cell
+    assert not visible(cell_pixels(wrong_fig, spec, grids, right_at, 0.25), cell_pixels(right_fig, spec, grids, right_at, 0.25)).any()
 
 
 def test_act_halt_is_the_first_segment_with_q_halt_above_q_continue() -> None:
