@@ -236,7 +236,8 @@ def _screen(open_rows: np.ndarray, order: np.ndarray, walls: np.ndarray, size: i
     explored = np.zeros_like(open_rows)
     found = np.zeros(B, dtype=bool)
     n_open = N - walls
-    pos_of = np.argsort(order, axis=1)  # position of each cell in the random order
+    pos_of = np.empty_like(order)  # position of each cell in the random order
+    np.put_along_axis(pos_of, order, np.broadcast_to(np.arange(N), order.shape), axis=1)
     while True:
         left = n_open - _popcount(explored)
         act = np.flatnonzero(~found & (left >= min_path + 1))
@@ -327,9 +328,9 @@ def generate_chunk(seed: int, split: str, chunk: int, size: int, min_path: int, 
     N = size * size
     lo, hi = wall_count_range(size, density)
     walls = rng.integers(lo, hi + 1, size=CHUNK)
-    order = np.argsort(rng.random((CHUNK, N)), axis=1)  # a uniformly random order of the cells; walls come first
+    order = rng.permuted(np.broadcast_to(np.arange(N), (CHUNK, N)), axis=1)  # a random order of the cells; walls first
     is_wall = np.zeros((CHUNK, N), dtype=bool)
-    is_wall[np.arange(CHUNK)[:, None], order] = np.arange(N)[None, :] < walls[:, None]
+    np.put_along_axis(is_wall, order, np.arange(N)[None, :] < walls[:, None], axis=1)
     open_rows = _pack(~is_wall.reshape(CHUNK, size, size))
     keep = np.flatnonzero(_screen(open_rows, order, walls, size, min_path))
     grids = np.where(is_wall[keep], WALL, OPEN).astype(np.uint8)

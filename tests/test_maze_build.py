@@ -282,7 +282,7 @@ def test_csv_source_builds(tmp_path: Path, real_rows: list) -> None:
     assert b["source"] == "csv" and b["counts"]["mazes"] == 2 and b["grid_size"] == 30
     assert b["statistics"]["csv_rating"]["equals_path_moves"] == 2
     # --min-path filters by the BFS length; --train-size caps rows (seeded)
-    cut = sorted(int(r[3]) for r in real_rows[:6])[3]
+    cut = min(sorted(int(r[3]) for r in real_rows[:6])[3], max(int(r[3]) for r in real_rows[6:]))  # keeps >= 3 train, >= 1 test
     out2 = build(tmp_path, "cut", source="csv", csv_dir=tmp_path / "csv", size=None, min_path=cut, train_size=2)
     assert load(out2, "train")["inputs"].shape[0] == 2
     assert all(shortest(x.reshape(30, 30)) >= cut for x in load(out2, "train")["inputs"])
