@@ -111,13 +111,13 @@ class MazeBuildOptions(BaseModel):
         if isinstance(v, (int, float)):
             return (v, v)
         if isinstance(v, str):
-            parts = v.replace(",", "-").split("-") if "-" in v.strip("-") or "," in v else [v]
+            parts = v.replace(",", "-").split("-")
             try:
-                nums = [float(p) for p in parts if p.strip()]
+                if len(parts) > 2:
+                    raise ValueError
+                nums = [float(p) for p in parts]
             except ValueError:
                 raise ValueError("expected a wall fraction like 0.4 or a range like 0.3-0.5") from None
-            if len(nums) not in (1, 2):
-                raise ValueError("expected a wall fraction like 0.4 or a range like 0.3-0.5")
             return (nums[0], nums[-1])
         return v
 
