@@ -14,7 +14,6 @@ needed a ~9 GB dump. The inverse augmentation comes from the format itself: iden
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,13 +21,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from datasets_build.arc import AUG_NAME
 from datasets_build.common import inverse_dihedral_transform
 from hrm_reason.data import PuzzleSplit
 from hrm_reason.errors import UserError
 
 PASS_KS = (1, 2, 10, 100, 1000)
 SUBMISSION_ATTEMPTS = 2
-AUG_NAME = re.compile(r"^(?P<task>.+)_t(?P<t>[0-7])_(?P<colours>0[1-9]{9})$")
 IDENTITY = np.arange(10, dtype=np.uint8)
 
 

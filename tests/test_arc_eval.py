@@ -229,12 +229,51 @@ def test_votes_gathered_from_ranks_merge_to_the_single_process_result(data: Path
     assert V.score(whole.testset, merged) == V.score(whole.testset, whole.votes)
 
 
+def _predict(batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+    """The answers, except a wrong colour on variants whose identifier is a multiple of 3; q from the identifier."""
+    valid = (batch["labels"] != -100).any(-1)
+    labels = torch.where(batch["labels"] == -100, 0, batch["labels"])
+    shifted = torch.where(labels >= 2, (labels - 2 + 1) % 10 + 2, labels)
+    ident = batch["puzzle_identifiers"]
+    preds = torch.where((ident % 3 == 0)[:, None], shifted, labels)
+    return preds, valid, {"q_halt_logits": (ident % 7).double() - 3}
+
+
+def _two_rank_worker(rank: int, init_file: str, data: str, results: dict) -> None:
+    torch.distributed.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    split = load_split(data, "test")
+    metric = V.segment_metrics(split, MMAX)[0]
+    for _, batch in eval_batches(split, 8, rank, 2):  # this rank's half of every global batch
+        preds, valid, out = _predict(batch)
+        metric.update(MMAX - 1, preds, out, batch, valid)
+    result = metric.result(2)
+    results[rank] = {k: v for k, v in result.items() if k != "arc_submission"}
+    torch.distributed.destroy_process_group()
+
+
+def test_votes_are_gathered_across_two_processes(data: Path, tmp_path: Path) -> None:
+    split = load_split(data, "test")
+    single = V.segment_metrics(split, MMAX)[0]
+    for _, batch in eval_batches(split, 8):
+        preds, valid, out = _predict(batch)
+        single.update(MMAX - 1, preds, out, batch, valid)
+    expected = {k: v for k, v in single.result(1).items() if k != "arc_submission"}
+    assert any(t["candidates"] > 1 for task in expected["arc_voting"]["tasks"].values() for t in task["test_inputs"])
+    ctx = torch.multiprocessing.get_context("spawn")
+    with ctx.Manager() as manager:
+        results = manager.dict()
+        torch.multiprocessing.start_processes(_two_rank_worker, args=(str(tmp_path / "init"), str(data), results), nprocs=2,
+                                              start_method="spawn")
+        for rank in (0, 1):
+            assert results[rank] == expected
+
+
 def test_evaluate_hook_gives_pass_at_k_and_fresh_votes_each_time(data: Path, tmp_path: Path) -> None:
     split = load_split(data, "test")
     config = tiny_config(data, tmp_path / "run")
     model = build_model(config.arch, split.metadata, torch.device("cpu"), 0)
     for _ in range(2):  # a second evaluation must not see the first one's votes
-        result = evaluate(model, split, MMAX, 16, torch.device("cpu"), progress=False, metrics=task_metrics(split, MMAX))
+        result = evaluate(model, split, MMAX, 64, torch.device("cpu"), progress=False, metrics=task_metrics(split, MMAX))
         assert {f"pass@{k}" for k in V.PASS_KS} <= set(result.extra)
         assert all(isinstance(result.extra[f"pass@{k}"], float) for k in V.PASS_KS)
         assert result.extra["arc_voting"]["rows"] == split.num_examples
