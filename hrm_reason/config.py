@@ -29,15 +29,30 @@ class LossConfig(StrictModel):
 
 
 class ArchConfig(StrictModel):
-    name: Literal["hrm"] = "hrm"
+    """One flat section for every model; each field says which models read it (the others ignore it)."""
+
+    name: Literal["hrm", "transformer", "unitf", "trm"] = Field(
+        "hrm", description="hrm; transformer (HRM's blocks stacked, one pass per segment); unitf (one block applied "
+        "unitf_steps times); trm (the Tiny Recursive Model). See hrm_reason/models/"
+    )
     hidden_size: int = Field(512, gt=0)
     num_heads: int = Field(8, gt=0)
     expansion: float = Field(4.0, gt=0)
-    H_cycles: int = Field(2, ge=1)
-    L_cycles: int = Field(2, ge=1)
-    H_layers: int = Field(4, ge=1)
-    L_layers: int = Field(4, ge=1)
-    pos_encodings: Literal["rope", "learned"] = "rope"
+    H_cycles: int = Field(2, ge=1, description="hrm: H updates per segment; trm: recursions T (all but the last without gradient)")
+    L_cycles: int = Field(2, ge=1, description="hrm: L updates per H update; trm: z updates n per recursion")
+    H_layers: int = Field(4, ge=1, description="hrm: blocks of the H module")
+    L_layers: int = Field(4, ge=1, description="hrm: blocks of the L module; trm: blocks of its one network")
+    num_layers: int | None = Field(None, ge=1, description="transformer: blocks stacked; None: H_layers + L_layers (HRM's blocks)")
+    unitf_steps: int = Field(8, ge=1, description="unitf: applications of its one shared block per segment (the HRM-LM paper's M)")
+    unitf_grad_steps: int | None = Field(
+        None, ge=1, description="unitf: only the last K applications carry gradient (the HRM-LM paper's K-step window); None: all"
+    )
+    mlp_t: bool = Field(False, description="trm: a SwiGLU across positions in place of attention (TRM-MLP, fixed-size grids)")
+    puzzle_emb_len: int | None = Field(
+        None, ge=0, description="transformer/unitf/trm: prefix positions; the puzzle embedding fills the first, the others "
+        "are zero 'registers' (TRM: 16); None: ceil(puzzle_emb_ndim / hidden_size), as hrm"
+    )
+    pos_encodings: Literal["rope", "learned", "none"] = Field("rope", description="none: not for hrm")
     puzzle_emb_ndim: int | None = Field(None, ge=0, description="None: hidden_size")
     rms_norm_eps: float = Field(1e-5, gt=0)
     rope_theta: float = Field(10000.0, gt=0)
@@ -60,6 +75,22 @@ class ArchConfig(StrictModel):
     def _heads_divide(self) -> ArchConfig:
         if self.hidden_size % self.num_heads:
             raise ValueError(f"hidden_size {self.hidden_size} must be divisible by num_heads {self.num_heads}")
+        return self
+
+    @model_validator(mode="after")
+    def _options_of_the_model(self) -> ArchConfig:
+        """Options that would be silently ignored by the chosen model are errors."""
+        if self.name == "hrm" and (self.pos_encodings == "none" or self.puzzle_emb_len is not None):
+            raise ValueError("pos_encodings=none and puzzle_emb_len are options of transformer, unitf and trm, not hrm")
+        if self.mlp_t and self.name != "trm":
+            raise ValueError(f"mlp_t is an option of trm, not {self.name}")
+        if self.mlp_t and self.pos_encodings == "rope":
+            raise ValueError("mlp_t has no attention for rope to act on: use pos_encodings none (as TRM-MLP) or learned")
+        if self.unitf_grad_steps is not None and self.unitf_grad_steps > self.unitf_steps:
+            raise ValueError(f"unitf_grad_steps {self.unitf_grad_steps} exceeds unitf_steps {self.unitf_steps}")
+        ndim = self.hidden_size if self.puzzle_emb_ndim is None else self.puzzle_emb_ndim
+        if self.puzzle_emb_len is not None and self.puzzle_emb_len * self.hidden_size < ndim:
+            raise ValueError(f"puzzle_emb_len {self.puzzle_emb_len} positions of hidden_size {self.hidden_size} cannot hold puzzle_emb_ndim {ndim}")
         return self
 
 
@@ -90,6 +121,14 @@ class TrainConfig(StrictModel):
     checkpoint_every_steps: int | None = Field(None, gt=0, description="also checkpoint every N steps (long iterations)")
     logger: Literal["none", "wandb", "tensorboard"] = "none"
     compile: bool = Field(False, description="torch.compile the recurrent core (first steps pay the compile time)")
+    ema: float | None = Field(
+        None, gt=0, lt=1, description="decay of an exponential moving average of the weights, updated after every step; "
+        "evaluation and checkpoints use the average (TRM: 0.999); None: off"
+    )
+    max_seconds: float | None = Field(
+        None, gt=0, description="stop after this many seconds of training steps (evaluations not counted), then evaluate "
+        "and checkpoint: equal wall-clock comparisons; the LR schedule still spans the step budget"
+    )
 
     # Accepted so that the original code's all_config.yaml loads; not used.
     project_name: str | None = None

@@ -30,6 +30,7 @@ from hrm_reason.atomic import atomic_write_text
 from hrm_reason.checkpoint import STATE, find_checkpoint, load_checkpoint, save_checkpoint
 from hrm_reason.config import TrainConfig, save_config
 from hrm_reason.data import Batch, PuzzleSplit, TrainSampler, load_split, total_train_steps
+from hrm_reason.ema import ema_for_training, ema_weights
 from hrm_reason.errors import UserError
 from hrm_reason.evaluate import EvalResult, evaluate
 from hrm_reason.tasks import task_metrics
@@ -270,7 +271,7 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> P
         raise UserError(f"run directory {run_dir} is not empty: pass --resume to continue it, or choose another --run-dir")
     model = build_model(config.arch, meta, device, config.seed)
     model_config = model.config.model_dump()
-    step, iteration, batch_in_iter, carry_state = 0, 0, 0, None
+    step, iteration, batch_in_iter, carry_state, train_seconds = 0, 0, 0, None, 0.0
     optimizer = make_adam_atan2(model.parameters(), lr=config.lr, betas=(config.beta1, config.beta2), weight_decay=config.weight_decay, device=device)
     if resume:
         ckpt = find_checkpoint(run_dir)
@@ -279,6 +280,8 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> P
         optimizer.load_state_dict(state["optimizer"])
         step, iteration, batch_in_iter = state["step"], state["iteration"], state["batch_in_iter"]
         carry_state = state["carry"] and _local_carry_state(state["carry"], rank, world_size)
+        train_seconds = state.get("train_seconds", 0.0)
+    ema = ema_for_training(model, config.ema, state if resume else None)
     if distributed:
         for t in model.buffers():  # the puzzle embedding table is a buffer; DDP broadcasts the parameters
             dist.broadcast(t.data, src=0)
@@ -305,8 +308,9 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> P
         carry_global = _global_carry_state(carry, world_size) if carry is not None else carry_state_global()
         if is_main:
             state = {"optimizer": optimizer.state_dict(), "step": step, "iteration": iteration, "batch_in_iter": batch_in_iter,
-                     "carry": carry_global}
-            save_checkpoint(run_dir, step, model, model_config, state)
+                     "carry": carry_global, "train_seconds": train_seconds, **(ema.checkpoint_state(model) if ema else {})}
+            with ema_weights(ema, model):
+                save_checkpoint(run_dir, step, model, model_config, state)
 
     def carry_state_global() -> dict[str, torch.Tensor] | None:
         """Checkpoint before the first step of a resumed run: the loaded carry, gathered back to the global batch."""
@@ -320,9 +324,10 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> P
 
     def run_eval() -> None:
         eval_bs = config.eval_global_batch_size or config.global_batch_size
-        result = evaluate(model, test_split, config.arch.halt_max_steps, eval_bs, device, config.arch.loss.loss_type,
-                          config.eval_max_examples, rank, world_size, progress=progress and is_main,
-                          metrics=task_metrics(test_split, config.arch.halt_max_steps))
+        with ema_weights(ema, model):
+            result = evaluate(model, test_split, config.arch.halt_max_steps, eval_bs, device, config.arch.loss.loss_type,
+                              config.eval_max_examples, rank, world_size, progress=progress and is_main,
+                              metrics=task_metrics(test_split, config.arch.halt_max_steps))
         if is_main:
             record = {"step": step, **_flat_eval(result, config.arch.halt_max_steps)}
             metrics.write(record)
@@ -333,12 +338,14 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> P
     examples_seen, t0 = 0, time.perf_counter()
     model.train()
     stopped = False
+    out_of_time = config.max_seconds is not None and train_seconds >= config.max_seconds
     try:
         with StopRequest() as stop:
-            while iteration < total_iters and step < total_steps and not stopped:
+            while iteration < total_iters and step < total_steps and not stopped and not out_of_time:
                 for batch in prefetch(sampler.batches(iteration, batch_in_iter), device):
                     if step >= total_steps:
                         break
+                    step_start = time.perf_counter()
                     if carry is None:
                         carry = model.initial_carry(batch)
                         if carry_state is not None:
@@ -349,16 +356,21 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> P
                     new_carry, outputs = train_model(carry, batch, generator=exploration_generator(generator, config.seed, step, rank))
                     loss, m = act_loss(outputs, new_carry.current_data["labels"], new_carry.halted, new_carry.steps, config.arch.loss.loss_type)
                     # Every process must take the same branch (stop, or fail) or the others wait forever.
-                    flags = torch.stack([~torch.isfinite(loss.detach()), torch.tensor(stop.requested, device=loss.device)]).float()
+                    time_up = config.max_seconds is not None and train_seconds + time.perf_counter() - step_start >= config.max_seconds
+                    flags = torch.stack([~torch.isfinite(loss.detach()), torch.tensor(stop.requested, device=loss.device),
+                                         torch.tensor(time_up, device=loss.device)]).float()
                     if world_size > 1:
                         dist.all_reduce(flags, op=dist.ReduceOp.MAX)
-                    diverged, stop_now = flags.tolist()
+                    diverged, stop_now, time_up = flags.tolist()
                     if diverged:
                         raise TrainingDiverged(
                             f"loss became {loss.item()} at step {step + 1}; stopped without saving this step. "
                             f"The last good checkpoint is kept in {run_dir / 'checkpoints'} (try a lower lr)"
                         )
                     optimizer_step(loss, optimizer, sparse_opt, config.global_batch_size, world_size, lr_this, emb_lr)
+                    if ema is not None:
+                        ema.update(model)
+                    train_seconds += time.perf_counter() - step_start
 
                     carry = new_carry
                     step += 1
@@ -375,6 +387,9 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> P
                     if stop_now:
                         stopped = True
                         break
+                    if time_up:
+                        out_of_time = True
+                        break
                     if config.checkpoint_every_steps and step % config.checkpoint_every_steps == 0:
                         checkpoint()
                 else:
@@ -388,8 +403,8 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> P
                 checkpoint()
                 if is_main:
                     tqdm.write(f"stopped at step {step}; checkpoint written. Resume with: hrm train --run-dir {run_dir} --resume", file=sys.stderr)
-            elif step >= total_steps and batch_in_iter > 0:
-                # The step cap ended the run inside an iteration: evaluate and save the final state.
+            elif (step >= total_steps or out_of_time) and batch_in_iter > 0:
+                # The step cap or the time budget ended the run inside an iteration: evaluate and save the final state.
                 run_eval()
                 checkpoint()
     finally:
