@@ -329,6 +329,27 @@ def bench_cmd(
         typer.echo(f"wrote {json_out}")
 
 
+@app.command("compare")
+def compare_cmd(
+    items: list[str] = typer.Argument(..., metavar="CONFIG... [KEY=VALUE...]", help="Config files, then key=value overrides applied to every one (e.g. max_steps=500 max_seconds=600)."),
+    seeds: int = typer.Option(3, "--seeds", min=1, help="Train each config with seeds 0..N-1."),
+    out: Path = typer.Option(..., "--out", help="Study directory: runs/<config>/seed<k>/, results.json, results.md, plots/."),
+    mmax: Optional[int] = typer.Option(None, "--mmax", min=1, help="Segments at evaluation (default: twice each config's halt_max_steps)."),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
+) -> None:
+    """Train several configs (architectures) for several seeds on their data and compare them: exact accuracy mean ±
+    std over seeds, accuracy per segment, ACT segments, time, parameters. A rerun skips finished runs and resumes
+    interrupted ones."""
+    from hrm_reason.compare import compare
+
+    configs = [Path(i) for i in items if "=" not in i or Path(i).is_file()]
+    overrides = [i for i in items if "=" in i and not Path(i).is_file()]
+    results = compare(configs, seeds, out, mmax, overrides, progress=not quiet, command="hrm " + " ".join(sys.argv[1:]))
+    typer.echo((out / "results.md").read_text())
+    for path in [out / "results.json", out / "results.md", *results["plots"]]:
+        typer.echo(f"wrote {path}")
+
+
 def main() -> None:
     """Entry point: user errors become one line on stderr and exit code 2, never a traceback."""
     try:
