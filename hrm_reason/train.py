@@ -12,12 +12,12 @@ import dataclasses
 import json
 import os
 import queue
-import threading
 import signal
 import sys
+import threading
 import time
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,17 +27,28 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
 from hrm_reason.atomic import atomic_write_text
-from hrm_reason.checkpoint import STATE, find_checkpoint, load_checkpoint, save_checkpoint
+from hrm_reason.checkpoint import (
+    STATE,
+    find_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
 from hrm_reason.config import TrainConfig, save_config
-from hrm_reason.data import Batch, PuzzleSplit, TrainSampler, load_split, total_train_steps
+from hrm_reason.data import (
+    Batch,
+    PuzzleSplit,
+    TrainSampler,
+    load_split,
+    total_train_steps,
+)
 from hrm_reason.ema import ema_for_training, ema_weights
 from hrm_reason.errors import UserError
 from hrm_reason.evaluate import EvalResult, evaluate
-from hrm_reason.tasks import task_metrics
 from hrm_reason.losses import act_loss
 from hrm_reason.models.registry import build_model
 from hrm_reason.models.sparse_embedding import SparseSignSGD
 from hrm_reason.optim import cosine_schedule_with_warmup, make_adam_atan2
+from hrm_reason.tasks import task_metrics
 
 
 class TrainingDiverged(UserError):
@@ -163,13 +174,10 @@ def _fill_carry(template: Any, flat: dict[str, torch.Tensor], device: torch.devi
     return template
 
 
-def _global_carry_state(carry: Any, world_size: int) -> dict[str, torch.Tensor] | None:
+def _global_carry_state(flat: dict[str, torch.Tensor] | None, world_size: int) -> dict[str, torch.Tensor] | None:
     """The carry of the whole global batch (rank slices concatenated in rank order), so that a run can resume on a
     different number of processes. Collective: every rank must call it."""
-    if carry is None:
-        return None
-    flat = {k: v.detach().cpu() for k, v in _flatten_carry(carry).items()}
-    if world_size == 1:
+    if flat is None or world_size == 1:
         return flat
     parts: list[Any] = [None] * world_size
     dist.all_gather_object(parts, flat)
@@ -305,22 +313,14 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> P
             metrics.write({"step": 0, "num_params": num_params})
 
     def checkpoint() -> None:
-        carry_global = _global_carry_state(carry, world_size) if carry is not None else carry_state_global()
+        # Before the first step of a resumed run the carry is still the loaded one.
+        local = carry_state if carry is None else {k: v.detach().cpu() for k, v in _flatten_carry(carry).items()}
+        carry_global = _global_carry_state(local, world_size)
         if is_main:
             state = {"optimizer": optimizer.state_dict(), "step": step, "iteration": iteration, "batch_in_iter": batch_in_iter,
                      "carry": carry_global, "train_seconds": train_seconds, **(ema.checkpoint_state(model) if ema else {})}
             with ema_weights(ema, model):
                 save_checkpoint(run_dir, step, model, model_config, state)
-
-    def carry_state_global() -> dict[str, torch.Tensor] | None:
-        """Checkpoint before the first step of a resumed run: the loaded carry, gathered back to the global batch."""
-        if carry_state is None:
-            return None
-        if world_size == 1:
-            return carry_state
-        parts: list[Any] = [None] * world_size
-        dist.all_gather_object(parts, carry_state)
-        return {k: torch.cat([part[k] for part in parts]) for k in carry_state}
 
     def run_eval() -> None:
         eval_bs = config.eval_global_batch_size or config.global_batch_size
