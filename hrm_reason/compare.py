@@ -185,7 +185,7 @@ def plot(summary: dict[str, dict[str, Any]], out_dir: Path) -> list[Path]:
     written = []
 
     def figure(name: str, draw: Any) -> None:
-        fig = new_figure(5.5 * len(datasets), 4.2)
+        fig = new_figure(max(5.5, 1.1 * len(summary)) * len(datasets), 4.6)
         for i, data_path in enumerate(datasets):
             ax = fig.add_subplot(1, len(datasets), i + 1)
             draw(ax, {k: e for k, e in summary.items() if e["data_path"] == data_path})
@@ -199,7 +199,8 @@ def plot(summary: dict[str, dict[str, Any]], out_dir: Path) -> list[Path]:
         means = [100 * entries[k]["exact_accuracy"]["mean"] for k in labels]
         stds = [100 * (entries[k]["exact_accuracy"]["std"] or 0.0) for k in labels]
         ax.bar(range(len(labels)), means, yerr=stds, capsize=4, color=[colours[k] for k in labels])
-        ax.set_xticks(range(len(labels)), [f"{k}\n{entries[k]['num_params'] / 1e6:.2f}M" for k in labels], fontsize=7)
+        ax.set_xticks(range(len(labels)), [f"{k} ({entries[k]['num_params'] / 1e6:.2f}M)" for k in labels], fontsize=7,
+                      rotation=20, ha="right")
         ax.set_ylabel("exact accuracy at N_sup segments (%)")
 
     def curves(ax: Any, entries: dict[str, dict[str, Any]]) -> None:

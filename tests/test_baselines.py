@@ -307,7 +307,7 @@ def test_quick_configs_have_about_hrms_parameter_count() -> None:
         return sum(p.numel() for p in model.parameters())
 
     hrm = count("sudoku_quick.yaml")
-    counts = {name: count(name) for name in ("transformer_quick.yaml", "transformer_direct_quick.yaml", "unitf_quick.yaml", "trm_quick.yaml")}
+    counts = {name: count(name) for name in ("transformer_quick.yaml", "transformer_direct_quick.yaml", "unitf_quick.yaml", "trm_quick.yaml", "trm_att_quick.yaml")}
     assert all(abs(c / hrm - 1) < 0.05 for c in counts.values()), (hrm, counts)
     quick = {name: load_config(REPO / "configs" / name) for name in ("sudoku_quick.yaml", *counts)}
     same = {(c.data_path, c.global_batch_size, c.max_steps, c.epochs, c.lr, c.lr_warmup_steps, c.weight_decay) for c in quick.values()}
