@@ -17,6 +17,7 @@ import torch
 
 from hrm_reason.config import TrainConfig
 from hrm_reason.data import PuzzleDatasetMetadata
+from hrm_reason.errors import UserError
 from hrm_reason.losses import act_loss
 from hrm_reason.models.hrm import HRM
 from hrm_reason.models.layers import swiglu_intermediate_size
@@ -102,7 +103,7 @@ def run_bench(config: TrainConfig, metadata: PuzzleDatasetMetadata, device: torc
     the dataset's shape: no dataset needed, the same code path as `hrm train`."""
     model = build_model(config.arch, metadata, device, seed=config.seed)
     if not isinstance(model, HRM):
-        raise NotImplementedError(f"FLOP counting for arch {config.arch.name}")
+        raise UserError(f"arch.name={config.arch.name}: hrm bench counts FLOPs for the hrm architecture only")
     if config.compile:
         compile_model(model)
     optimizer = make_adam_atan2(model.parameters(), lr=config.lr, betas=(config.beta1, config.beta2), weight_decay=config.weight_decay, device=device)
