@@ -20,9 +20,7 @@ from hrm_reason.errors import UserError
 from hrm_reason.evaluate import evaluate
 from hrm_reason.inference import load_model_for_eval
 from hrm_reason.losses import act_loss
-from hrm_reason.models.act import ACTModel
 from hrm_reason.models.baselines import Transformer, UniTF
-from hrm_reason.models.hrm import HRM, HRMConfig, HRMInner
 from hrm_reason.models.registry import build_model
 from hrm_reason.models.trm import TRM, TRMBlock
 from hrm_reason.train import train
@@ -59,44 +57,6 @@ def fresh_carry(core, n: int = 4):
 def copies_of(module: torch.nn.Module, count: int) -> list[dict[str, torch.Tensor]]:
     """Independent leaf copies of a module's weights: one per application, so each application's gradient is seen."""
     return [{k: v.detach().clone().requires_grad_(True) for k, v in module.named_parameters()} for _ in range(count)]
-
-
-# --- the shared ACT loop -------------------------------------------------------------------------------------------
-
-
-class HRMCore(HRMInner):
-    def q_features(self, carry):
-        return carry.z_H[:, 0]
-
-
-@pytest.mark.parametrize("q_target", ["extra_forward", "next_segment"])
-def test_act_wrapper_is_hrms_loop(q_target: str) -> None:
-    """ACTModel around HRM's own core gives HRM's carries, outputs and losses step by step, exploration included."""
-    config = HRMConfig(seq_len=16, vocab_size=6, num_puzzle_identifiers=3, hidden_size=32, num_heads=2, H_layers=1, L_layers=1,
-                       halt_max_steps=3, halt_exploration_prob=0.5, puzzle_emb_ndim=32, q_target=q_target)
-    torch.manual_seed(0)
-    hrm = HRM(config)
-    with torch.no_grad():
-        hrm.inner.q_head.weight.normal_(0, 1.0)  # halting decisions that vary between rows
-    wrapped = ACTModel(config, HRMCore(config))
-    wrapped.inner.load_state_dict(hrm.inner.state_dict())
-    hrm.train(), wrapped.train()
-    carries = [hrm.initial_carry(batch(8)), wrapped.initial_carry(batch(8))]
-    for step in range(4):
-        b = batch(8, seed=step)
-        results = []
-        for i, model in enumerate((hrm, wrapped)):
-            carries[i], out = model(carries[i], b, generator=torch.Generator().manual_seed(step))
-            loss, _ = act_loss(out, carries[i].current_data["labels"], carries[i].halted, carries[i].steps, "stablemax_cross_entropy")
-            results.append((out, loss))
-        (out_a, loss_a), (out_b, loss_b) = results
-        assert out_a.keys() == out_b.keys()
-        for k in out_a:
-            torch.testing.assert_close(out_a[k], out_b[k])
-        torch.testing.assert_close(loss_a, loss_b)
-        assert torch.equal(carries[0].halted, carries[1].halted) and torch.equal(carries[0].steps, carries[1].steps)
-        torch.testing.assert_close(carries[0].inner_carry.z_H, carries[1].inner_carry.z_H)
-    assert carries[0].halted.any() and not carries[0].halted.all()
 
 
 # --- transformer -------------------------------------------------------------------------------------------------

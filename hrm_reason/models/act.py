@@ -1,23 +1,28 @@
-"""The ACT wrapper of the non-HRM models: HRM's outer loop (deep supervision over a persistent carry, Q-head halting,
-exploration, the Q-continue target) around any core.
-
-It is the loop of models/hrm.py's `HRM.forward`, written once more for cores that are not HRM's (a test checks that
-it gives HRM's outputs, step by step, when its core is HRM's own), so that the transformer and UniTF baselines train
-exactly as HRM does and differ only in the recurrence. `q_target="none"` is TRM's halting: no continue target and no
+"""The ACT wrapper: HRM's outer loop (deep supervision over a persistent carry, Q-head halting, exploration, the
+Q-continue target) around any core, so that HRM and the transformer and UniTF baselines train exactly alike and
+differ only in the recurrence. `q_target="none"` is TRM's halting: no continue target and no
 extra forward; the core reports q_continue = 0, so a row halts when q_halt > 0 and the loss is the BCE of q_halt.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
 from torch import nn
 
-from hrm_reason.models.hrm import Carry
 from hrm_reason.models.sparse_embedding import SparsePuzzleEmbedding
 
 Batch = dict[str, torch.Tensor]
+
+
+@dataclass
+class Carry:
+    inner_carry: Any  # the core's recurrent state (a dataclass of tensors)
+    steps: torch.Tensor  # int32 [B]: segments run on the current example
+    halted: torch.Tensor  # bool [B]: the slot takes a new example on the next call
+    current_data: Batch
 
 
 class ACTCore(Protocol):

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict
 from torch import nn
 
+from hrm_reason.models.act import ACTModel, Carry  # noqa: F401  (Carry: part of this module's API)
 from hrm_reason.models.layers import Attention, CastedEmbedding, CastedLinear, RotaryEmbedding, SwiGLU, rms_norm, trunc_normal_init_
 from hrm_reason.models.sparse_embedding import SparsePuzzleEmbedding
 
@@ -52,14 +53,6 @@ class HRMConfig(BaseModel):
 class InnerCarry:
     z_H: torch.Tensor
     z_L: torch.Tensor
-
-
-@dataclass
-class Carry:
-    inner_carry: InnerCarry
-    steps: torch.Tensor  # int32 [B]: segments run on the current example
-    halted: torch.Tensor  # bool [B]: the slot takes a new example on the next call
-    current_data: Batch
 
 
 class HRMBlock(nn.Module):
@@ -147,6 +140,10 @@ class HRMInner(nn.Module):
         flag = reset.view(-1, 1, 1)
         return InnerCarry(z_H=torch.where(flag, self.H_init, carry.z_H), z_L=torch.where(flag, self.L_init, carry.z_L))
 
+    def q_features(self, carry: InnerCarry) -> torch.Tensor:
+        """The Q head reads z_H at the first position (the puzzle-embedding slot)."""
+        return carry.z_H[:, 0]
+
     def forward(self, carry: InnerCarry, batch: Batch) -> tuple[InnerCarry, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         cos_sin = self.rotary_emb() if self.config.pos_encodings == "rope" else None
         x = self.input_embeddings(batch["inputs"], batch["puzzle_identifiers"])
@@ -170,69 +167,8 @@ class HRMInner(nn.Module):
         return InnerCarry(z_H=z_H.detach(), z_L=z_L.detach()), logits, (q_logits[..., 0], q_logits[..., 1])
 
 
-class HRM(nn.Module):
-    """ACT wrapper: one call = one segment; halted rows are reset and refilled from the incoming batch."""
+class HRM(ACTModel):
+    """HRM ACT v1: the H/L core inside the shared ACT loop (models/act.py); one call = one segment."""
 
     def __init__(self, config: HRMConfig) -> None:
-        super().__init__()
-        self.config = config
-        self.inner = HRMInner(config)
-
-    @property
-    def puzzle_emb(self) -> SparsePuzzleEmbedding | None:
-        return getattr(self.inner, "puzzle_emb", None)
-
-    def initial_carry(self, batch: Batch) -> Carry:
-        batch_size, device = batch["inputs"].shape[0], batch["inputs"].device
-        return Carry(
-            inner_carry=self.inner.empty_carry(batch_size, device),
-            steps=torch.zeros(batch_size, dtype=torch.int32, device=device),
-            halted=torch.ones(batch_size, dtype=torch.bool, device=device),  # everything is reset on the first call
-            current_data={k: torch.empty_like(v) for k, v in batch.items()},
-        )
-
-    def forward(
-        self, carry: Carry, batch: Batch, generator: torch.Generator | None = None, halt_max_steps: int | None = None
-    ) -> tuple[Carry, dict[str, torch.Tensor]]:
-        """`halt_max_steps` overrides the configured cap (evaluation with a larger segment budget, mmax)."""
-        max_steps = self.config.halt_max_steps if halt_max_steps is None else halt_max_steps
-        previous_z_H = carry.inner_carry.z_H
-        inner_carry = self.inner.reset_carry(carry.halted, carry.inner_carry)
-        steps = torch.where(carry.halted, 0, carry.steps)
-        data = {
-            k: torch.where(carry.halted.view((-1,) + (1,) * (batch[k].ndim - 1)), batch[k], v)
-            for k, v in carry.current_data.items()
-        }
-
-        inner_carry, logits, (q_halt, q_continue) = self.inner(inner_carry, data)
-        outputs = {"logits": logits, "q_halt_logits": q_halt, "q_continue_logits": q_continue}
-
-        with torch.no_grad():
-            steps = steps + 1
-            is_last_step = steps >= max_steps
-            halted = is_last_step
-            # Evaluation always runs the full budget, so all rows of a batch halt together.
-            if self.training and max_steps > 1:
-                halted = halted | (q_halt > q_continue)
-                explore = torch.rand(q_halt.shape, generator=generator, device=q_halt.device) < self.config.halt_exploration_prob
-                min_halt = torch.randint(2, max_steps + 1, steps.shape, generator=generator, device=steps.device, dtype=steps.dtype)
-                halted = halted & (steps >= explore * min_halt)
-
-                if self.config.q_target == "extra_forward":
-                    # Q-learning target from one more segment on the new state (no replay buffer, no target network).
-                    _, _, (next_q_halt, next_q_continue) = self.inner(inner_carry, data)
-                    outputs["target_q_continue"] = torch.sigmoid(
-                        torch.where(is_last_step, next_q_halt, torch.maximum(next_q_halt, next_q_continue))
-                    )
-                else:
-                    # This segment is the "next segment" of every row that did not halt last step: its Q values are
-                    # the target of that step's continue prediction, recomputed from the carried z_H (so the
-                    # gradient of this term reaches the Q head only). Rows that halted get no continue target.
-                    continued = ~carry.halted
-                    outputs["target_q_continue"] = torch.sigmoid(torch.maximum(q_halt, q_continue))
-                    outputs["target_q_continue_mask"] = continued
-        if "target_q_continue_mask" in outputs:
-            features = torch.where(outputs["target_q_continue_mask"].view(-1, 1), previous_z_H[:, 0], 0)
-            outputs["q_continue_prediction"] = self.inner.q_head(features).float()[..., 1]
-
-        return Carry(inner_carry, steps, halted, data), outputs
+        super().__init__(config, HRMInner(config))
