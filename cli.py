@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-import click
 import typer
 
 from hrm_reason.errors import UserError
@@ -353,14 +352,17 @@ def compare_cmd(
 def main() -> None:
     """Entry point: user errors become one line on stderr and exit code 2, never a traceback."""
     try:
-        code = app(standalone_mode=False)
+        code = app(standalone_mode=False, prog_name="hrm")
     except UserError as e:
         typer.echo(f"error: {e}", err=True)
         sys.exit(2)
-    except click.ClickException as e:
-        e.show()
-        sys.exit(e.exit_code)
-    except (click.exceptions.Abort, KeyboardInterrupt):
+    except typer.TyperException as e:  # usage errors (unknown flag, bad value), from the click that typer ships
+        message = e.format_message() if hasattr(e, "format_message") else str(e)
+        ctx = getattr(e, "ctx", None)
+        hint = f" (see: {ctx.command_path} --help)" if ctx is not None else ""
+        typer.echo(f"error: {message}{hint}", err=True)
+        sys.exit(getattr(e, "exit_code", 2))
+    except (typer.Abort, KeyboardInterrupt):
         typer.echo("aborted", err=True)
         sys.exit(130)
     sys.exit(code if isinstance(code, int) else 0)

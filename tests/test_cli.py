@@ -60,6 +60,15 @@ def test_bad_config_is_one_line(data: Path, tmp_path: Path, override: str, fragm
     assert_one_line_error(hrm("train", "--data", str(data), "--run-dir", str(tmp_path / "r"), override), *fragments)
 
 
+@pytest.mark.parametrize("args, fragment", [
+    (["build-data", "maze", "--bogus"], "--bogus"),
+    (["eval", "--mmax", "0", "--run", "x"], "--mmax"),
+    (["viz", "puzzle"], "--data"),
+])
+def test_usage_errors_are_one_line(args: list[str], fragment: str) -> None:
+    assert_one_line_error(hrm(*args), fragment)
+
+
 def test_bad_config_file_is_one_line(tmp_path: Path) -> None:
     cfg = tmp_path / "bad.yaml"
     cfg.write_text("arch:\n  hidden_size: [1, 2\n")
