@@ -144,3 +144,31 @@ def dihedral_transform(grid: np.ndarray, tid: int) -> np.ndarray:
 
 def inverse_dihedral_transform(grid: np.ndarray, tid: int) -> np.ndarray:
     return dihedral_transform(grid, DIHEDRAL_INVERSE[tid])
+
+
+def write_grid_split(split_dir: Path, inputs: np.ndarray, labels: np.ndarray, groups: int, vocab_size: int, builder: dict[str, Any]) -> None:
+    """The Sudoku and maze layout: one set "all", every example its own puzzle (identifier 0, the blank), and `groups`
+    groups of equal size, each an original puzzle followed by its augmentations."""
+    per = inputs.shape[0] // groups if groups else 1
+    meta = PuzzleDatasetMetadata(
+        pad_id=0,
+        ignore_label_id=0,
+        blank_identifier_id=0,
+        vocab_size=vocab_size,
+        seq_len=inputs.shape[1],
+        num_puzzle_identifiers=1,
+        total_groups=groups,
+        mean_puzzle_examples=1.0,
+        sets=["all"],
+        builder=builder,
+    )
+    write_split(
+        split_dir,
+        "all",
+        inputs,
+        labels,
+        puzzle_identifiers=np.zeros(inputs.shape[0], dtype=np.int32),
+        puzzle_indices=np.arange(inputs.shape[0] + 1, dtype=np.int32),
+        group_indices=np.arange(0, inputs.shape[0] + 1, per, dtype=np.int32),
+        metadata=meta,
+    )

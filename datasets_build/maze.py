@@ -45,10 +45,9 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from tqdm import tqdm
 
-from datasets_build.common import dihedral_transform, write_identifiers, write_split
+from datasets_build.common import dihedral_transform, write_grid_split, write_identifiers
 from datasets_build.sudoku import hub_reachable
 from hrm_reason.atomic import atomic_directory
-from hrm_reason.data import PuzzleDatasetMetadata
 from hrm_reason.errors import UserError
 from hrm_reason.maze_eval import (
     CHARSET,
@@ -685,32 +684,6 @@ def _examples(rows: MazeRows, aug: bool) -> tuple[np.ndarray, np.ndarray, int]:
     return np.ascontiguousarray(inputs), np.ascontiguousarray(labels), 8
 
 
-def _write(split_dir: Path, inputs: np.ndarray, labels: np.ndarray, per: int, side: int, builder: dict[str, Any]) -> None:
-    groups = inputs.shape[0] // per
-    meta = PuzzleDatasetMetadata(
-        pad_id=0,
-        ignore_label_id=0,
-        blank_identifier_id=0,
-        vocab_size=VOCAB_SIZE,
-        seq_len=side * side,
-        num_puzzle_identifiers=1,
-        total_groups=groups,
-        mean_puzzle_examples=1.0,
-        sets=["all"],
-        builder=builder,
-    )
-    write_split(
-        split_dir,
-        "all",
-        inputs,
-        labels,
-        puzzle_identifiers=np.zeros(inputs.shape[0], dtype=np.int32),
-        puzzle_indices=np.arange(inputs.shape[0] + 1, dtype=np.int32),  # each example is its own puzzle
-        group_indices=np.arange(0, inputs.shape[0] + 1, per, dtype=np.int32),  # one group per maze
-        metadata=meta,
-    )
-
-
 def build_maze(opts: MazeBuildOptions, hub_probe: Callable[[], bool] | None = None) -> Path:
     """Build the dataset described by `opts` and return its directory (written atomically: all or nothing)."""
     source, reason = _resolve_source(opts, hub_probe or hub_reachable)
@@ -803,8 +776,8 @@ def build_maze(opts: MazeBuildOptions, hub_probe: Callable[[], bool] | None = No
 
     with atomic_directory(out, overwrite=opts.overwrite) as tmp:
         os.chmod(tmp, 0o755)  # mkdtemp makes 0700; a dataset is meant to be shared
-        _write(tmp / "train", train_inputs, train_labels, per, size, record("train", train, train_inputs.shape[0]))
-        _write(tmp / "test", test.inputs, test.labels, 1, size, record("test", test, len(test)))
+        write_grid_split(tmp / "train", train_inputs, train_labels, train_inputs.shape[0] // per, VOCAB_SIZE, record("train", train, train_inputs.shape[0]))
+        write_grid_split(tmp / "test", test.inputs, test.labels, test.inputs.shape[0], VOCAB_SIZE, record("test", test, len(test)))
         write_identifiers(tmp, ["<blank>"])
     return out
 

@@ -34,9 +34,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from tqdm import tqdm
 
-from datasets_build.common import write_identifiers, write_split
+from datasets_build.common import write_grid_split, write_identifiers
 from hrm_reason.atomic import atomic_directory
-from hrm_reason.data import PuzzleDatasetMetadata
 from hrm_reason.errors import UserError
 
 BUILDER_VERSION = "1"
@@ -793,32 +792,6 @@ def _examples(rows: SudokuRows, r: int, c: int, num_aug: int, rng: np.random.Gen
     return inputs, labels
 
 
-def _write(split_dir: Path, inputs: np.ndarray, labels: np.ndarray, groups: int, n: int, builder: dict[str, Any]) -> None:
-    per = inputs.shape[0] // groups if groups else 1
-    meta = PuzzleDatasetMetadata(
-        pad_id=0,
-        ignore_label_id=0,
-        blank_identifier_id=0,
-        vocab_size=n + 2,
-        seq_len=n * n,
-        num_puzzle_identifiers=1,
-        total_groups=groups,
-        mean_puzzle_examples=1.0,
-        sets=["all"],
-        builder=builder,
-    )
-    write_split(
-        split_dir,
-        "all",
-        inputs,
-        labels,
-        puzzle_identifiers=np.zeros(inputs.shape[0], dtype=np.int32),
-        puzzle_indices=np.arange(inputs.shape[0] + 1, dtype=np.int32),  # each example is its own puzzle
-        group_indices=np.arange(0, inputs.shape[0] + 1, per, dtype=np.int32),  # one group per original
-        metadata=meta,
-    )
-
-
 def build_sudoku(opts: SudokuBuildOptions, hub_probe: Callable[[], bool] | None = None) -> Path:
     """Build the dataset described by `opts` and return its directory (written atomically: all or nothing)."""
     r, c = parse_box(opts.box)
@@ -901,8 +874,8 @@ def build_sudoku(opts: SudokuBuildOptions, hub_probe: Callable[[], bool] | None 
 
     with atomic_directory(out, overwrite=opts.overwrite) as tmp:
         os.chmod(tmp, 0o755)  # mkdtemp makes 0700; a dataset is meant to be shared
-        _write(tmp / "train", train_inputs, train_labels, len(train), n, record("train", train, train_inputs.shape[0]))
-        _write(tmp / "test", test_inputs, test_labels, len(test), n, record("test", test, test_inputs.shape[0]))
+        write_grid_split(tmp / "train", train_inputs, train_labels, len(train), n + 2, record("train", train, train_inputs.shape[0]))
+        write_grid_split(tmp / "test", test_inputs, test_labels, len(test), n + 2, record("test", test, test_inputs.shape[0]))
         write_identifiers(tmp, ["<blank>"])
     return out
 
