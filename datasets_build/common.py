@@ -13,11 +13,12 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
 from hrm_reason.data import ARRAY_NAMES, PuzzleDatasetMetadata
+from hrm_reason.errors import UserError
 
 
 def dumps_json(obj: Any) -> str:
@@ -172,3 +173,24 @@ def write_grid_split(split_dir: Path, inputs: np.ndarray, labels: np.ndarray, gr
         group_indices=np.arange(0, inputs.shape[0] + 1, per, dtype=np.int32),
         metadata=meta,
     )
+
+
+def check_out(out: Path, overwrite: bool) -> None:
+    """Refuse to replace an existing output unless asked (checked before any long download or generation)."""
+    if out.exists() and not overwrite:
+        raise UserError(f"--out {out}: already exists; pass --overwrite to replace it")
+
+
+class _Rows(Protocol):
+    def __len__(self) -> int: ...
+    def take(self, index: np.ndarray) -> Any: ...
+
+
+RowsT = TypeVar("RowsT", bound=_Rows)
+
+
+def sample_rows(rows: RowsT, size: int | None, rng: np.random.Generator) -> RowsT:
+    """At most `size` rows, drawn without replacement, in file order."""
+    if size is None or size >= len(rows):
+        return rows
+    return rows.take(np.sort(rng.choice(len(rows), size=size, replace=False)))

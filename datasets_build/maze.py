@@ -45,7 +45,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from tqdm import tqdm
 
-from datasets_build.common import dihedral_transform, write_grid_split, write_identifiers
+from datasets_build.common import check_out, dihedral_transform, sample_rows, write_grid_split, write_identifiers
 from datasets_build.sudoku import hub_reachable
 from hrm_reason.atomic import atomic_directory
 from hrm_reason.errors import UserError
@@ -616,18 +616,6 @@ def _default_out(source: str, size: int) -> Path:
     return Path({"hf": "data/maze-30x30-hard-1k", "csv": "data/maze-csv"}.get(source, f"data/maze-gen-{size}x{size}"))
 
 
-def _check_out(out: Path, overwrite: bool) -> None:
-    if out.exists() and not overwrite:
-        raise UserError(f"--out {out}: already exists; pass --overwrite to replace it")
-
-
-def _sample(rows: MazeRows, size: int | None, rng: np.random.Generator) -> MazeRows:
-    """At most `size` rows, drawn without replacement, in file order."""
-    if size is None or size >= len(rows):
-        return rows
-    return rows.take(np.sort(rng.choice(len(rows), size=size, replace=False)))
-
-
 def path_lengths(rows: MazeRows) -> np.ndarray:
     """Shortest S-G path of every maze, in moves."""
     if len(rows) == 0:
@@ -689,7 +677,7 @@ def build_maze(opts: MazeBuildOptions, hub_probe: Callable[[], bool] | None = No
     source, reason = _resolve_source(opts, hub_probe or hub_reachable)
     _check_options(opts, source)
     if opts.out is not None:  # fail before a long download or generation
-        _check_out(Path(opts.out), opts.overwrite)
+        check_out(Path(opts.out), opts.overwrite)
     hf_files = None
     if source == "hf":
         try:
@@ -700,7 +688,7 @@ def build_maze(opts: MazeBuildOptions, hub_probe: Callable[[], bool] | None = No
             source, reason = "generate", f"download failed: {e}"
     size = opts.size or PAPER_SIZE
     out = Path(opts.out) if opts.out is not None else _default_out(source, size)
-    _check_out(out, opts.overwrite)
+    check_out(out, opts.overwrite)
     print(f"maze: source {source} ({reason}), output {out}", flush=True)
 
     gen_stats: dict[str, Any] = {}
@@ -742,8 +730,8 @@ def build_maze(opts: MazeBuildOptions, hub_probe: Callable[[], bool] | None = No
             train = train.take(np.flatnonzero(path_lengths(train) >= min_path))
             test = test.take(np.flatnonzero(path_lengths(test) >= min_path))
             counts["rows_after_min_path"] = {"train": len(train), "test": len(test)}
-        train = _sample(train, opts.train_size, np.random.default_rng([opts.seed, _STREAM_SIZE, 0]))
-        test = _sample(test, opts.test_size, np.random.default_rng([opts.seed, _STREAM_SIZE, 1]))
+        train = sample_rows(train, opts.train_size, np.random.default_rng([opts.seed, _STREAM_SIZE, 0]))
+        test = sample_rows(test, opts.test_size, np.random.default_rng([opts.seed, _STREAM_SIZE, 1]))
         train_keys = {canonical_key(x.reshape(size, size)) for x in train.inputs}
         counts["test_mazes_also_in_train_up_to_symmetry"] = sum(canonical_key(x.reshape(size, size)) in train_keys for x in test.inputs)
     if opts.subsample_size is not None and opts.subsample_size < len(train):

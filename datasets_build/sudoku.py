@@ -34,7 +34,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from tqdm import tqdm
 
-from datasets_build.common import write_grid_split, write_identifiers
+from datasets_build.common import check_out, sample_rows, write_grid_split, write_identifiers
 from hrm_reason.atomic import atomic_directory
 from hrm_reason.errors import UserError
 
@@ -734,18 +734,6 @@ def _default_out(source: str, box: str) -> Path:
     return Path({"hf": "data/sudoku-extreme-full", "csv": "data/sudoku-csv"}.get(source, f"data/sudoku-gen-{n}x{n}"))
 
 
-def _check_out(out: Path, overwrite: bool) -> None:
-    if out.exists() and not overwrite:
-        raise UserError(f"--out {out}: already exists; pass --overwrite to replace it")
-
-
-def _sample(rows: SudokuRows, size: int | None, rng: np.random.Generator) -> SudokuRows:
-    """At most `size` rows, drawn without replacement, in file order."""
-    if size is None or size >= len(rows):
-        return rows
-    return rows.take(np.sort(rng.choice(len(rows), size=size, replace=False)))
-
-
 def _difficulty(ratings: np.ndarray) -> dict[str, Any]:
     if ratings.size == 0:
         return {"histogram": {}, "mean": None, "min": None, "max": None}
@@ -799,7 +787,7 @@ def build_sudoku(opts: SudokuBuildOptions, hub_probe: Callable[[], bool] | None 
     source, reason = _resolve_source(opts, hub_probe or hub_reachable)
     _check_options(opts, source)
     if opts.out is not None:  # fail before a long download or generation
-        _check_out(Path(opts.out), opts.overwrite)
+        check_out(Path(opts.out), opts.overwrite)
     hf_files = None
     if source == "hf":
         try:
@@ -809,7 +797,7 @@ def build_sudoku(opts: SudokuBuildOptions, hub_probe: Callable[[], bool] | None 
                 raise
             source, reason = "generate", f"download failed: {e}"
     out = Path(opts.out) if opts.out is not None else _default_out(source, opts.box)
-    _check_out(out, opts.overwrite)
+    check_out(out, opts.overwrite)
     print(f"sudoku: source {source} ({reason}), {n}x{n} boards, output {out}", flush=True)
 
     stats: dict[str, Any] = {}
@@ -834,8 +822,8 @@ def build_sudoku(opts: SudokuBuildOptions, hub_probe: Callable[[], bool] | None 
             train = train.take(np.flatnonzero(train.ratings >= opts.min_difficulty))
             test = test.take(np.flatnonzero(test.ratings >= opts.min_difficulty))
         stats["rows_after_min_difficulty"] = {"train": len(train), "test": len(test)}
-        train = _sample(train, opts.train_size, np.random.default_rng([opts.seed, _STREAM_SIZE, 0]))
-        test = _sample(test, opts.test_size, np.random.default_rng([opts.seed, _STREAM_SIZE, 1]))
+        train = sample_rows(train, opts.train_size, np.random.default_rng([opts.seed, _STREAM_SIZE, 0]))
+        test = sample_rows(test, opts.test_size, np.random.default_rng([opts.seed, _STREAM_SIZE, 1]))
         # The published split is kept as is; report exact repeats of a test puzzle in train (equivalents not checked).
         stats["test_puzzles_also_in_train"] = int(np.isin(_row_hashes(test.puzzles), _row_hashes(train.puzzles)).sum())
     if opts.subsample_size is not None and opts.subsample_size < len(train):
