@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import deque
 from pathlib import Path
 
 import numpy as np
@@ -65,3 +66,21 @@ def tiny_config(data: Path, run_dir: Path, *overrides: str) -> TrainConfig:
         "arch.halt_max_steps=3", "lr=1e-3", "lr_warmup_steps=2", "puzzle_emb_lr=1e-2", "seed=0",
     ]
     return load_config(None, base + list(overrides))
+
+
+def ref_distances(passable: np.ndarray, sources: list[tuple[int, int]]) -> np.ndarray:
+    """Textbook queue BFS on one grid, -1 where unreachable."""
+    H, W = passable.shape
+    dist = np.full((H, W), -1)
+    queue = deque()
+    for s in sources:
+        if passable[s]:
+            dist[s] = 0
+            queue.append(s)
+    while queue:
+        r, c = queue.popleft()
+        for nr, nc in ((r - 1, c), (r + 1, c), (r, c - 1), (r, c + 1)):
+            if 0 <= nr < H and 0 <= nc < W and passable[nr, nc] and dist[nr, nc] < 0:
+                dist[nr, nc] = dist[r, c] + 1
+                queue.append((nr, nc))
+    return dist

@@ -12,7 +12,7 @@ import json
 import os
 import subprocess
 import sys
-from collections import Counter, deque
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +22,7 @@ from datasets_build import maze as M
 from datasets_build.common import inverse_dihedral_transform
 from hrm_reason.data import load_split
 from hrm_reason.errors import UserError
+from tests.helpers import ref_distances
 
 REPO = Path(__file__).resolve().parents[1]
 WALL, OPEN, START, GOAL, PATH = 1, 2, 3, 4, 5
@@ -38,22 +39,8 @@ def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
 # ------------------------------------------------------------------------------------------- independent helpers
 
 
-def distances(passable: np.ndarray, source: tuple[int, int]) -> np.ndarray:
-    H, W = passable.shape
-    dist = np.full((H, W), -1)
-    dist[source] = 0
-    queue = deque([source])
-    while queue:
-        r, c = queue.popleft()
-        for nr, nc in ((r - 1, c), (r + 1, c), (r, c - 1), (r, c + 1)):
-            if 0 <= nr < H and 0 <= nc < W and passable[nr, nc] and dist[nr, nc] < 0:
-                dist[nr, nc] = dist[r, c] + 1
-                queue.append((nr, nc))
-    return dist
-
-
 def shortest(grid: np.ndarray) -> int:
-    return int(distances(grid != WALL, tuple(np.argwhere(grid == START)[0]))[tuple(np.argwhere(grid == GOAL)[0])])
+    return int(ref_distances(grid != WALL, [tuple(np.argwhere(grid == START)[0])])[tuple(np.argwhere(grid == GOAL)[0])])
 
 
 def is_optimal_label(grid: np.ndarray, label: np.ndarray) -> bool:
@@ -62,7 +49,7 @@ def is_optimal_label(grid: np.ndarray, label: np.ndarray) -> bool:
     marked = label == PATH
     if d < 1 or not np.array_equal(np.where(marked, OPEN, label), grid) or marked.sum() != d - 1:
         return False
-    route = distances(marked | (grid == START) | (grid == GOAL), tuple(np.argwhere(grid == START)[0]))
+    route = ref_distances(marked | (grid == START) | (grid == GOAL), [tuple(np.argwhere(grid == START)[0])])
     return route[tuple(np.argwhere(grid == GOAL)[0])] >= 0
 
 
@@ -117,7 +104,7 @@ def test_screen_finds_exactly_the_layouts_with_a_far_pair_and_pairs_are_drawn_fr
     far_pairs = []
     for b in range(n):
         opens = [tuple(x) for x in np.argwhere(passable[b])]
-        dist = {s: distances(passable[b], s) for s in opens}
+        dist = {s: ref_distances(passable[b], [s]) for s in opens}
         far_pairs.append({(s, g) for s in opens for g in opens if dist[s][g] >= m})
     has = np.array([len(p) > 0 for p in far_pairs])
     assert has.sum() > 10 and (~has).sum() > 10
@@ -135,7 +122,7 @@ def test_pair_draw_is_uniform_over_far_pairs() -> None:
     grid[1, 1:4] = grid[3, 1:4] = True  # walls: a ring of open cells around two bars
     passable = ~grid
     opens = [tuple(x) for x in np.argwhere(passable)]
-    far = {(s, g) for s in opens for g in opens if distances(passable, s)[g] >= m}
+    far = {(s, g) for s in opens for g in opens if ref_distances(passable, [s])[g] >= m}
     draws = 12 * len(far) * 10
     starts, goals, totals = M._draw_pairs(np.repeat(M._pack(passable[None]), draws, axis=0), size, m, np.random.default_rng(2))
     assert (totals == len(far)).all()

@@ -5,7 +5,6 @@ and the metric inside `evaluate` (per segment, ACT, across two processes).
 from __future__ import annotations
 
 import itertools
-from collections import deque
 from pathlib import Path
 
 import numpy as np
@@ -30,26 +29,9 @@ from hrm_reason.maze_eval import (
     start_distances,
 )
 from hrm_reason.tasks import task_metrics
+from tests.helpers import ref_distances
 
 # ------------------------------------------------------------------------------------------- independent helpers
-
-
-def ref_distances(passable: np.ndarray, sources: list[tuple[int, int]]) -> np.ndarray:
-    """Textbook queue BFS on one grid, -1 where unreachable."""
-    H, W = passable.shape
-    dist = np.full((H, W), -1)
-    queue = deque()
-    for s in sources:
-        if passable[s]:
-            dist[s] = 0
-            queue.append(s)
-    while queue:
-        r, c = queue.popleft()
-        for nr, nc in ((r - 1, c), (r + 1, c), (r, c - 1), (r, c + 1)):
-            if 0 <= nr < H and 0 <= nc < W and passable[nr, nc] and dist[nr, nc] < 0:
-                dist[nr, nc] = dist[r, c] + 1
-                queue.append((nr, nc))
-    return dist
 
 
 def ref_is_shortest_path(grid: np.ndarray, pred: np.ndarray) -> bool:
