@@ -25,6 +25,7 @@ from hrm_reason.models.registry import build_model
 from hrm_reason.models.trm import TRM, TRMBlock
 from hrm_reason.train import train
 from tests.helpers import tiny_config, write_original_layout
+from tests.test_model import batch
 
 CPU = torch.device("cpu")
 REPO = Path(__file__).resolve().parents[1]
@@ -39,15 +40,6 @@ def small(name: str, **overrides) -> torch.nn.Module:
     fields = dict(name=name, hidden_size=32, num_heads=2, H_layers=1, L_layers=1, halt_max_steps=4, halt_exploration_prob=0.0)
     fields.update(overrides)
     return build_model(ArchConfig(**fields), meta(), CPU, seed=0)
-
-
-def batch(n: int = 4, seed: int = 0) -> dict[str, torch.Tensor]:
-    g = torch.Generator().manual_seed(seed)
-    return {
-        "inputs": torch.randint(1, 6, (n, 16), generator=g, dtype=torch.int32),
-        "labels": torch.randint(2, 6, (n, 16), generator=g, dtype=torch.int32),
-        "puzzle_identifiers": torch.randint(0, 3, (n,), generator=g, dtype=torch.int32),
-    }
 
 
 def fresh_carry(core, n: int = 4):
