@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from collections import deque
 from pathlib import Path
 
@@ -84,3 +85,13 @@ def ref_distances(passable: np.ndarray, sources: list[tuple[int, int]]) -> np.nd
                 dist[nr, nc] = dist[r, c] + 1
                 queue.append((nr, nc))
     return dist
+
+
+def rewind(run: Path, to: Path, step: int) -> Path:
+    """A copy of `run` as it was when the checkpoint of `step` was the latest."""
+    shutil.copytree(run, to)
+    for ckpt in (to / "checkpoints").iterdir():
+        if ckpt.is_dir() and int(ckpt.name.split("_")[1]) > step:
+            shutil.rmtree(ckpt)
+    (to / "checkpoints" / "latest").write_text(f"step_{step}")
+    return to

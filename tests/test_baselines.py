@@ -4,7 +4,6 @@ model trains through `train()` and evaluates through `evaluate()`."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,7 @@ from hrm_reason.models.baselines import Transformer, UniTF
 from hrm_reason.models.registry import build_model
 from hrm_reason.models.trm import TRM, TRMBlock
 from hrm_reason.train import train
-from tests.helpers import tiny_config, write_original_layout
+from tests.helpers import rewind, tiny_config, write_original_layout
 from tests.test_model import batch
 
 CPU = torch.device("cpu")
@@ -379,12 +378,7 @@ def test_evaluation_and_checkpoints_use_the_ema_weights(data: Path, tmp_path: Pa
 def test_resume_with_ema_follows_the_same_trajectory(data: Path, tmp_path: Path) -> None:
     overrides = ("epochs=4", "eval_interval=2", "checkpoint_every_steps=4", "ema=0.7", "arch.halt_exploration_prob=0.5", *ARCHS["unitf"])
     full = train(tiny_config(data, tmp_path / "full", *overrides), progress=False)
-    cut = tmp_path / "cut"
-    shutil.copytree(full, cut)
-    for ckpt in (cut / "checkpoints").iterdir():
-        if ckpt.is_dir() and ckpt.name != "step_4":
-            shutil.rmtree(ckpt)
-    (cut / "checkpoints" / "latest").write_text("step_4")
+    cut = rewind(full, tmp_path / "cut", 4)
     resumed = train(tiny_config(data, cut, *overrides), resume=True, progress=False)
     a, b = read_metrics(full), read_metrics(resumed)
     assert [r["step"] for r in a] == [r["step"] for r in b]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +13,7 @@ import pytest
 
 from hrm_reason.config import save_config
 from hrm_reason.train import train
-from tests.helpers import tiny_config, write_original_layout
+from tests.helpers import rewind, tiny_config, write_original_layout
 
 REPO = Path(__file__).resolve().parents[1]
 # Exploration off: its draws depend on the rank (seeded by seed, step and rank), everything else must not.
@@ -65,16 +64,6 @@ def test_two_gloo_processes_match_one_process(single: tuple[Path, Path], tmp_pat
     assert ours.keys() == ref.keys()
     for name in ref:
         assert (ours[name] - ref[name]).abs().max() < 1e-4, name
-
-
-def rewind(run: Path, to: Path, step: int) -> Path:
-    """A copy of `run` as it was when the checkpoint of `step` was the latest."""
-    shutil.copytree(run, to)
-    for ckpt in (to / "checkpoints").iterdir():
-        if ckpt.is_dir() and int(ckpt.name.split("_")[1]) > step:
-            shutil.rmtree(ckpt)
-    (to / "checkpoints" / "latest").write_text(f"step_{step}")
-    return to
 
 
 def test_checkpoint_resumes_on_another_world_size(single: tuple[Path, Path], tmp_path: Path) -> None:

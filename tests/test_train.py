@@ -17,7 +17,7 @@ from hrm_reason.errors import UserError
 from hrm_reason.evaluate import evaluate
 from hrm_reason.inference import load_model_for_eval
 from hrm_reason.train import train
-from tests.helpers import tiny_config, write_original_layout
+from tests.helpers import rewind, tiny_config, write_original_layout
 
 
 @pytest.fixture(scope="module")
@@ -82,12 +82,7 @@ def test_resume_follows_the_same_trajectory(data: Path, tmp_path: Path) -> None:
     overrides = ("epochs=4", "eval_interval=2", "checkpoint_every_steps=4", "arch.halt_exploration_prob=0.5")
     full = train(tiny_config(data, tmp_path / "full", *overrides), progress=False)
     # Pretend the run died after step 4 (inside the first iteration, with live carries): keep only that checkpoint.
-    cut = tmp_path / "cut"
-    shutil.copytree(full, cut)
-    for ckpt in (cut / "checkpoints").iterdir():
-        if ckpt.is_dir() and ckpt.name != "step_4":
-            shutil.rmtree(ckpt)
-    (cut / "checkpoints" / "latest").write_text("step_4")
+    cut = rewind(full, tmp_path / "cut", 4)
     resumed = train(tiny_config(data, cut, *overrides), resume=True, progress=False)
 
     a, b = read_metrics(full), read_metrics(resumed)
