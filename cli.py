@@ -335,6 +335,7 @@ def compare_cmd(
     out: Path = typer.Option(..., "--out", help="Study directory: runs/<config>/seed<k>/, results.json, results.md, plots/."),
     mmax: Optional[int] = typer.Option(None, "--mmax", min=1, help="Segments at evaluation (default: twice each config's halt_max_steps)."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
+    jobs: int = typer.Option(1, "--jobs", min=1, help="Runs trained at once, each in its own process with cpu_count/N threads (no progress bars)."),
 ) -> None:
     """Train several configs (architectures) for several seeds on their data and compare them: exact accuracy mean ±
     std over seeds, accuracy per segment, ACT segments, time, parameters. A rerun skips finished runs and resumes
@@ -343,7 +344,7 @@ def compare_cmd(
 
     configs = [Path(i) for i in items if "=" not in i or Path(i).is_file()]
     overrides = [i for i in items if "=" in i and not Path(i).is_file()]
-    results = compare(configs, seeds, out, mmax, overrides, progress=not quiet, command="hrm " + " ".join(sys.argv[1:]))
+    results = compare(configs, seeds, out, mmax, overrides, progress=not quiet, command="hrm " + " ".join(sys.argv[1:]), jobs=jobs)
     typer.echo((out / "results.md").read_text())
     for path in [out / "results.json", out / "results.md", *results["plots"]]:
         typer.echo(f"wrote {path}")

@@ -127,7 +127,15 @@ class TrainConfig(StrictModel):
     )
     max_seconds: float | None = Field(
         None, gt=0, description="stop after this many seconds of training steps (evaluations not counted), then evaluate "
-        "and checkpoint: equal wall-clock comparisons; the LR schedule still spans the step budget"
+        "and checkpoint: equal-time comparisons (see budget_clock, schedule_over)"
+    )
+    budget_clock: Literal["wall", "cpu"] = Field(
+        "wall", description="what max_seconds and train_seconds measure: wall-clock time, or this process's CPU time "
+        "(a fair budget when runs share a machine with other work; CPU runs only: GPU time is not CPU time)"
+    )
+    schedule_over: Literal["steps", "seconds"] = Field(
+        "steps", description="what the LR schedule spans: the step budget, or (with max_seconds) the time budget, so "
+        "that every run of an equal-time comparison completes its decay however fast its steps are"
     )
 
     # Accepted so that the original code's all_config.yaml loads; not used.
@@ -140,6 +148,8 @@ class TrainConfig(StrictModel):
     def _intervals(self) -> TrainConfig:
         if self.epochs % self.eval_interval:
             raise ValueError(f"eval_interval {self.eval_interval} must divide epochs {self.epochs}")
+        if self.schedule_over == "seconds" and self.max_seconds is None:
+            raise ValueError("schedule_over=seconds needs max_seconds")
         return self
 
 

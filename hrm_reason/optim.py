@@ -62,7 +62,7 @@ def make_adam_atan2(params: Iterable[torch.Tensor], lr: float, betas: tuple[floa
     return AdamAtan2(params, lr=lr, betas=betas, weight_decay=weight_decay)
 
 
-def cosine_schedule_with_warmup(step: int, base_lr: float, warmup_steps: int, total_steps: int, min_ratio: float) -> float:
+def cosine_schedule_with_warmup(step: float, base_lr: float, warmup_steps: int, total_steps: int, min_ratio: float) -> float:
     """Linear warmup from 0 (step counts from 1), then cosine from base_lr to min_ratio * base_lr."""
     if step < warmup_steps:
         return base_lr * step / max(1, warmup_steps)

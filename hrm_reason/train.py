@@ -338,6 +338,7 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> P
     examples_seen, t0 = 0, time.perf_counter()
     model.train()
     stopped = False
+    clock = time.process_time if config.budget_clock == "cpu" else time.perf_counter
     out_of_time = config.max_seconds is not None and train_seconds >= config.max_seconds
     try:
         with StopRequest() as stop:
@@ -345,18 +346,21 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> P
                 for batch in prefetch(sampler.batches(iteration, batch_in_iter), device):
                     if step >= total_steps:
                         break
-                    step_start = time.perf_counter()
+                    step_start = clock()
                     if carry is None:
                         carry = model.initial_carry(batch)
                         if carry_state is not None:
                             carry = _fill_carry(carry, carry_state, device)
-                    lr_this = cosine_schedule_with_warmup(step + 1, config.lr, config.lr_warmup_steps, total_steps, config.lr_min_ratio)
-                    emb_lr = cosine_schedule_with_warmup(step + 1, config.puzzle_emb_lr, config.lr_warmup_steps, total_steps, config.lr_min_ratio)
+                    position: float = step + 1
+                    if config.schedule_over == "seconds":  # the share of the time budget spent, in steps of the schedule
+                        position = max(position, total_steps * train_seconds / config.max_seconds)
+                    lr_this = cosine_schedule_with_warmup(position, config.lr, config.lr_warmup_steps, total_steps, config.lr_min_ratio)
+                    emb_lr = cosine_schedule_with_warmup(position, config.puzzle_emb_lr, config.lr_warmup_steps, total_steps, config.lr_min_ratio)
 
                     new_carry, outputs = train_model(carry, batch, generator=exploration_generator(generator, config.seed, step, rank))
                     loss, m = act_loss(outputs, new_carry.current_data["labels"], new_carry.halted, new_carry.steps, config.arch.loss.loss_type)
                     # Every process must take the same branch (stop, or fail) or the others wait forever.
-                    time_up = config.max_seconds is not None and train_seconds + time.perf_counter() - step_start >= config.max_seconds
+                    time_up = config.max_seconds is not None and train_seconds + clock() - step_start >= config.max_seconds
                     flags = torch.stack([~torch.isfinite(loss.detach()), torch.tensor(stop.requested, device=loss.device),
                                          torch.tensor(time_up, device=loss.device)]).float()
                     if world_size > 1:
@@ -370,7 +374,7 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> P
                     optimizer_step(loss, optimizer, sparse_opt, config.global_batch_size, world_size, lr_this, emb_lr)
                     if ema is not None:
                         ema.update(model)
-                    train_seconds += time.perf_counter() - step_start
+                    train_seconds += clock() - step_start
 
                     carry = new_carry
                     step += 1

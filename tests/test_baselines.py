@@ -406,3 +406,16 @@ def test_time_budget_ends_the_run_with_an_evaluation_and_a_checkpoint(data: Path
     assert [r["step"] for r in read_metrics(run) if "train/lm_loss" in r] == [1]
     longer = train(config.model_copy(update={"max_seconds": None}), resume=True, progress=False)
     assert find_checkpoint(longer).name == "step_12"
+
+
+@pytest.mark.parametrize("schedule_over", ["steps", "seconds"])
+def test_schedule_over_seconds_completes_the_decay_within_the_time_budget(data: Path, tmp_path: Path, schedule_over: str) -> None:
+    budget = ["epochs=1000", "eval_interval=1000", "max_seconds=1.0", "budget_clock=cpu", "lr_warmup_steps=0", "lr_min_ratio=0.1"]
+    run = train(tiny_config(data, tmp_path / "run", *budget, f"schedule_over={schedule_over}"), progress=False)
+    lrs = [r["train/lr"] for r in read_metrics(run) if "train/lr" in r]
+    assert 10 < len(lrs) < 1000  # stopped by the budget, far inside the 1000-epoch step budget
+    assert all(a >= b for a, b in zip(lrs, lrs[1:]))
+    if schedule_over == "seconds":  # the cosine has (almost) reached its floor when the budget runs out
+        assert lrs[0] > 0.95e-3 and lrs[-1] < 0.2e-3
+    else:
+        assert lrs[-1] > 0.95e-3

@@ -4,11 +4,13 @@ runs and resume interrupted ones, the tables, the plots, and one-line errors."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import statistics
 from pathlib import Path
 
 import pytest
+import torch
 
 import hrm_reason.compare as compare_module
 from hrm_reason.compare import compare
@@ -133,3 +135,18 @@ def test_compare_command(study, tmp_path: Path) -> None:
     results = json.loads((tmp_path / "o" / "results.json").read_text())
     assert results["summary"]["trm_tiny"]["mmax"] == 4 and results["summary"]["trm_tiny"]["exact_accuracy"]["std"] is None
     assert results["command"].startswith("hrm compare ") and "epochs=2" in results["command"]
+
+
+def test_parallel_jobs_give_the_runs_of_the_sequential_study(study, tmp_path: Path) -> None:
+    _, configs, _ = study
+    run = dict(configs=configs, seeds=2, overrides=TINY, progress=False, command="hrm compare (test)")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // 2))  # what each of the 2 jobs gets: the same float reductions
+    try:
+        sequential = compare(out=tmp_path / "sequential", **run)
+    finally:
+        torch.set_num_threads(threads)
+    parallel = compare(out=tmp_path / "parallel", jobs=2, **run)
+    for a, b in zip(sequential["runs"], parallel["runs"], strict=True):
+        assert (a["label"], a["seed"], a["steps"]) == (b["label"], b["seed"], b["steps"])
+        assert a["eval"] == b["eval"]  # CPU training is deterministic per seed, in whichever process it runs
