@@ -1,0 +1,186 @@
+"""Read and write `transformers` HrmText checkpoint directories (config.json + model.safetensors).
+
+Our HRMText uses HrmTextForCausalLM's parameter names without the "model." prefix of the base model, so conversion is
+a renaming, plus the legacy fused layout:
+- `...attn.gqkv_proj.weight` is split on dim 0 into [gate, q, k, v] (equal chunks), named `self_attn.*_proj`;
+- `...attn.o_proj.*` is renamed to `...self_attn.o_proj.*`;
+- `...mlp.gate_up_proj.weight` is split on dim 0 into [gate, up].
+(A fused `.bias` is split the same way on reading, for robustness; transformers itself keeps biases split.)
+This is transformers 5.23's `conversion_mapping.py` "hrm_text" entry. That same release *writes* this fused layout
+in `save_pretrained` (the mapping is reversed on save), so `save_hf_hrm_text` writes it too by default
+(`fused=False` writes the split names, which transformers also loads).
+
+Writing is atomic: a temporary sibling directory is renamed into place, so a reader never sees half a checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import torch
+from pydantic import ValidationError
+from safetensors.torch import load_file, save_file
+
+from hrm_reason.atomic import atomic_directory
+from hrm_reason.errors import UserError
+from hrm_reason.models.lm.hrm_text import HRMText, HRMTextConfig
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+BASE_PREFIX = "model."
+# config.json keys that every transformers config carries and that do not change the network.
+GENERIC_KEYS = {
+    "architectures", "model_type", "transformers_version", "dtype", "torch_dtype", "_name_or_path",
+    "output_hidden_states", "return_dict", "chunk_size_feed_forward", "is_encoder_decoder", "id2label", "label2id",
+    "problem_type", "output_attentions", "_attn_implementation_autoset",
+}
+
+
+def is_hf_hrm_text_dir(path: str | os.PathLike) -> bool:
+    """True when `path` is a directory whose config.json says model_type "hrm_text" (for hrm_reason.load)."""
+    config = Path(path) / CONFIG_FILE
+    if not config.is_file():
+        return False
+    try:
+        return json.loads(config.read_text()).get("model_type") == "hrm_text"
+    except (OSError, ValueError):
+        return False
+
+
+def config_from_hf_dict(raw: dict[str, Any], source: str = CONFIG_FILE) -> HRMTextConfig:
+    """HRMTextConfig from a transformers config.json dict; unknown architecture fields are an error."""
+    if raw.get("model_type") != "hrm_text":
+        raise UserError(f"{source}: model_type must be 'hrm_text', got {raw.get('model_type')!r}")
+    raw = {k: v for k, v in raw.items() if k not in GENERIC_KEYS}
+    if "rope_theta" in raw:  # pre-rope_parameters configs kept the base at the top level
+        theta = raw.pop("rope_theta")
+        raw.setdefault("rope_parameters", {"rope_theta": theta, "rope_type": "default"})
+    raw.pop("L_bp_steps", None)  # upstream training budget, not read by transformers either
+    known = set(HRMTextConfig.model_fields) - {"name"}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise UserError(f"{source}: unsupported HrmText config field(s) {', '.join(unknown)}")
+    try:
+        return HRMTextConfig(**raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "config"
+        raise UserError(f"{source}: field {where}: {err['msg']}") from None
+
+
+def config_to_hf_dict(config: HRMTextConfig, dtype: torch.dtype = torch.float32) -> dict[str, Any]:
+    raw = config.model_dump(exclude={"name"})
+    raw.update(architectures=["HrmTextForCausalLM"], model_type="hrm_text", dtype=str(dtype).removeprefix("torch."))
+    return dict(sorted(raw.items()))
+
+
+def _unfuse(hf: dict[str, torch.Tensor], source: str) -> dict[str, tuple[torch.Tensor, str]]:
+    """Split the legacy fused tensors ([gate, q, k, v] and [gate, up], dim 0) and rename attn -> self_attn; each
+    result remembers the stored name it came from (for error messages)."""
+    out: dict[str, tuple[torch.Tensor, str]] = {}
+    for key, t in hf.items():
+        if m := re.fullmatch(r"(.*)\.attn\.gqkv_proj\.(weight|bias)", key):
+            if t.shape[0] % 4:
+                raise UserError(f"{source}: {key} has {t.shape[0]} rows, not a multiple of 4 ([gate, q, k, v])")
+            for name, part in zip(("gate_proj", "q_proj", "k_proj", "v_proj"), t.chunk(4, dim=0)):
+                out[f"{m[1]}.self_attn.{name}.{m[2]}"] = (part, key)
+        elif m := re.fullmatch(r"(.*)\.mlp\.gate_up_proj\.(weight|bias)", key):
+            if t.shape[0] % 2:
+                raise UserError(f"{source}: {key} has {t.shape[0]} rows, not a multiple of 2 ([gate, up])")
+            for name, part in zip(("gate_proj", "up_proj"), t.chunk(2, dim=0)):
+                out[f"{m[1]}.mlp.{name}.{m[2]}"] = (part, key)
+        else:
+            out[re.sub(r"\.attn\.o_proj\.", ".self_attn.o_proj.", key)] = (t, key)
+    return out
+
+
+def _fuse(ours: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The inverse of `_unfuse`, as transformers 5.23's save_pretrained writes it: only weights are fused (biases keep
+    their split names), and every o_proj tensor moves to `attn.o_proj`."""
+    out: dict[str, torch.Tensor] = {}
+    for key, t in ours.items():
+        if m := re.fullmatch(r"(.*)\.self_attn\.q_proj\.weight", key):
+            parts = [ours[f"{m[1]}.self_attn.{n}.weight"] for n in ("gate_proj", "q_proj", "k_proj", "v_proj")]
+            out[f"{m[1]}.attn.gqkv_proj.weight"] = torch.cat(parts, dim=0)
+        elif m := re.fullmatch(r"(.*)\.mlp\.gate_proj\.weight", key):
+            out[f"{m[1]}.mlp.gate_up_proj.weight"] = torch.cat([t, ours[f"{m[1]}.mlp.up_proj.weight"]], dim=0)
+        elif re.fullmatch(r".*\.(self_attn\.(gate|k|v)_proj|mlp\.up_proj)\.weight", key):
+            continue  # folded into the fused tensor above
+        else:
+            out[re.sub(r"\.self_attn\.o_proj\.", ".attn.o_proj.", key)] = t
+    return out
+
+
+def hf_state_dict_to_ours(
+    hf: dict[str, torch.Tensor], model: HRMText, source: str = WEIGHTS_FILE
+) -> dict[str, torch.Tensor]:
+    """transformers tensor names (split or legacy fused) -> our state_dict, checking names and shapes."""
+    renamed: dict[str, tuple[torch.Tensor, str]] = {}
+    for key, t_origin in _unfuse(hf, source).items():
+        renamed[key.removeprefix(BASE_PREFIX) if key != "lm_head.weight" else key] = t_origin
+    expected = model.state_dict()
+    if model.config.tie_word_embeddings:
+        renamed.pop("lm_head.weight", None)
+        expected = {k: v for k, v in expected.items() if k != "lm_head.weight"}
+
+    def names(keys: list[str]) -> str:
+        return ", ".join(keys[:5]) + (" ..." if len(keys) > 5 else "")
+
+    missing = sorted(k if k == "lm_head.weight" else BASE_PREFIX + k for k in set(expected) - set(renamed))
+    unexpected = sorted({renamed[k][1] for k in set(renamed) - set(expected)})
+    if missing:
+        raise UserError(f"{source}: missing tensor(s) {names(missing)}")
+    if unexpected:
+        raise UserError(f"{source}: unexpected tensor(s) {names(unexpected)}")
+    for key, (t, origin) in renamed.items():
+        if t.shape != expected[key].shape:
+            raise UserError(f"{source}: tensor {origin} gives {key} the shape {tuple(t.shape)}, the config needs "
+                            f"{tuple(expected[key].shape)}")
+    return {k: t for k, (t, _) in renamed.items()}
+
+
+def our_state_dict_to_hf(model: HRMText, fused: bool = True) -> dict[str, torch.Tensor]:
+    ours = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
+    if model.config.tie_word_embeddings:
+        ours.pop("lm_head.weight", None)
+    hf = {(k if k == "lm_head.weight" else BASE_PREFIX + k): v for k, v in ours.items()}
+    return _fuse(hf) if fused else hf
+
+
+def load_hf_hrm_text(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> HRMText:
+    """An HRMText with the weights of a transformers HrmText checkpoint directory (fp32 or the stored dtype)."""
+    path = Path(path)
+    config_path, weights_path = path / CONFIG_FILE, path / WEIGHTS_FILE
+    if not config_path.is_file():
+        raise UserError(f"{config_path} not found: not a transformers checkpoint directory")
+    if not weights_path.is_file():
+        raise UserError(f"{weights_path} not found (sharded or .bin checkpoints are not supported)")
+    try:
+        raw = json.loads(config_path.read_text())
+    except ValueError as e:
+        raise UserError(f"{config_path}: not valid JSON ({e})") from None
+    config = config_from_hf_dict(raw, str(config_path))
+    model = HRMText(config)
+    state = hf_state_dict_to_ours(load_file(str(weights_path), device=str(map_location)), model, str(weights_path))
+    dtype = state["embed_tokens.weight"].dtype
+    model.to(device=map_location, dtype=dtype)
+    model.load_state_dict(state, strict=not config.tie_word_embeddings)
+    return model
+
+
+def save_hf_hrm_text(model: HRMText, path: str | os.PathLike, fused: bool = True, overwrite: bool = False) -> None:
+    """Write `model` as a transformers HrmText checkpoint directory that HrmTextForCausalLM.from_pretrained loads."""
+    if not isinstance(model, HRMText):
+        raise UserError(f"only hrm_text models convert to a transformers HrmText directory, not {type(model).__name__}")
+    path = Path(path)
+    if path.exists() and not overwrite:
+        raise UserError(f"{path} already exists (pass overwrite to replace it)")
+    tensors = our_state_dict_to_hf(model, fused=fused)
+    dtype = next(iter(tensors.values())).dtype
+    with atomic_directory(path, overwrite=overwrite) as tmp:
+        (tmp / CONFIG_FILE).write_text(json.dumps(config_to_hf_dict(model.config, dtype), indent=2) + "\n")
+        save_file(tensors, str(tmp / WEIGHTS_FILE), metadata={"format": "pt"})
