@@ -1,0 +1,259 @@
+"""HRM-LM (arXiv 2604.14442; lm_variants.md A): a causal LM built from three shared post-norm attention blocks.
+
+An input encoder (theta_I) runs once: x~ = CausalAttnBlock(W_emb[x]). Then, per supervision pass s = 1..S, a fast
+module L (theta_L) updates z_L at every step i = 1..M and a slow module H (theta_H) updates z_H when i % T == 0
+(M = N*T), each by a gated convex combination z <- g*z + (1-g)*alpha*(Block(c W_in) W_out), which keeps the state
+bounded. Only the last K steps of a pass carry gradient (truncated BPTT); the states are detached between passes and
+the loss is the mean over passes. The output fuses RMSNorm'd z_H, z_L and x~ with a softmax gate and reads out through
+the tied embedding; -lambda*H(mean gate) keeps the gate from collapsing onto one source.
+
+Inconsistencies of the paper (A.15) and how this file resolves them:
+1. Eq. 28 says a block has 14d^2+2d parameters; its own 268,443,648 is 16d^2+2d: we build 16d^2+2d (FFN exactly 4d).
+2. Eq. 12 has no norm on c but P_L has 3d spare, P_out a spare d x d: flags fast_ctx_norm and out_proj (default on).
+3. Eq. 23 averages the S pass losses while the S-ablation blames "summed" gradients: we average (Eq. 23, Alg. 2).
+4. One base config is reported as 4.226/4.220/4.177/4.202 (and 4.308): no code depends on it; we compare relatively.
+5. EqualParam's LR is given three ways (4e-4, 1.5e-4, 4.08e-5): the model sets no LR; presets pick one and say which.
+6. Tables 12/20 quote HRM CE from other experiments: reporting only, no effect on the model.
+7. UniTF d=4096 is 6.403 vs 6.673 and "five runs" are four: reporting only (UniTF is in unitf_lm.py).
+8. Table 22 labels the K=2 result as K/M=67%: our K is the step count itself; default K=2 of M=12 (17%).
+9. EqualFLOPs' S(M+2K)C rule does not hold for its configs: we count block calls, S*(M+N)+1 (`block_calls`).
+10. KV cache counted as M slots: every attention call caches, so S*(M+N)+1 slots (A.11), which is what we store.
+11. Weight-memory claims mix bf16 and fp32: we only state parameter counts (`hrm_lm_param_count`), never bytes.
+12. The stated slow-down varies (2-5x): no claim here; the latency model is the block-call count.
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import nullcontext
+from typing import Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from torch import nn
+
+from hrm_reason.models.layers import CastedLinear, RotaryEmbedding
+from hrm_reason.models.lm.lm_blocks import (
+    CacheCursor,
+    CausalAttnBlock,
+    KVCache,
+    RMSNorm,
+    causal_attn_block_param_count,
+    check_cache,
+    check_causal_only,
+    global_rng_untouched,
+    init_block_,
+    next_token_ce,
+    normal_,
+    rope_slice,
+)
+from hrm_reason.models.lm.output import LMOutput
+
+
+def hrm_lm_param_count(V: int, d: int, fast_ctx_norm: bool = True, out_proj: bool = True) -> int:
+    """A.8: Vd + 3(16d^2+2d) + (7d^2+3d+1) + (5d^2+2d+1) + (d^2+12d+1) = Vd + 61d^2 + 23d + 3 with both flags on."""
+    P_L = 6 * d * d + d * d + 1 + (3 * d if fast_ctx_norm else 0)  # W_g, W_in (3d x d each), W_out, alpha, [ctx norm]
+    P_H = 4 * d * d + d * d + 1 + 2 * d  # W_g^H, W_in^H (2d x d each), W_out^H, alpha_H, ctx norm over 2d
+    P_out = 3 * d + 9 * d + 1 + (d * d if out_proj else 0)  # three norm scales, W_og (3d x 3), tau, [projection]
+    return V * d + 3 * causal_attn_block_param_count(d) + P_L + P_H + P_out
+
+
+class HRMLMConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: Literal["hrm_lm"] = "hrm_lm"
+    vocab_size: int = Field(ge=1)
+    hidden_size: int = Field(256, ge=2)  # d (paper: 4096)
+    num_heads: int = Field(4, ge=1)  # h (paper: 16, so d_k = 256)
+    N: int = Field(4, ge=1)  # slow-module firings per pass
+    T: int = Field(3, ge=1)  # fast steps per slow firing; M = N*T steps per pass
+    S: int = Field(1, ge=1)  # supervision passes (S > 1 hurt in the ablation)
+    K: int = Field(2, ge=1)  # gradient window: only the last K of the M steps carry gradient (K >= M: all)
+    fast_ctx_norm: bool = True  # RMSNorm over the fast context [z_L; z_H; x~] (P_L's unexplained 3d)
+    out_proj: bool = True  # d x d projection of the fused output before the tied head (P_out's unexplained d^2)
+    entropy_weight: float = 1e-2  # lambda of -lambda*H(w_bar); not given by the paper
+    init_std: float = 0.02  # embedding, theta_I, gates and projections; theta_L/theta_H blocks use init_std/sqrt(M)
+    rms_norm_eps: float = 1e-5
+    rope_theta: float = 10000.0
+    max_seq_len: int = Field(1024, ge=1)  # RoPE table length (context + generated tokens)
+    seed: int = 0  # weight init and the frozen z^0 prototypes
+
+    @field_validator("num_heads")
+    @classmethod
+    def _heads_divide(cls, num_heads: int, info: ValidationInfo) -> int:
+        d = info.data.get("hidden_size")
+        if d is not None and (d % num_heads or (d // num_heads) % 2):
+            raise ValueError(f"hidden_size {d} must be num_heads ({num_heads}) x an even head size (RoPE)")
+        return num_heads
+
+    @property
+    def M(self) -> int:
+        return self.N * self.T
+
+    @property
+    def block_calls(self) -> int:
+        """Attention-block calls per token per forward: S*(M+N) recurrent ones plus the input encoder (A.11, A.12)."""
+        return self.S * (self.M + self.N) + 1
+
+
+class GatedModule(nn.Module):
+    """One gated recurrent module (fast L: Eqs. 12-15; slow H: Eqs. 17-20).
+
+    c = [z; others...] (RMSNorm'd if ctx_norm), g = sigmoid(c W_g), h = Block(c W_in),
+    z <- g*z + (1-g) * alpha * (h W_out): a convex combination, so |z| stays within max(|z|, alpha |h W_out|)."""
+
+    def __init__(self, d: int, num_sources: int, num_heads: int, eps: float, ctx_norm: bool) -> None:
+        super().__init__()
+        self.ctx_norm = RMSNorm(num_sources * d, eps) if ctx_norm else None
+        self.W_g = CastedLinear(num_sources * d, d, bias=False)
+        self.W_in = CastedLinear(num_sources * d, d, bias=False)
+        self.block = CausalAttnBlock(d, num_heads, eps)
+        self.W_out = CastedLinear(d, d, bias=False)
+        self.alpha = nn.Parameter(torch.tensor(0.1))
+
+    def forward(
+        self, z: torch.Tensor, others: tuple[torch.Tensor, ...], rope: tuple[torch.Tensor, torch.Tensor], cache: CacheCursor | None = None
+    ) -> torch.Tensor:
+        c = torch.cat((z, *others), dim=-1)
+        if self.ctx_norm is not None:
+            c = self.ctx_norm(c)
+        g = torch.sigmoid(self.W_g(c))
+        h = self.block(self.W_in(c), rope, cache)
+        return g * z + (1 - g) * self.alpha.to(z.dtype) * self.W_out(h)
+
+
+class OutputFusion(nn.Module):
+    """w = softmax([h_H; h_L; h_I] W_og / tau) per token; h_out = w1 h_H + w2 h_L + w3 h_I (Eq. 24), then the
+    optional d x d projection. tau = exp(log_tau) keeps the learned temperature positive; log_tau starts at 0."""
+
+    def __init__(self, d: int, eps: float, out_proj: bool) -> None:
+        super().__init__()
+        self.norm_H = RMSNorm(d, eps)
+        self.norm_L = RMSNorm(d, eps)
+        self.norm_I = RMSNorm(d, eps)
+        self.W_og = CastedLinear(3 * d, 3, bias=False)
+        self.log_tau = nn.Parameter(torch.tensor(0.0))
+        self.out_proj = CastedLinear(d, d, bias=False) if out_proj else None
+
+    def forward(self, z_H: torch.Tensor, z_L: torch.Tensor, x_tilde: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Returns (h_out (B, n, d), w (B, n, 3) in the order H, L, I)."""
+        h = torch.stack((self.norm_H(z_H), self.norm_L(z_L), self.norm_I(x_tilde)), dim=-2)  # (B, n, 3, d)
+        w = torch.softmax(self.W_og(h.flatten(-2)).float() * torch.exp(-self.log_tau.float()), dim=-1)
+        h_out = torch.einsum("bnk,bnkd->bnd", w.to(h.dtype), h)
+        if self.out_proj is not None:
+            h_out = self.out_proj(h_out)
+        return h_out, w
+
+
+def fusion_entropy(w: torch.Tensor) -> torch.Tensor:
+    """H(w_bar) of the fusion weights averaged over batch and tokens: the marginal gate, at most ln 3."""
+    w_bar = w.float().mean(dim=(0, 1))
+    return -(w_bar * w_bar.log()).sum()
+
+
+class HRMLM(nn.Module):
+    supports_cache = True
+
+    def __init__(self, config: HRMLMConfig) -> None:
+        super().__init__()
+        self.config = config
+        d, V, eps = config.hidden_size, config.vocab_size, config.rms_norm_eps
+        with global_rng_untouched():  # throwaway default inits; _init_weights draws the real ones from the seed
+            self.embed_tokens = nn.Embedding(V, d)
+            self.input_block = CausalAttnBlock(d, config.num_heads, eps)  # theta_I
+            self.L_net = GatedModule(d, 3, config.num_heads, eps, ctx_norm=config.fast_ctx_norm)  # theta_L
+            self.H_net = GatedModule(d, 2, config.num_heads, eps, ctx_norm=True)  # theta_H
+            self.fusion = OutputFusion(d, eps, out_proj=config.out_proj)
+            self.lm_head = nn.Linear(d, V, bias=False)
+        self.lm_head.weight = self.embed_tokens.weight  # weight-tied readout (Eq. 25)
+        self.rotary = RotaryEmbedding(d // config.num_heads, config.max_seq_len, config.rope_theta)
+        # Fixed start states z_H^0, z_L^0 ~ TN(0, 1, [-2, 2]): buffers, frozen, saved with the weights.
+        self.z_H0 = nn.Buffer(torch.empty(d))
+        self.z_L0 = nn.Buffer(torch.empty(d))
+        self._init_weights(torch.Generator().manual_seed(config.seed))
+
+    def _init_weights(self, generator: torch.Generator) -> None:
+        """A.9: N(0, 0.02) for the embedding, theta_I, gates and projections; N(0, 0.02/sqrt(M)) for the matrices of
+        the shared recurrent blocks; norm scales 1, alpha 0.1, log tau 0."""
+        std, M = self.config.init_std, self.config.M
+        normal_(self.embed_tokens.weight, std, generator)
+        init_block_(self.input_block, std, generator)
+        for module in (self.L_net, self.H_net):
+            init_block_(module.block, std / math.sqrt(M), generator)
+            for lin in (module.W_g, module.W_in, module.W_out):
+                normal_(lin.weight, std, generator)
+        normal_(self.fusion.W_og.weight, std, generator)
+        if self.fusion.out_proj is not None:
+            normal_(self.fusion.out_proj.weight, std, generator)
+        normal_(self.z_H0, 1.0, generator, truncate=2.0)  # TN(0, 1, [-2, 2]): variance 0.774, |z^0| ~ sqrt(0.774 d)
+        normal_(self.z_L0, 1.0, generator, truncate=2.0)
+        with torch.no_grad():
+            for module in (self.L_net, self.H_net):
+                if module.ctx_norm is not None:
+                    module.ctx_norm.weight.fill_(1.0)
+                module.alpha.fill_(0.1)
+            for norm in (self.fusion.norm_H, self.fusion.norm_L, self.fusion.norm_I):
+                norm.weight.fill_(1.0)
+            self.fusion.log_tau.fill_(0.0)
+
+    def encode(self, input_ids: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], cache: CacheCursor | None = None) -> torch.Tensor:
+        """x~ = CausalAttnBlock(W_emb[x]; theta_I), built once (with gradient) and shared by all steps and passes."""
+        return self.input_block(self.embed_tokens(input_ids), rope, cache)
+
+    def initial_state(self, input_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        shape = (*input_ids.shape, self.config.hidden_size)
+        return self.z_H0.expand(shape), self.z_L0.expand(shape)
+
+    def one_pass(
+        self,
+        x_tilde: torch.Tensor,
+        z_H: torch.Tensor,
+        z_L: torch.Tensor,
+        rope: tuple[torch.Tensor, torch.Tensor],
+        cache: CacheCursor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Algorithm 3: M steps; L every step, H (with the just-updated z_L) when i % T == 0; steps 1..M-K no_grad."""
+        c = self.config
+        K0 = max(0, c.M - c.K)
+        for i in range(1, c.M + 1):
+            with torch.no_grad() if i <= K0 else nullcontext():
+                z_L = self.L_net(z_L, (z_H, x_tilde), rope, cache)
+                if i % c.T == 0:
+                    z_H = self.H_net(z_H, (z_L,), rope, cache)
+        return z_H, z_L
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        past_key_values: KVCache | None = None,
+        use_cache: bool = False,
+    ) -> LMOutput:
+        c = self.config
+        check_causal_only(token_type_ids, c.name)
+        check_cache(past_key_values, c.block_calls, c.name)
+        cursor = CacheCursor(past_key_values) if (use_cache or past_key_values is not None) else None
+        start = cursor.past_len if cursor is not None else 0
+        rope = rope_slice(self.rotary(), start, input_ids.shape[1], c.max_seq_len, c.name)
+
+        x_tilde = self.encode(input_ids, rope, cursor)
+        z_H, z_L = self.initial_state(input_ids)
+        pass_losses: list[torch.Tensor] = []
+        metrics: dict[str, torch.Tensor] = {}
+        for s in range(c.S):
+            z_H, z_L = self.one_pass(x_tilde, z_H, z_L, rope, cursor)
+            if labels is not None or s == c.S - 1:  # without labels only the last pass is read (inference uses it)
+                h_out, w = self.fusion(z_H, z_L, x_tilde)
+                logits = self.lm_head(h_out)
+            if labels is not None:
+                ce = next_token_ce(logits, labels)
+                entropy = fusion_entropy(w)
+                pass_losses.append(ce - c.entropy_weight * entropy)
+                metrics = {"ce": ce.detach(), "fusion_entropy": entropy.detach()}
+                metrics.update({f"w_{k}": v.detach() for k, v in zip("HLI", w.float().mean(dim=(0, 1)).unbind())})
+            z_H, z_L = z_H.detach(), z_L.detach()  # sg() between passes (Eq. 22)
+
+        loss = torch.stack(pass_losses).mean() if pass_losses else None  # Eq. 23: (1/S) sum_s L_s
+        cache = cursor.finish(input_ids.shape[1]) if (cursor is not None and use_cache) else None
+        return LMOutput(logits=logits, loss=loss, metrics=metrics, past_key_values=cache)

@@ -1,0 +1,212 @@
+"""Pieces shared by HRM-LM and its UniTF control (lm_variants.md A.1, A.8, A.11): the post-norm `CausalAttnBlock`
+with learnable RMSNorm scales, a per-call KV cache, the paper's parameter-count formulas and next-token CE.
+
+The block is the HRM-LM paper's Eq. 8: fused W_qkv (d x 3d), W_o, RoPE, a SwiGLU of width exactly 4d, and two
+RMSNorms with learnable scales (post-norm), no biases: 16d^2 + 2d parameters.
+
+Cache: every attention *call* that processes a token keeps its own K/V (a recurrent model calls one block many times
+per token with different inputs), so a cache is a list of slots filled in call order; HRM-LM uses S*(M+N)+1 of them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+import torch.nn.functional as F
+from einops import rearrange
+from torch import nn
+
+from hrm_reason.errors import UserError
+from hrm_reason.models.layers import CastedLinear, apply_rotary_pos_emb
+
+# --- parameter-count formulas (A.8); tests tie them to sum(p.numel()) of the modules --------------------------------
+
+
+def causal_attn_block_param_count(d: int) -> int:
+    """W_qkv 3d^2 + W_o d^2 + W_1, W_2 8d^2 + W_3 4d^2 + gamma_1, gamma_2 2d (the paper's Eq. 28 says 14d^2: a slip)."""
+    return 16 * d * d + 2 * d
+
+
+def transformer_lm_param_count(V: int, d: int, L: int) -> int:
+    """T-L baseline: tied embedding plus L independent blocks."""
+    return V * d + L * causal_attn_block_param_count(d)
+
+
+# --- small modules ------------------------------------------------------------------------------------------------
+
+
+class RMSNorm(nn.Module):
+    """RMSNorm with a learnable per-channel scale (the HRM-LM block's gamma), computed in fp32."""
+
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.rms_norm(x.float(), (x.shape[-1],), self.weight.float(), self.eps).to(x.dtype)
+
+
+class KVCache:
+    """K/V of every attention call, one slot per call in call order, plus how many tokens they hold.
+
+    Immutable from the caller's view: a forward builds a new cache, so an old one can be reused (e.g. to branch)."""
+
+    def __init__(self, keys: list[torch.Tensor] | None = None, values: list[torch.Tensor] | None = None, seq_len: int = 0) -> None:
+        self.keys = keys if keys is not None else []
+        self.values = values if values is not None else []
+        self.seq_len = seq_len
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+
+class CacheCursor:
+    """Walks the slots of `past` during one forward and collects the extended K/V into a new cache."""
+
+    def __init__(self, past: KVCache | None) -> None:
+        self.past = past if past is not None else KVCache()
+        self.keys: list[torch.Tensor] = []
+        self.values: list[torch.Tensor] = []
+
+    @property
+    def past_len(self) -> int:
+        return self.past.seq_len
+
+    def extend(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append this call's new K/V (B, h, n, d_h) to its slot and return the full K/V to attend over."""
+        slot = len(self.keys)
+        if self.past.seq_len:
+            k = torch.cat((self.past.keys[slot], k), dim=2)
+            v = torch.cat((self.past.values[slot], v), dim=2)
+        self.keys.append(k)
+        self.values.append(v)
+        return k, v
+
+    def finish(self, new_tokens: int) -> KVCache:
+        return KVCache(self.keys, self.values, self.past.seq_len + new_tokens)
+
+
+def check_cache(past: KVCache | None, expected_slots: int, head: str) -> None:
+    if past is None:
+        return
+    if not isinstance(past, KVCache):
+        raise UserError(f"{head}: past_key_values must be the KVCache this head returned, got {type(past).__name__}")
+    if past.seq_len and len(past) != expected_slots:
+        raise UserError(f"{head}: past_key_values holds {len(past)} attention slots, this config makes {expected_slots}")
+
+
+def check_causal_only(token_type_ids: torch.Tensor | None, head: str) -> None:
+    """HRM-LM and UniTF are purely causal; a bidirectional prefix is hrm_text's."""
+    if token_type_ids is not None and bool((token_type_ids != 0).any()):
+        raise UserError(f"{head}: token_type_ids must be all 0 (causal only); prefix-LM masking is the hrm_text head's")
+
+
+def rope_slice(cos_sin: tuple[torch.Tensor, torch.Tensor], start: int, n: int, max_seq_len: int, head: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """RoPE tables for absolute positions start..start+n-1 (start = tokens already in the cache)."""
+    if start + n > max_seq_len:
+        raise UserError(f"{head}: {start + n} positions exceed max_seq_len={max_seq_len}; raise max_seq_len in the config")
+    cos, sin = cos_sin
+    return cos[start : start + n], sin[start : start + n]
+
+
+def next_token_ce(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean CE of predicting labels[:, 1:] from positions [:, :-1] (HF-style unshifted labels, -100 ignored)."""
+    return F.cross_entropy(rearrange(logits[:, :-1].float(), "b n v -> (b n) v"), labels[:, 1:].reshape(-1), ignore_index=-100)
+
+
+# --- the block ----------------------------------------------------------------------------------------------------
+
+
+class CausalSelfAttention(nn.Module):
+    """Causal multi-head attention: fused bias-free W_qkv, RoPE on q and k, SDPA, W_o; optional KV cache slot."""
+
+    def __init__(self, d: int, num_heads: int) -> None:
+        super().__init__()
+        self.num_heads = num_heads
+        self.qkv_proj = CastedLinear(d, 3 * d, bias=False)
+        self.o_proj = CastedLinear(d, d, bias=False)
+
+    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], cache: CacheCursor | None = None) -> torch.Tensor:
+        qkv = rearrange(self.qkv_proj(x), "b s (n h d) -> n b h s d", n=3, h=self.num_heads)
+        q, k = apply_rotary_pos_emb(qkv[:2], *rope).unbind(0)
+        v = qkv[2]
+        past = 0
+        if cache is not None:
+            past = cache.past_len
+            k, v = cache.extend(k, v)
+        n = q.shape[2]
+        if past == 0:
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        elif n == 1:  # one new token sees every cached one
+            out = F.scaled_dot_product_attention(q, k, v)
+        else:  # new token i sits at absolute position past + i (SDPA's is_causal aligns top-left, which is wrong here)
+            mask = torch.ones(n, past + n, dtype=torch.bool, device=q.device).tril(diagonal=past)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return self.o_proj(rearrange(out, "b h s d -> b s (h d)"))
+
+
+class SwiGLU4d(nn.Module):
+    """(x W1 * SiLU(x W2)) W3 with W1, W2 in R^{d x 4d} fused into one matrix, W3 in R^{4d x d}."""
+
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.up_gate_proj = CastedLinear(d, 8 * d, bias=False)
+        self.down_proj = CastedLinear(4 * d, d, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        up, gate = self.up_gate_proj(x).chunk(2, dim=-1)
+        return self.down_proj(up * F.silu(gate))
+
+
+class CausalAttnBlock(nn.Module):
+    """Post-norm block (Eq. 8): x' = RMSNorm_g1(x + Attn(x)); x'' = RMSNorm_g2(x' + SwiGLU(x'))."""
+
+    def __init__(self, d: int, num_heads: int, eps: float) -> None:
+        super().__init__()
+        self.attn = CausalSelfAttention(d, num_heads)
+        self.norm1 = RMSNorm(d, eps)
+        self.mlp = SwiGLU4d(d)
+        self.norm2 = RMSNorm(d, eps)
+
+    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], cache: CacheCursor | None = None) -> torch.Tensor:
+        x = self.norm1(x + self.attn(x, rope, cache))
+        return self.norm2(x + self.mlp(x))
+
+    def linear_weights(self) -> list[torch.Tensor]:
+        return [self.attn.qkv_proj.weight, self.attn.o_proj.weight, self.mlp.up_gate_proj.weight, self.mlp.down_proj.weight]
+
+
+# --- seeded init -------------------------------------------------------------------------------------------------
+
+
+def global_rng_untouched() -> contextlib.AbstractContextManager:
+    """Submodule constructors draw throwaway default inits from the global RNG (of the default device); this keeps
+    the caller's stream as it was. The real weights then come from a seeded generator (`normal_`)."""
+    device = torch.get_default_device()
+    return torch.random.fork_rng(devices=[device] if device.type == "cuda" else [])
+
+
+def normal_(tensor: torch.Tensor, std: float, generator: torch.Generator, truncate: float | None = None) -> None:
+    """Fill `tensor` with N(0, std^2) (or TN(0, std^2, [-truncate*std, truncate*std])) drawn on the CPU from
+    `generator`, so the same seed gives the same weights on every device. Meta tensors (shape-only models, e.g. to
+    count parameters at paper sizes) are left as they are."""
+    if tensor.is_meta:
+        return
+    sample = torch.empty(tensor.shape, dtype=torch.float32, device="cpu")
+    if truncate is None:
+        sample.normal_(0.0, std, generator=generator)
+    else:
+        nn.init.trunc_normal_(sample, 0.0, std, -truncate * std, truncate * std, generator=generator)
+    with torch.no_grad():
+        tensor.copy_(sample)
+
+
+def init_block_(block: CausalAttnBlock, std: float, generator: torch.Generator) -> None:
+    """N(0, std) for the block's matrices, 1 for its norm scales."""
+    for w in block.linear_weights():
+        normal_(w, std, generator)
+    with torch.no_grad():
+        block.norm1.weight.fill_(1.0)
+        block.norm2.weight.fill_(1.0)

@@ -1,0 +1,127 @@
+"""UniTF-LM (lm_variants.md A.10): the HRM-LM paper's flat control, one shared CausalAttnBlock applied M times.
+
+h^0 = W_emb[x]; h^i = Block(h^{i-1}); logits = h^M W_emb^T. No input encoder, gates, fusion or slow module, so the
+parameter count is exactly Vd + 16d^2 + 2d. Same K-step gradient window as HRM-LM.
+
+Choices where the paper is silent or inconsistent (A.10, A.15):
+- Re-adding e at every step is not stated; `reinject_input` (default off, the paper's reading) gives
+  h^0 = 0, h^i = Block(h^{i-1} + e), whose first step equals the default's; it costs no parameters.
+- Init: sigma = init_std / sqrt(c*M*d/4096) for the block (the width-corrected formula) with c = init_c = 2, the
+  safety factor of the paper's later runs (c = 1 is the formula as first written, c = 4 its "v4").
+- Confound kept on purpose: with K < M and no re-injection, W_emb gets no gradient through the input path, only
+  through the tied head (A.10). Set K = M or reinject_input = True to remove it.
+- The reported plateau values disagree (6.403 vs 6.673 at d=4096; "five runs" are four): no code depends on them.
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import nullcontext
+from typing import Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from torch import nn
+
+from hrm_reason.models.layers import RotaryEmbedding
+from hrm_reason.models.lm.lm_blocks import (
+    CacheCursor,
+    CausalAttnBlock,
+    KVCache,
+    causal_attn_block_param_count,
+    check_cache,
+    check_causal_only,
+    global_rng_untouched,
+    init_block_,
+    next_token_ce,
+    normal_,
+    rope_slice,
+)
+from hrm_reason.models.lm.output import LMOutput
+
+
+def unitf_lm_param_count(V: int, d: int) -> int:
+    """A.8: Vd + 16d^2 + 2d (tied embedding plus one block)."""
+    return V * d + causal_attn_block_param_count(d)
+
+
+class UniTFLMConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: Literal["unitf_lm"] = "unitf_lm"
+    vocab_size: int = Field(ge=1)
+    hidden_size: int = Field(256, ge=2)
+    num_heads: int = Field(4, ge=1)
+    M: int = Field(12, ge=1)  # applications of the shared block
+    K: int = Field(2, ge=1)  # gradient window: only the last K applications carry gradient (K >= M: all)
+    reinject_input: bool = False
+    init_std: float = 0.02
+    init_c: float = Field(2.0, gt=0)  # safety factor c of the width-corrected block init
+    rms_norm_eps: float = 1e-5
+    rope_theta: float = 10000.0
+    max_seq_len: int = Field(1024, ge=1)
+    seed: int = 0
+
+    @field_validator("num_heads")
+    @classmethod
+    def _heads_divide(cls, num_heads: int, info: ValidationInfo) -> int:
+        d = info.data.get("hidden_size")
+        if d is not None and (d % num_heads or (d // num_heads) % 2):
+            raise ValueError(f"hidden_size {d} must be num_heads ({num_heads}) x an even head size (RoPE)")
+        return num_heads
+
+    @property
+    def block_calls(self) -> int:
+        return self.M
+
+
+class UniTFLM(nn.Module):
+    supports_cache = True
+
+    def __init__(self, config: UniTFLMConfig) -> None:
+        super().__init__()
+        self.config = config
+        d = config.hidden_size
+        with global_rng_untouched():  # throwaway default inits; the real ones come from the seeded generator below
+            self.embed_tokens = nn.Embedding(config.vocab_size, d)
+            self.block = CausalAttnBlock(d, config.num_heads, config.rms_norm_eps)  # theta_U
+            self.lm_head = nn.Linear(d, config.vocab_size, bias=False)
+        self.lm_head.weight = self.embed_tokens.weight
+        self.rotary = RotaryEmbedding(d // config.num_heads, config.max_seq_len, config.rope_theta)
+        generator = torch.Generator().manual_seed(config.seed)
+        normal_(self.embed_tokens.weight, config.init_std, generator)
+        init_block_(self.block, self.block_init_std(), generator)
+
+    def block_init_std(self) -> float:
+        c = self.config
+        return c.init_std / math.sqrt(c.init_c * c.M * c.hidden_size / 4096)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        past_key_values: KVCache | None = None,
+        use_cache: bool = False,
+    ) -> LMOutput:
+        c = self.config
+        check_causal_only(token_type_ids, c.name)
+        check_cache(past_key_values, c.block_calls, c.name)
+        cursor = CacheCursor(past_key_values) if (use_cache or past_key_values is not None) else None
+        start = cursor.past_len if cursor is not None else 0
+        rope = rope_slice(self.rotary(), start, input_ids.shape[1], c.max_seq_len, c.name)
+
+        e = self.embed_tokens(input_ids)
+        h = torch.zeros_like(e) if c.reinject_input else e
+        K0 = max(0, c.M - c.K)
+        for i in range(1, c.M + 1):
+            with torch.no_grad() if i <= K0 else nullcontext():
+                h = self.block(h + e if c.reinject_input else h, rope, cursor)
+        logits = self.lm_head(h)
+
+        loss, metrics = None, {}
+        if labels is not None:
+            loss = next_token_ce(logits, labels)
+            metrics = {"ce": loss.detach()}
+        cache = cursor.finish(input_ids.shape[1]) if (cursor is not None and use_cache) else None
+        return LMOutput(logits=logits, loss=loss, metrics=metrics, past_key_values=cache)
