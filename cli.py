@@ -112,6 +112,37 @@ def build_data_maze(
     typer.echo(summary(build_maze(opts)))
 
 
+@build_data_app.command("text")
+def build_data_text(
+    inputs: list[str] = typer.Option(["stdlib"], "--input", help="A text file, a directory (its files matching --glob, recursively; one document per file), or stdlib (the running Python's standard library .py files: the offline corpus of the LM quick presets). Repeatable."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Output directory. Default: data/text-stdlib, or data/text-<name of the first input>."),
+    tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", help="A local Hugging Face tokenizers JSON file (pip install 'hrm-reason[text]'). Default: UTF-8 bytes, vocab 259 (256 bytes + BOS, EOS, PAD), no file."),
+    eos_token: Optional[str] = typer.Option(None, "--eos-token", help="--tokenizer's end-of-document token (default: the first of <|endoftext|>, </s>, <eos>, ... it has)."),
+    glob: str = typer.Option("*", "--glob", help="Files taken from an input directory, e.g. '*.txt' (hidden files are skipped)."),
+    val_fraction: float = typer.Option(0.05, "--val-fraction", help="Fraction of the documents held out for validation (at least one); the split is by document."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the document order and split: same inputs, options and seed give byte-identical files."),
+    max_bytes: Optional[int] = typer.Option(None, "--max-bytes", help="Use at most this many bytes of text (documents in seeded order, the last one cut)."),
+    shard_tokens: int = typer.Option(1 << 24, "--shard-tokens", help="Tokens per .npy shard."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out if it exists."),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+) -> None:
+    """Build a text dataset for the language-model heads: train/val token shards split by document."""
+    from pydantic import ValidationError
+
+    from datasets_build.text import TextBuildOptions, build_text, summary
+
+    fields = dict(input=inputs, out=out, tokenizer=tokenizer, eos_token=eos_token, glob=glob, val_fraction=val_fraction, seed=seed,
+                  max_bytes=max_bytes, shard_tokens=shard_tokens, overwrite=overwrite)
+    try:
+        opts = TextBuildOptions(**fields)
+    except ValidationError as e:
+        err = e.errors()[0]
+        name = str(err["loc"][0]) if err["loc"] else ""
+        flag = "--" + name.replace("_", "-") if name else "options"
+        raise UserError(f"{flag} {fields.get(name, '')!s}: {err['msg'].removeprefix('Value error, ')}") from None
+    typer.echo(summary(build_text(opts, progress=not quiet)))
+
+
 DEFAULT_CONFIG = "sudoku_quick.yaml"
 
 
@@ -151,7 +182,20 @@ def train(
         overrides.append(f"data_path={data}")
     if run_dir is not None:
         overrides.append(f"run_dir={run_dir}")
+    from hrm_reason.lm_config import is_lm_config
+
+    if is_lm_config(config, overrides):  # a language-model head: the LM trainer
+        from hrm_reason.lm_config import load_lm_config
+        from hrm_reason.lm_train import train_lm
+
+        out = train_lm(load_lm_config(config, overrides), resume=resume, progress=not quiet)
+        typer.echo(f"run directory: {out}")
+        return
     cfg = load_config(config, overrides)
+    from hrm_reason.lm_data import is_text_dataset
+
+    if is_text_dataset(cfg.data_path):
+        raise UserError(f"data_path {cfg.data_path} is a text dataset: arch.name must be a language-model head (e.g. --config configs/hrm_text_lm_quick.yaml)")
     out = run_training(cfg, resume=resume, progress=not quiet)
     typer.echo(f"run directory: {out}")
 
@@ -169,10 +213,14 @@ def eval_cmd(
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
     submission: Optional[Path] = typer.Option(None, "--submission", help="ARC: write the Kaggle submission.json (top-2 voted answers per test input) to this file."),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="LM heads: validate on the first N tokens of the val split (default: all)."),
+    seq_len: Optional[int] = typer.Option(None, "--seq-len", min=1, help="LM heads: tokens predicted per window (default: the run's seq_len, 256 without a run config)."),
 ) -> None:
     """Accuracy after every segment m = 1..mmax on the test split, and the ACT (Q-head halting) result.
 
-    On ARC datasets also the voting over augmentations: pass@1, 2, 10, 100, 1000 (per-task results in --json)."""
+    On ARC datasets also the voting over augmentations: pass@1, 2, 10, 100, 1000 (per-task results in --json).
+    For a language-model head (or a transformers HrmText directory): cross-entropy, perplexity and tokens/s on the
+    text dataset's val split."""
     from hrm_reason.evaluate import format_table
     from hrm_reason.inference import evaluate_checkpoint
 
@@ -180,6 +228,12 @@ def eval_cmd(
         raise UserError("give exactly one of --run DIR or --checkpoint PATH")
     if device not in ("auto", "cpu", "cuda"):
         raise UserError(f"--device {device}: expected auto, cpu or cuda")
+    from hrm_reason.lm_eval import is_lm_checkpoint
+    from hrm_reason.load import is_hf_hrm_text
+
+    if is_hf_hrm_text(run or checkpoint) or is_lm_checkpoint(run or checkpoint):
+        _eval_lm(run or checkpoint, data, batch_size, max_tokens, seq_len, device, json_out, quiet)
+        return
     if submission is not None:
         from hrm_reason.arc import require_arc_dataset
         from hrm_reason.checkpoint import find_checkpoint
@@ -203,6 +257,117 @@ def eval_cmd(
 
         atomic_write_text(json_out, json.dumps(result.to_dict(), indent=2))
         typer.echo(f"wrote {json_out}")
+
+
+def _eval_lm(path: Path, data: Optional[Path], batch_size: Optional[int], max_tokens: Optional[int], seq_len: Optional[int],
+             device_name: str, json_out: Optional[Path], quiet: bool) -> None:
+    """hrm eval for a language-model head: CE and perplexity on the val split of the run's (or --data's) text dataset."""
+    import json
+
+    from hrm_reason.atomic import atomic_write_text
+    from hrm_reason.lm_data import load_text_dataset
+    from hrm_reason.lm_eval import evaluate_lm, format_lm_result, is_lm_checkpoint, load_lm_checkpoint
+    from hrm_reason.load import load
+    from hrm_reason.train import resolve_device
+
+    device = resolve_device(device_name)
+    config = None
+    if is_lm_checkpoint(path):
+        model, config, _ = load_lm_checkpoint(path, device)
+    else:
+        model = load(path, device)
+    if data is None and config is None:
+        raise UserError(f"{path}: no run config names its dataset; pass --data DIR (a text dataset)")
+    dataset = load_text_dataset(data if data is not None else config.data_path)
+    vocab = model.config.vocab_size
+    if dataset.vocab_size > vocab:
+        raise UserError(f"--data {dataset.path}: its vocabulary has {dataset.vocab_size} ids, the model only {vocab}")
+    seq = seq_len or (config.seq_len if config is not None else 256)
+    bs = batch_size or (config.eval_batch_size or config.global_batch_size if config is not None else 8)
+    result = evaluate_lm(model, dataset.splits["val"], seq, bs, device, max_tokens, progress=not quiet,
+                         forward_dtype=config.forward_dtype if config is not None else "auto")
+    typer.echo(format_lm_result(result))
+    if json_out is not None:
+        atomic_write_text(json_out, json.dumps(result.to_dict(), indent=2))
+        typer.echo(f"wrote {json_out}")
+
+
+@app.command("generate")
+def generate_cmd(
+    run: Path = typer.Option(..., "--run", help="Run directory, checkpoint, or transformers HrmText directory of a language-model head."),
+    prompt: str = typer.Option("", "--prompt", help="Text to continue (empty: start a new document)."),
+    max_new_tokens: int = typer.Option(200, "--max-new-tokens", min=1, help="Tokens to generate at most (stops at the end-of-document token)."),
+    temperature: float = typer.Option(0.8, "--temperature", min=0.0, help="Sampling temperature; 0 is greedy decoding."),
+    top_k: Optional[int] = typer.Option(None, "--top-k", min=1, help="Sample among the k most likely tokens only."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the sampling generator: same seed, same text."),
+    prefix: bool = typer.Option(False, "--prefix", help="The prompt is a bidirectional prefix (token_type_ids 1; hrm_text PrefixLM)."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Recompute the whole sequence for every token instead of using the head's KV cache."),
+    data: Optional[Path] = typer.Option(None, "--data", help="Text dataset whose tokenizer to use (default: the one saved with the run)."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
+) -> None:
+    """Continue --prompt with a trained language-model head (KV cache when the head has one)."""
+    from hrm_reason.checkpoint import find_checkpoint
+    from hrm_reason.generate import find_tokenizer, generate_text
+    from hrm_reason.lm_eval import run_config_path, is_lm_checkpoint, load_lm_checkpoint
+    from hrm_reason.load import is_hf_hrm_text, load
+    from hrm_reason.train import resolve_device
+
+    if device not in ("auto", "cpu", "cuda"):
+        raise UserError(f"--device {device}: expected auto, cpu or cuda")
+    dev = resolve_device(device)
+    config = None
+    if is_hf_hrm_text(run):
+        model, dirs = load(run, dev), [run]
+    elif is_lm_checkpoint(run):
+        model, config, ckpt = load_lm_checkpoint(run, dev)
+        cfg = run_config_path(ckpt)
+        dirs = [cfg.parent if cfg is not None else None, ckpt if ckpt.is_dir() else ckpt.parent]
+    else:
+        find_checkpoint(run)  # a missing path: its one-line error
+        raise UserError(f"--run {run}: not a language-model head (hrm generate needs hrm_lm, unitf_lm, hrm_text or ham_lm)")
+    tokenizer = find_tokenizer(data, *dirs, Path(config.data_path) if config is not None else None)
+    if tokenizer is None:
+        raise UserError(f"--run {run}: no tokenizer found beside it; pass --data DIR (the text dataset it was trained on)")
+    text = generate_text(model, tokenizer, prompt, max_new_tokens, temperature, top_k, seed, use_cache=False if no_cache else None,
+                         prefix=prefix, device=dev)
+    typer.echo(prompt + text)
+
+
+@app.command("convert")
+def convert_cmd(
+    src: Path = typer.Option(..., "--from", help="A transformers HrmText directory (config.json + model.safetensors), or an hrm_text run/checkpoint."),
+    dst: Path = typer.Option(..., "--to", help="Output directory: our checkpoint (from transformers), or a transformers HrmText directory (from ours)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --to if it exists."),
+) -> None:
+    """Convert HRM-Text checkpoints between transformers (HrmTextForCausalLM) and hrm-reason; logits are unchanged."""
+    import shutil
+
+    from hrm_reason.atomic import atomic_directory
+    from hrm_reason.lm_data import HF_TOKENIZER_FILE
+    from hrm_reason.load import is_hf_hrm_text, load
+
+    if dst.exists() and not overwrite:
+        raise UserError(f"--to {dst}: already exists; pass --overwrite to replace it")
+    model = load(src)
+    if type(model).__name__ != "HRMText":
+        raise UserError(f"--from {src}: holds a {type(model).__name__}; hrm convert handles hrm_text (HrmText) checkpoints only")
+    src_dir = src if src.is_dir() else src.parent
+    if is_hf_hrm_text(src):
+        from hrm_reason.lm_train import write_lm_weights
+
+        with atomic_directory(dst, overwrite=overwrite) as tmp:
+            write_lm_weights(tmp, model)
+            if (src / HF_TOKENIZER_FILE).is_file():
+                shutil.copyfile(src / HF_TOKENIZER_FILE, tmp / HF_TOKENIZER_FILE)
+    else:
+        from hrm_reason.models.lm.hrm_text_convert import save_hf_hrm_text
+
+        save_hf_hrm_text(model, dst, overwrite=overwrite)
+        for d in (src_dir, src_dir.parent.parent):
+            if (d / HF_TOKENIZER_FILE).is_file():
+                shutil.copyfile(d / HF_TOKENIZER_FILE, dst / HF_TOKENIZER_FILE)
+                break
+    typer.echo(f"wrote {dst}")
 
 
 viz_app = typer.Typer(no_args_is_help=True, help='Pictures (PNG): puzzles, the prediction after every segment, training curves. Needs matplotlib: pip install "hrm-reason[viz]".')

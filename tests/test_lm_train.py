@@ -1,0 +1,363 @@
+"""LM plumbing: the head registry, training (loss goes down, resume reproduces, post_step), validation, generation
+(cached = recomputed), `hrm_reason.load`, the CLI commands and the LM quick presets.
+
+A tiny causal model defined here (it follows the LM-head contract, with a KV cache) drives the pipeline tests; the
+registered heads run the same pipeline on a few steps each.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from pydantic import BaseModel, ConfigDict
+from torch import nn
+from typer.testing import CliRunner
+
+import hrm_reason
+from datasets_build.text import TextBuildOptions, build_text
+from hrm_reason.checkpoint import find_checkpoint, read_weights
+from hrm_reason.errors import UserError
+from hrm_reason.generate import generate, generate_text
+from hrm_reason.lm_config import load_any_config, load_lm_config
+from hrm_reason.lm_data import ByteTokenizer, load_text_dataset
+from hrm_reason.lm_eval import evaluate_lm, load_lm_checkpoint
+from hrm_reason.lm_train import train_lm
+from hrm_reason.models.lm import registry
+from hrm_reason.models.lm.output import LMOutput
+from tests.helpers import rewind
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# -------------------------------------------------------------------------------------------- a tiny contract model
+
+
+class TinyLMConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: Literal["tiny_lm"] = "tiny_lm"
+    vocab_size: int
+    hidden_size: int = 32
+    num_heads: int = 2
+    max_seq_len: int = 256
+
+
+class TinyLM(nn.Module):
+    """One pre-norm causal attention block with learned positions; its cache is (keys, values) [B, h, T, d_h]."""
+
+    supports_cache = True
+
+    def __init__(self, config: TinyLMConfig) -> None:
+        super().__init__()
+        self.config = config
+        d, v = config.hidden_size, config.vocab_size
+        self.embed = nn.Embedding(v, d)
+        self.pos = nn.Embedding(config.max_seq_len, d)
+        self.norm1, self.norm2, self.norm_f = nn.LayerNorm(d), nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d, bias=False)
+        self.o = nn.Linear(d, d, bias=False)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+        self.head = nn.Linear(d, v, bias=False)
+        self.register_buffer("post_steps", torch.zeros((), dtype=torch.long))
+        self.calls: list[int] = []  # sequence length of every forward (not state: for the cache test)
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None, labels: torch.Tensor | None = None,
+                past_key_values: Any = None, use_cache: bool = False) -> LMOutput:
+        if token_type_ids is not None and bool((token_type_ids != 0).any()):
+            raise UserError("tiny_lm is causal only")
+        self.calls.append(input_ids.shape[1])
+        B, T = input_ids.shape
+        h = self.config.num_heads
+        start = 0 if past_key_values is None else past_key_values[0].shape[2]
+        x = self.embed(input_ids) + self.pos(torch.arange(start, start + T, device=input_ids.device))
+        q, k, v = (t.reshape(B, T, h, -1).transpose(1, 2) for t in self.qkv(self.norm1(x)).chunk(3, dim=-1))
+        if past_key_values is not None:
+            k, v = torch.cat([past_key_values[0], k], dim=2), torch.cat([past_key_values[1], v], dim=2)
+        mask = torch.arange(start + T, device=x.device)[None, :] <= torch.arange(start, start + T, device=x.device)[:, None]
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        x = x + self.o(a.transpose(1, 2).reshape(B, T, -1))
+        x = x + self.mlp(self.norm2(x))
+        logits = self.head(self.norm_f(x))
+        loss, metrics = None, {}
+        if labels is not None:
+            loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1), ignore_index=-100)
+            metrics["ce"] = loss.detach()
+        return LMOutput(logits=logits, loss=loss, metrics=metrics, past_key_values=(k, v) if use_cache else None)
+
+    def post_step(self) -> None:
+        with torch.no_grad():
+            self.post_steps += 1
+
+
+@pytest.fixture(autouse=True)
+def _tiny_head(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(registry.LM_HEADS, "tiny_lm", (__name__, "TinyLMConfig", "TinyLM"))
+
+
+# Small settings of the registered heads (the registry's names), a few hundred tokens per step.
+HEADS = {
+    "hrm_lm": ["arch.hidden_size=32", "arch.num_heads=2", "arch.N=2", "arch.T=2", "arch.K=2", "arch.max_seq_len=128"],
+    "unitf_lm": ["arch.hidden_size=32", "arch.num_heads=2", "arch.M=3", "arch.K=2", "arch.max_seq_len=128"],
+    "hrm_text": ["arch.hidden_size=32", "arch.intermediate_size=64", "arch.num_hidden_layers=1", "arch.num_attention_heads=2",
+                 "arch.head_dim=16", "arch.H_cycles=2", "arch.L_cycles=2", "arch.max_position_embeddings=128"],
+    "ham_lm": ["arch.hidden_size=32", "arch.num_layers=1", "arch.qk_dim=16", "arch.v_dim=24", "arch.rnn_head_qk_dim=8",
+               "arch.rnn_head_v_dim=12", "arch.kv_head_qk_dim=8", "arch.kv_head_v_dim=12", "arch.chunk_size=8"],
+}
+
+
+def head_available(name: str) -> bool:
+    try:
+        registry.head_classes(name)
+        return True
+    except UserError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small corpus with structure a tiny model can pick up quickly (repeated phrases)."""
+    root = tmp_path_factory.mktemp("lmdata")
+    rng = np.random.default_rng(0)
+    phrases = ["the cat sat on the mat. ", "a dog ran in the park. ", "def f(x):\n    return x + 1\n", "import os\n"]
+    for i in range(16):
+        (root / "c" / f"{i}.txt").parent.mkdir(exist_ok=True)
+        (root / "c" / f"{i}.txt").write_text("".join(rng.choice(phrases, size=40)))
+    return build_text(TextBuildOptions(input=[str(root / "c")], out=root / "ds", val_fraction=0.2), progress=False)
+
+
+def config(data: Path, run_dir: Path, *overrides: str, name: str = "tiny_lm"):
+    base = [f"arch.name={name}", f"data_path={data}", f"run_dir={run_dir}", "seq_len=32", "global_batch_size=8", "max_steps=6",
+            "eval_interval=3", "eval_max_tokens=512", "lr=3e-3", "lr_warmup_steps=2", "device=cpu", "seed=0"]
+    return load_lm_config(None, base + list(overrides))
+
+
+def read_metrics(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+TIMING_KEYS = {"train/tokens_per_s", "eval/tokens_per_s"}
+
+
+# -------------------------------------------------------------------------------------------------------- registry
+
+
+def test_registry_errors_are_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(registry.LM_HEADS, "ghost_lm", ("hrm_reason.models.lm.no_such_file", "C", "M"))
+    with pytest.raises(UserError, match="no_such_file is not available"):
+        registry.build_lm({"name": "ghost_lm"}, 10)
+    with pytest.raises(UserError, match="unknown language-model head 'gpt'"):
+        registry.build_lm({"name": "gpt"}, 10)
+    with pytest.raises(UserError, match=r"field 'arch\.hiden_size': unknown key"):
+        registry.build_lm({"name": "tiny_lm", "hiden_size": 3}, 10)
+    with pytest.raises(UserError, match="arch.vocab_size' is 11 but the dataset's vocabulary has 10"):
+        registry.build_lm({"name": "tiny_lm", "vocab_size": 11}, 10)
+    a = registry.build_lm({"name": "tiny_lm"}, 10, seed=1)
+    b = registry.build_lm({"name": "tiny_lm"}, 10, seed=1)
+    assert a.config.vocab_size == 10 and torch.equal(a.head.weight, b.head.weight)  # seeded init
+
+
+def test_config_dispatch(tmp_path: Path) -> None:
+    lm = tmp_path / "lm.yaml"
+    lm.write_text("arch:\n  name: tiny_lm\n  hidden_size: 16\nseq_len: 8\n")
+    assert load_any_config(lm).arch == {"name": "tiny_lm", "hidden_size": 16}
+    assert type(load_any_config(REPO / "configs" / "sudoku_quick.yaml")).__name__ == "TrainConfig"
+    with pytest.raises(UserError, match=r"field 'arch\.num_heads'"):
+        load_lm_config(lm, ["arch.num_heads=zero"])
+    with pytest.raises(UserError, match="lr_warmup_steps 50 exceeds max_steps 10"):
+        load_lm_config(lm, ["max_steps=10", "lr_warmup_steps=50"])
+
+
+# -------------------------------------------------------------------------------------------------------- training
+
+
+def test_training_lowers_the_validation_loss(data: Path, tmp_path: Path) -> None:
+    ds = load_text_dataset(data)
+    fresh = registry.build_lm({"name": "tiny_lm"}, ds.vocab_size, seed=0)
+    before = evaluate_lm(fresh, ds.splits["val"], 32, 8, torch.device("cpu"), max_tokens=512).ce
+    run = train_lm(config(data, tmp_path / "run", "max_steps=30", "eval_interval=30"), progress=False)
+    records = read_metrics(run)
+    evals = [r for r in records if "eval/ce" in r]
+    assert len(evals) == 1 and evals[0]["step"] == 30
+    assert evals[0]["eval/ce"] < before - 1.0  # ln(259) = 5.56 to well under 4.6 in 30 steps
+    assert evals[0]["eval/perplexity"] == pytest.approx(math.exp(evals[0]["eval/ce"]))
+    train = [r for r in records if "train/loss" in r]
+    assert [r["step"] for r in train] == list(range(1, 31))
+    assert np.mean([r["train/ce"] for r in train[-5:]]) < np.mean([r["train/ce"] for r in train[:5]]) - 0.5
+    assert all(r["train/tokens_per_s"] > 0 and r["train/grad_norm"] > 0 for r in train)
+    model, cfg, _ = load_lm_checkpoint(run)
+    assert int(model.post_steps) == 30  # post_step after every optimizer step
+    assert cfg is not None and cfg.arch["vocab_size"] == ds.vocab_size  # the run's config records the resolved head
+    assert (run / "tokenizer_meta.json").is_file()
+
+
+def test_resume_reproduces_the_uninterrupted_run(data: Path, tmp_path: Path) -> None:
+    full = train_lm(config(data, tmp_path / "full", "checkpoint_every_steps=2"), progress=False)
+    cut = rewind(full, tmp_path / "cut", 2)
+    resumed = train_lm(config(data, cut, "checkpoint_every_steps=2"), resume=True, progress=False)
+    a, b = read_metrics(full), read_metrics(resumed)
+    assert [r["step"] for r in a] == [r["step"] for r in b]
+    for ra, rb in zip(a, b):
+        assert ra.keys() == rb.keys()
+        for k in ra.keys() - TIMING_KEYS:
+            assert ra[k] == pytest.approx(rb[k], rel=1e-5, abs=1e-7), (ra["step"], k)
+    wa, _ = read_weights(find_checkpoint(full))
+    wb, _ = read_weights(find_checkpoint(resumed))
+    assert wa.keys() == wb.keys()
+    for k in wa:
+        torch.testing.assert_close(wa[k], wb[k], rtol=1e-5, atol=1e-6)
+    assert int(wb["post_steps"]) == 6
+
+
+def test_run_guards(data: Path, tmp_path: Path) -> None:
+    run = train_lm(config(data, tmp_path / "run", "max_steps=2", "eval_interval=2"), progress=False)
+    with pytest.raises(UserError, match="not empty"):
+        train_lm(config(data, run, "max_steps=2", "eval_interval=2"), progress=False)
+    with pytest.raises(UserError, match="another arch config"):
+        train_lm(config(data, run, "max_steps=4", "eval_interval=2", "arch.hidden_size=16"), resume=True, progress=False)
+    with pytest.raises(UserError, match="fewer than seq_len"):
+        train_lm(config(data, tmp_path / "r2", "seq_len=100000"), progress=False)
+
+
+# ------------------------------------------------------------------------------------------------------ generation
+
+
+@pytest.mark.parametrize("temperature, top_k", [(0.0, None), (1.0, None), (0.7, 5)])
+def test_cached_generation_equals_recomputation(temperature: float, top_k: int | None) -> None:
+    model = registry.build_lm({"name": "tiny_lm"}, 40, seed=3)
+    prompt = torch.randint(0, 40, (3, 5), generator=torch.Generator().manual_seed(0))
+    model.calls.clear()
+    cached = generate(model, prompt, 12, temperature, top_k, torch.Generator().manual_seed(7), use_cache=True)
+    assert model.calls == [5] + [1] * 11  # the prompt once, then one token per step from the cache
+    model.calls.clear()
+    full = generate(model, prompt, 12, temperature, top_k, torch.Generator().manual_seed(7), use_cache=False)
+    assert model.calls == list(range(5, 17))
+    assert cached.shape == (3, 17) and torch.equal(cached, full) and torch.equal(cached[:, :5], prompt)
+    if top_k is not None:  # every sampled token is among the k most likely at its step
+        logits = model(full).logits
+        for t in range(5, 17):
+            top = logits[:, t - 1].topk(top_k).indices
+            assert (top == full[:, t : t + 1]).any(-1).all()
+
+
+def test_generation_stops_at_end_of_document_and_decodes() -> None:
+    tok = ByteTokenizer()
+    model = registry.build_lm({"name": "tiny_lm"}, tok.vocab_size, seed=0)
+    with torch.no_grad():  # make EOS the most likely next token everywhere
+        model.head.weight.zero_()
+        model.head.weight[tok.EOS] = 1.0
+        model.norm_f.bias.fill_(1.0)
+    out = generate(model, torch.tensor([[104, 105]]), 10, temperature=0, eos_id=tok.EOS)
+    assert out.tolist() == [[104, 105, tok.EOS]]
+    assert generate_text(model, tok, "hi", 10, temperature=0) == ""
+
+
+# ------------------------------------------------------------------------------------------- load, eval, the CLI
+
+
+def test_load_returns_an_lm_with_transformers_shaped_logits(data: Path, tmp_path: Path) -> None:
+    run = train_lm(config(data, tmp_path / "run", "max_steps=2", "eval_interval=2"), progress=False)
+    ckpt = find_checkpoint(run)
+    ids = torch.randint(0, 259, (2, 9))
+    ref = hrm_reason.load(run)
+    assert not ref.training and ref(ids).logits.shape == (2, 9, 259)
+    for path in (ckpt, ckpt / "model.safetensors"):
+        torch.testing.assert_close(hrm_reason.load(path)(ids).logits, ref(ids).logits, rtol=0, atol=0)
+    alone = tmp_path / "alone"  # a checkpoint copied out of its run: the weights' header names the head
+    shutil.copytree(ckpt, alone)
+    torch.testing.assert_close(hrm_reason.load(alone)(ids).logits, ref(ids).logits, rtol=0, atol=0)
+    with pytest.raises(UserError, match="no such checkpoint"):
+        hrm_reason.load(tmp_path / "nothing")
+
+
+def test_load_reads_a_transformers_hrm_text_directory(tmp_path: Path) -> None:
+    transformers = pytest.importorskip("transformers")
+    if not head_available("hrm_text"):
+        pytest.skip("hrm_text head not available")
+    cfg = transformers.HrmTextConfig(vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                                     head_dim=16, H_cycles=2, L_cycles=2, max_position_embeddings=64)
+    torch.manual_seed(0)
+    transformers.HrmTextForCausalLM(cfg).save_pretrained(tmp_path / "hf")
+    model = hrm_reason.load(tmp_path / "hf")
+    ids = torch.randint(0, 50, (2, 7))
+    assert model(ids).logits.shape == (2, 7, 50)
+    assert model(ids, token_type_ids=torch.ones_like(ids)).logits.shape == (2, 7, 50)
+
+
+def test_cli_train_eval_generate(data: Path, tmp_path: Path) -> None:
+    import cli
+
+    runner = CliRunner()
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text("arch:\n  name: tiny_lm\nseq_len: 16\nglobal_batch_size: 4\nmax_steps: 3\neval_interval: 3\neval_max_tokens: 128\n"
+                   "lr_warmup_steps: 1\ndevice: cpu\n")
+    run = tmp_path / "run"
+    res = runner.invoke(cli.app, ["train", "-c", str(cfg), "--data", str(data), "--run-dir", str(run), "--quiet"])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    assert (run / "checkpoints" / "step_3").is_dir()
+    res = runner.invoke(cli.app, ["eval", "--run", str(run), "--max-tokens", "64", "--json", str(tmp_path / "e.json"), "--quiet"])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    result = json.loads((tmp_path / "e.json").read_text())
+    assert result["tokens"] == 64 and result["perplexity"] == pytest.approx(math.exp(result["ce"]))
+    assert "perplexity" in res.output
+    args = ["generate", "--run", str(run), "--prompt", "the cat", "--max-new-tokens", "8", "--seed", "3", "--device", "cpu"]
+    first = runner.invoke(cli.app, args)
+    assert first.exit_code == 0, first.output + repr(first.exception)
+    assert first.output.startswith("the cat")
+    assert runner.invoke(cli.app, args + ["--no-cache"]).output == first.output  # cache or not, same text
+    res = runner.invoke(cli.app, ["train", "--data", str(data), "--run-dir", str(tmp_path / "r2")])  # the default puzzle config
+    assert isinstance(res.exception, UserError) and "is a text dataset" in str(res.exception)
+
+
+# ------------------------------------------------------------------------------------------ the registered heads
+
+
+@pytest.mark.parametrize("name", list(HEADS))
+def test_registered_heads_run_the_pipeline(name: str, data: Path, tmp_path: Path) -> None:
+    if not head_available(name):
+        pytest.skip(f"{name} not available yet")
+    run = train_lm(config(data, tmp_path / "run", "max_steps=2", "eval_interval=2", *HEADS[name], name=name), progress=False)
+    assert [r["step"] for r in read_metrics(run) if "eval/ce" in r] == [2]
+    model = hrm_reason.load(run)
+    prompt = torch.randint(0, 256, (2, 6), generator=torch.Generator().manual_seed(1))
+    assert model(prompt).logits.shape == (2, 6, 259)
+    full = generate(model, prompt, 5, temperature=0, use_cache=False)
+    if model.supports_cache:
+        assert torch.equal(generate(model, prompt, 5, temperature=0, use_cache=True), full)
+    if name == "hrm_text":  # the prompt as a bidirectional prefix: cached and recomputed decoding still agree
+        prefixed = generate(model, prompt, 5, temperature=0, use_cache=False, prefix=True)
+        assert torch.equal(generate(model, prompt, 5, temperature=0, use_cache=True, prefix=True), prefixed)
+
+
+def test_load_returns_puzzle_models_with_or_without_their_dataset(tmp_path: Path) -> None:
+    from hrm_reason.train import train
+    from tests.helpers import tiny_config, write_original_layout
+
+    puzzles = write_original_layout(tmp_path / "sudoku4")
+    run = train(tiny_config(puzzles, tmp_path / "prun", "epochs=2", "eval_interval=2"), progress=False)
+    with_data = hrm_reason.load(run)
+    shutil.move(puzzles, tmp_path / "moved")
+    without = hrm_reason.load(run)  # shapes from the weights' header
+    assert type(with_data).__name__ == type(without).__name__ == "HRM" and not without.training
+    a, b = with_data.state_dict(), without.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+PRESETS = {"hrm_lm": "hrm_lm_quick.yaml", "unitf_lm": "unitf_lm_quick.yaml", "hrm_text": "hrm_text_lm_quick.yaml", "ham_lm": "ham_lm_quick.yaml"}
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_quick_presets_load(name: str) -> None:
+    path = REPO / "configs" / PRESETS[name]
+    if not head_available(name):
+        pytest.skip(f"{name} not available yet")
+    cfg = load_any_config(path)
+    assert cfg.arch["name"] == name and cfg.data_path == "data/text-stdlib"
+    model = registry.build_lm(cfg.arch, ByteTokenizer.vocab_size)
+    assert 0.2e6 < sum(p.numel() for p in model.parameters()) < 5e6  # small enough for a CPU in minutes
