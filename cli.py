@@ -220,7 +220,8 @@ def eval_cmd(
 
     On ARC datasets also the voting over augmentations: pass@1, 2, 10, 100, 1000 (per-task results in --json).
     For a language-model head (or a transformers HrmText directory): cross-entropy, perplexity and tokens/s on the
-    text dataset's val split."""
+    text dataset's val split; on a puzzle dataset (PrefixLM on puzzles) the exact and token accuracy of greedy decoding
+    on the test split."""
     from hrm_reason.evaluate import format_table
     from hrm_reason.inference import evaluate_checkpoint
 
@@ -232,7 +233,7 @@ def eval_cmd(
     from hrm_reason.load import is_hf_hrm_text
 
     if is_hf_hrm_text(run or checkpoint) or is_lm_checkpoint(run or checkpoint):
-        _eval_lm(run or checkpoint, data, batch_size, max_tokens, seq_len, device, json_out, quiet)
+        _eval_lm(run or checkpoint, data, batch_size, max_tokens, seq_len, device, json_out, quiet, max_examples)
         return
     if submission is not None:
         from hrm_reason.arc import require_arc_dataset
@@ -260,8 +261,9 @@ def eval_cmd(
 
 
 def _eval_lm(path: Path, data: Optional[Path], batch_size: Optional[int], max_tokens: Optional[int], seq_len: Optional[int],
-             device_name: str, json_out: Optional[Path], quiet: bool) -> None:
-    """hrm eval for a language-model head: CE and perplexity on the val split of the run's (or --data's) text dataset."""
+             device_name: str, json_out: Optional[Path], quiet: bool, max_examples: Optional[int] = None) -> None:
+    """hrm eval for a language-model head: CE and perplexity on the val split of the run's (or --data's) text dataset,
+    or greedy-decoding accuracy on the test split of a puzzle dataset."""
     import json
 
     from hrm_reason.atomic import atomic_write_text
@@ -277,7 +279,22 @@ def _eval_lm(path: Path, data: Optional[Path], batch_size: Optional[int], max_to
     else:
         model = load(path, device)
     if data is None and config is None:
-        raise UserError(f"{path}: no run config names its dataset; pass --data DIR (a text dataset)")
+        raise UserError(f"{path}: no run config names its dataset; pass --data DIR (a text or puzzle dataset)")
+    from hrm_reason.lm_puzzle import is_puzzle_dataset
+
+    if is_puzzle_dataset(data if data is not None else config.data_path):  # PrefixLM on puzzles
+        from hrm_reason.lm_puzzle import PuzzleLMData, evaluate_puzzle_lm, format_puzzle_result
+
+        puzzles = PuzzleLMData(data if data is not None else config.data_path)
+        puzzles.check_model(model, f"--data {puzzles.path}")
+        bs = batch_size or (config.eval_batch_size or config.global_batch_size if config is not None else 64)
+        result = evaluate_puzzle_lm(model, puzzles, bs, device, max_examples, progress=not quiet,
+                                    forward_dtype=config.forward_dtype if config is not None else "auto")
+        typer.echo(format_puzzle_result(result))
+        if json_out is not None:
+            atomic_write_text(json_out, json.dumps(result.to_dict(), indent=2))
+            typer.echo(f"wrote {json_out}")
+        return
     dataset = load_text_dataset(data if data is not None else config.data_path)
     vocab = model.config.vocab_size
     if dataset.vocab_size > vocab:

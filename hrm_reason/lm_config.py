@@ -22,15 +22,18 @@ from hrm_reason.models.lm.registry import LM_HEADS, is_lm_arch, lm_config
 
 class LMTrainConfig(StrictModel):
     arch: dict[str, Any] = Field(description="the head's config: name (hrm_lm, unitf_lm, hrm_text, ham_lm) and its fields")
-    data_path: str = Field("data/text-stdlib", description="a text dataset (hrm build-data text)")
+    data_path: str = Field("data/text-stdlib", description="a text dataset (hrm build-data text), or a puzzle dataset "
+                           "(hrm build-data sudoku/maze/arc: PrefixLM on puzzles, see lm_puzzle.py)")
     run_dir: str | None = Field(None, description="None: runs/<dataset name>-<arch>-seed<seed>")
 
-    seq_len: int = Field(256, gt=0, description="tokens predicted per training window (windows hold seq_len + 1)")
+    seq_len: int = Field(256, gt=0, description="tokens predicted per training window (windows hold seq_len + 1); "
+                         "not used with a puzzle dataset, whose sequences are 2 * its seq_len + 1 long")
     global_batch_size: int = Field(16, gt=0, description="windows per optimizer step")
     max_steps: int = Field(1000, gt=0, description="optimizer steps; the LR schedule spans them")
     eval_interval: int = Field(250, gt=0, description="validate (and checkpoint) every N steps and at the end")
     eval_max_tokens: int | None = Field(65536, gt=0, description="validation tokens per periodic evaluation; None: the whole val split")
     eval_batch_size: int | None = Field(None, gt=0, description="None: global_batch_size")
+    eval_max_examples: int | None = Field(None, gt=0, description="puzzle datasets: test examples (per set) per periodic evaluation; None: all")
 
     optimizer: Literal["adam_atan2", "adamw"] = Field("adam_atan2", description="adam_atan2 (HRM's); adamw (the HRM-LM paper's)")
     lr: float = Field(1e-3, gt=0)

@@ -9,6 +9,9 @@ one (HAM's threshold controller). A head with state outside its weights (an opti
 `training_state() -> dict` and `load_training_state(dict)`; it is saved in state.pt.
 Logged to metrics.jsonl: train loss, CE, LR, gradient norm, tokens/s and the head's metrics every step; validation CE,
 perplexity and tokens/s every eval_interval steps.
+A puzzle dataset as data_path (the original HRM layout) trains on PrefixLM puzzle sequences instead (lm_puzzle.py:
+puzzle as bidirectional prefix, solution as causal response); its periodic evaluation is the exact and token accuracy
+of greedy decoding on the test split (eval/exact_accuracy, eval/accuracy) and the response CE.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from hrm_reason.errors import UserError
 from hrm_reason.lm_config import LMTrainConfig, save_lm_config
 from hrm_reason.lm_data import TOKENIZER_META, load_text_dataset, save_tokenizer, train_batch
 from hrm_reason.lm_eval import autocast_context, evaluate_lm
+from hrm_reason.lm_puzzle import PuzzleLMData, evaluate_puzzle_lm, forward_sequences, is_puzzle_dataset
 from hrm_reason.models.lm.registry import build_lm
 from hrm_reason.optim import cosine_schedule_with_warmup, make_adam_atan2
 from hrm_reason.train import ExternalLogger, MetricsLog, StopRequest, TrainingDiverged, resolve_device
@@ -74,19 +78,24 @@ def _scalar_metrics(metrics: dict[str, torch.Tensor], prefix: str) -> dict[str, 
 
 
 def train_lm(config: LMTrainConfig, resume: bool = False, progress: bool = True) -> Path:
-    """Train (or resume) an LM head on a text dataset; returns the run directory."""
+    """Train (or resume) an LM head on a text dataset (or on puzzle sequences); returns the run directory."""
     device = resolve_device(config.device)
     run_dir = Path(config.run_dir) if config.run_dir else default_lm_run_dir(config)
-    data = load_text_dataset(config.data_path)
-    train_stream, val_stream = data.splits["train"], data.splits["val"]
-    if len(train_stream) < config.seq_len + 1:
-        raise UserError(f"{config.data_path}: the train split has {len(train_stream)} tokens, fewer than seq_len + 1 = {config.seq_len + 1}")
-    if len(val_stream) < 2:
-        raise UserError(f"{config.data_path}: the val split has {len(val_stream)} tokens; nothing to validate on")
+    puzzles = PuzzleLMData(config.data_path) if is_puzzle_dataset(config.data_path) else None  # PrefixLM on puzzles
+    if puzzles is None:
+        data = load_text_dataset(config.data_path)
+        train_stream, val_stream = data.splits["train"], data.splits["val"]
+        if len(train_stream) < config.seq_len + 1:
+            raise UserError(f"{config.data_path}: the train split has {len(train_stream)} tokens, fewer than seq_len + 1 = {config.seq_len + 1}")
+        if len(val_stream) < 2:
+            raise UserError(f"{config.data_path}: the val split has {len(val_stream)} tokens; nothing to validate on")
+    vocab_size = data.vocab_size if puzzles is None else puzzles.layout.vocab_size
     if not resume and run_dir.exists() and any(run_dir.iterdir()):
         raise UserError(f"run directory {run_dir} is not empty: pass --resume to continue it, or choose another --run-dir")
 
-    model = build_lm(config.arch, data.vocab_size, device, config.seed)
+    model = build_lm(config.arch, vocab_size, device, config.seed)
+    if puzzles is not None:
+        puzzles.check_model(model, config.data_path)
     optimizer = make_optimizer(config, model, device)
     step, train_seconds = 0, 0.0
     if resume:
@@ -106,17 +115,18 @@ def train_lm(config: LMTrainConfig, resume: bool = False, progress: bool = True)
     run_dir.mkdir(parents=True, exist_ok=True)
     resolved = config.model_copy(update={"run_dir": str(run_dir), "arch": model.config.model_dump(mode="json")})
     save_lm_config(resolved, run_dir / "config.yaml")
-    tokenizer = data.tokenizer()
-    save_tokenizer(tokenizer, run_dir)
-    atomic_write_text(run_dir / TOKENIZER_META, json.dumps(tokenizer.record(), indent=2) + "\n")
+    if puzzles is None:
+        tokenizer = data.tokenizer()
+        save_tokenizer(tokenizer, run_dir)
+        atomic_write_text(run_dir / TOKENIZER_META, json.dumps(tokenizer.record(), indent=2) + "\n")
     metrics = MetricsLog(run_dir / "metrics.jsonl", step if resume else None)
     external = ExternalLogger(config.logger, config, run_dir)  # type: ignore[arg-type]  # reads project_name, run_name, model_dump
     if not resume:
-        metrics.write({"step": 0, "num_params": sum(p.numel() for p in model.parameters()), "vocab_size": data.vocab_size,
-                       "train_tokens": len(train_stream), "val_tokens": len(val_stream)})
+        sizes = puzzles.record() if puzzles is not None else {"train_tokens": len(train_stream), "val_tokens": len(val_stream)}
+        metrics.write({"step": 0, "num_params": sum(p.numel() for p in model.parameters()), "vocab_size": vocab_size, **sizes})
     params = [p for p in model.parameters() if p.requires_grad]
     post_step = getattr(model, "post_step", None)
-    tokens_per_step = config.global_batch_size * config.seq_len
+    tokens_per_step = config.global_batch_size * (config.seq_len if puzzles is None else puzzles.layout.seq_len)
 
     def checkpoint() -> None:
         state = {"optimizer": optimizer.state_dict(), "step": step, "train_seconds": train_seconds,
@@ -124,6 +134,9 @@ def train_lm(config: LMTrainConfig, resume: bool = False, progress: bool = True)
         save_lm_checkpoint(run_dir, step, model, state)
 
     def run_eval() -> None:
+        if puzzles is not None:
+            run_puzzle_eval()
+            return
         result = evaluate_lm(model, val_stream, config.seq_len, config.eval_batch_size or config.global_batch_size, device,
                              config.eval_max_tokens, progress=progress, forward_dtype=config.forward_dtype)
         record = {"step": step, "eval/ce": result.ce, "eval/perplexity": result.perplexity, "eval/tokens": result.tokens,
@@ -132,17 +145,29 @@ def train_lm(config: LMTrainConfig, resume: bool = False, progress: bool = True)
         external.log(record)
         tqdm.write(f"step {step}: val CE {result.ce:.4f}, perplexity {result.perplexity:.2f}")
 
+    def run_puzzle_eval() -> None:
+        result = evaluate_puzzle_lm(model, puzzles, config.eval_batch_size or config.global_batch_size, device,
+                                    config.eval_max_examples, progress=progress, forward_dtype=config.forward_dtype)
+        record = {"step": step, **result.record()}
+        metrics.write(record)
+        external.log(record)
+        tqdm.write(f"step {step}: eval exact_accuracy {result.exact_accuracy:.4f}, token accuracy {result.token_accuracy:.4f}, "
+                   f"response CE {result.ce:.4f}")
+
     bar = tqdm(total=config.max_steps, initial=step, desc="train", unit="step", disable=not progress, dynamic_ncols=True)
     model.train()
     stopped = out_of_time = False
     try:
         with StopRequest() as stop:
             while step < config.max_steps and not stopped and not out_of_time:
-                ids = train_batch(train_stream, config.global_batch_size, config.seq_len, config.seed, step).to(device)
+                if puzzles is None:
+                    ids = train_batch(train_stream, config.global_batch_size, config.seq_len, config.seed, step).to(device)
+                else:
+                    seqs = puzzles.train_batch(config.global_batch_size, config.seed, step).to(device)
                 lr = cosine_schedule_with_warmup(step + 1, config.lr, config.lr_warmup_steps, config.max_steps, config.lr_min_ratio)
                 start = time.perf_counter()
                 with autocast_context(device, config.forward_dtype):
-                    out = model(ids, labels=ids)
+                    out = model(ids, labels=ids) if puzzles is None else forward_sequences(model, seqs)
                 loss = out.loss
                 if loss is None:
                     raise UserError(f"arch {config.arch['name']}: the head returned no loss for labelled input")
