@@ -169,7 +169,7 @@ def fla_gated_delta_rule(
 
     FLA's argument order changed across versions, so it is called with keywords after checking its signature."""
     if not fla_available():
-        raise UserError("recurrence 'fla' needs the optional package flash-linear-attention (pip install flash-linear-attention)")
+        raise UserError("recurrence 'fla' needs the optional package flash-linear-attention (pip install 'hrm-reason[fla]')")
     from fla.ops.gated_delta_rule import chunk_gated_delta_rule as fla_chunk
 
     params = inspect.signature(fla_chunk).parameters
