@@ -40,17 +40,6 @@ GENERIC_KEYS = {
 }
 
 
-def is_hf_hrm_text_dir(path: str | os.PathLike) -> bool:
-    """True when `path` is a directory whose config.json says model_type "hrm_text" (for hrm_reason.load)."""
-    config = Path(path) / CONFIG_FILE
-    if not config.is_file():
-        return False
-    try:
-        return json.loads(config.read_text()).get("model_type") == "hrm_text"
-    except (OSError, ValueError):
-        return False
-
-
 def config_from_hf_dict(raw: dict[str, Any], source: str = CONFIG_FILE) -> HRMTextConfig:
     """HRMTextConfig from a transformers config.json dict; unknown architecture fields are an error."""
     if raw.get("model_type") != "hrm_text":
