@@ -6,10 +6,10 @@ Layout of the output directory:
     results.json            every run, and per config: exact accuracy, accuracy per segment, ACT, time, parameters
     results.md              the same as tables
     plots/*.png             when matplotlib is installed
-<label> is the config file's name without .yaml. Runs are trained one after the other; a rerun skips the runs that
-have their compare.json, resumes those with a checkpoint and starts the others again, so an interrupted study
-continues where it stopped. Overrides (key=value) apply to every config: `max_seconds=600` gives every run the same
-wall-clock budget.
+<label> is the config file's name without .yaml. Runs are trained one after the other (or `jobs` at a time); a rerun
+skips the runs that have their compare.json, resumes those with a checkpoint and starts the others again, so an
+interrupted study continues where it stopped. Overrides (key=value) apply to every config: `max_seconds=600
+budget_clock=cpu schedule_over=seconds` gives every run the same CPU-time budget and a full LR schedule within it.
 """
 
 from __future__ import annotations
