@@ -1,4 +1,5 @@
-"""Losses of the puzzle models: stablemax / softmax cross-entropy and the ACT loss with its Q-learning terms."""
+"""Losses: stablemax / softmax cross-entropy and the ACT loss with its Q-learning terms (puzzle models), and the
+next-token cross-entropy of the language-model heads."""
 
 from __future__ import annotations
 
@@ -77,3 +78,12 @@ def act_loss(
         metrics["q_continue_loss"] = q_continue_loss.detach()
         total = total + 0.5 * q_continue_loss
     return total, metrics
+
+
+def next_token_ce(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean CE of logits[:, :-1] against labels[:, 1:] (HF-style unshifted labels) over labels != -100, in fp32;
+    0 when nothing is labelled."""
+    targets = labels[:, 1:].reshape(-1)
+    total = F.cross_entropy(logits[:, :-1].float().reshape(-1, logits.shape[-1]), targets, ignore_index=IGNORE_LABEL_ID,
+                            reduction="sum")
+    return total / (targets != IGNORE_LABEL_ID).sum().clamp(min=1)

@@ -11,11 +11,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from hrm_reason.errors import UserError
+from hrm_reason.losses import next_token_ce
 from hrm_reason.models.lm.hrm_lm import HRMLM, HRMLMConfig, hrm_lm_param_count
 from hrm_reason.models.lm.lm_blocks import (
     CausalAttnBlock,
     causal_attn_block_param_count,
-    next_token_ce,
     normal_,
     transformer_lm_param_count,
 )

@@ -48,6 +48,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from torch import nn
 
 from hrm_reason.errors import UserError
+from hrm_reason.losses import next_token_ce
 from hrm_reason.models.layers import CastedLinear, RotaryEmbedding, trunc_normal_init_
 from hrm_reason.models.lm.gated_delta import chunk_gated_delta_rule, fla_gated_delta_rule, sequential_gated_delta_rule, wide
 from hrm_reason.models.lm.output import LMOutput
@@ -523,9 +524,7 @@ class HAMLM(nn.Module):
 
         loss = None
         if labels is not None:
-            flat_labels = labels[:, 1:].reshape(-1)
-            ce = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(), flat_labels, ignore_index=-100,
-                                 reduction="sum") / (flat_labels != -100).sum().clamp(min=1)
+            ce = next_token_ce(logits, labels)
             loss = ce  # HAM has no auxiliary loss: tau is trained by the controller, not by backprop
             metrics["ce"] = ce.detach()
         new_cache = HAMCache(layer_caches, start + T) if use_cache else None

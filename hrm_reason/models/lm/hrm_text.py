@@ -41,6 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch import nn
 
 from hrm_reason.errors import UserError
+from hrm_reason.losses import next_token_ce
 from hrm_reason.models.layers import RotaryEmbedding, apply_rotary_pos_emb, rms_norm
 from hrm_reason.models.lm.output import LMOutput
 from hrm_reason.models.masks import build_mask
@@ -335,10 +336,3 @@ class HRMText(nn.Module):
             out.metrics["ce"] = ce.detach()
         return out
 
-
-def next_token_ce(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Mean CE of logits[:, :-1] against labels[:, 1:] over labels != -100, in fp32 (0 when nothing is labelled)."""
-    targets = labels[:, 1:].reshape(-1)
-    total = F.cross_entropy(logits[:, :-1].float().reshape(-1, logits.shape[-1]), targets, ignore_index=-100,
-                            reduction="sum")
-    return total / (targets != -100).sum().clamp(min=1)

@@ -111,9 +111,17 @@ def rope_slice(cos_sin: tuple[torch.Tensor, torch.Tensor], start: int, n: int, m
     return cos[start : start + n], sin[start : start + n]
 
 
-def next_token_ce(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Mean CE of predicting labels[:, 1:] from positions [:, :-1] (HF-style unshifted labels, -100 ignored)."""
-    return F.cross_entropy(rearrange(logits[:, :-1].float(), "b n v -> (b n) v"), labels[:, 1:].reshape(-1), ignore_index=-100)
+def begin_forward(
+    model: nn.Module, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None, past_key_values: KVCache | None,
+    use_cache: bool,
+) -> tuple[CacheCursor | None, tuple[torch.Tensor, torch.Tensor]]:
+    """The shared start of a causal head's forward: no prefix, a cache of this head, RoPE at the cache's offset."""
+    c = model.config
+    check_causal_only(token_type_ids, c.name)
+    check_cache(past_key_values, c.block_calls, c.name)
+    cursor = CacheCursor(past_key_values) if (use_cache or past_key_values is not None) else None
+    start = cursor.past_len if cursor is not None else 0
+    return cursor, rope_slice(model.rotary(), start, input_ids.shape[1], c.max_seq_len, c.name)
 
 
 # --- the block ----------------------------------------------------------------------------------------------------

@@ -23,19 +23,16 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from torch import nn
 
+from hrm_reason.losses import next_token_ce
 from hrm_reason.models.layers import RotaryEmbedding
 from hrm_reason.models.lm.lm_blocks import (
-    CacheCursor,
     CausalAttnBlock,
     KVCache,
+    begin_forward,
     causal_attn_block_param_count,
-    check_cache,
-    check_causal_only,
     global_rng_untouched,
     init_block_,
-    next_token_ce,
     normal_,
-    rope_slice,
 )
 from hrm_reason.models.lm.output import LMOutput
 
@@ -105,11 +102,7 @@ class UniTFLM(nn.Module):
         use_cache: bool = False,
     ) -> LMOutput:
         c = self.config
-        check_causal_only(token_type_ids, c.name)
-        check_cache(past_key_values, c.block_calls, c.name)
-        cursor = CacheCursor(past_key_values) if (use_cache or past_key_values is not None) else None
-        start = cursor.past_len if cursor is not None else 0
-        rope = rope_slice(self.rotary(), start, input_ids.shape[1], c.max_seq_len, c.name)
+        cursor, rope = begin_forward(self, input_ids, token_type_ids, past_key_values, use_cache)
 
         e = self.embed_tokens(input_ids)
         h = torch.zeros_like(e) if c.reinject_input else e
