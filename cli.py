@@ -370,10 +370,10 @@ def convert_cmd(
         raise UserError(f"--from {src}: holds a {type(model).__name__}; hrm convert handles hrm_text (HrmText) checkpoints only")
     src_dir = src if src.is_dir() else src.parent
     if is_hf_hrm_text(src):
-        from hrm_reason.lm_train import write_lm_weights
+        from hrm_reason.checkpoint import write_weights
 
         with atomic_directory(dst, overwrite=overwrite) as tmp:
-            write_lm_weights(tmp, model)
+            write_weights(tmp, model, model.config.model_dump(mode="json"))
             if (src / HF_TOKENIZER_FILE).is_file():
                 shutil.copyfile(src / HF_TOKENIZER_FILE, tmp / HF_TOKENIZER_FILE)
     else:

@@ -23,12 +23,20 @@ from hrm_reason.errors import UserError
 WEIGHTS = "model.safetensors"
 STATE = "state.pt"
 
+def write_weights(directory: Path, model: nn.Module, model_config: dict[str, Any]) -> Path:
+    """directory/model.safetensors with the model's config in the header (enough to rebuild it). Tensors are copied:
+    safetensors refuses one storage under two names, as tied embeddings are."""
+    tensors = {k: v.detach().to("cpu", copy=True).contiguous() for k, v in model.state_dict().items()}
+    save_file(tensors, str(directory / WEIGHTS), metadata={"format": "hrm-reason", "model_config": json.dumps(model_config)})
+    return directory / WEIGHTS
+
+
 def save_checkpoint(run_dir: Path, step: int, model: nn.Module, model_config: dict[str, Any], state: dict[str, Any]) -> Path:
+    """run_dir/checkpoints/step_N/{model.safetensors, state.pt} and checkpoints/latest, atomically."""
     ckpt_root = run_dir / "checkpoints"
     path = ckpt_root / f"step_{step}"
     with atomic_directory(path, overwrite=True) as tmp:
-        tensors = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
-        save_file(tensors, str(tmp / WEIGHTS), metadata={"format": "hrm-reason", "model_config": json.dumps(model_config)})
+        write_weights(tmp, model, model_config)
         torch.save(state, tmp / STATE)
     atomic_write_text(ckpt_root / "latest", path.name)
     return path

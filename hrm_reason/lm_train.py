@@ -21,15 +21,13 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import torch
-from safetensors.torch import save_file
 from torch import nn
 from tqdm import tqdm
 
-from hrm_reason.atomic import atomic_directory, atomic_write_text
-from hrm_reason.checkpoint import STATE, WEIGHTS, find_checkpoint, load_weights, read_weights
+from hrm_reason.atomic import atomic_write_text
+from hrm_reason.checkpoint import STATE, find_checkpoint, load_weights, read_weights, save_checkpoint
 from hrm_reason.errors import UserError
 from hrm_reason.lm_config import LMTrainConfig, save_lm_config
 from hrm_reason.lm_data import TOKENIZER_META, load_text_dataset, save_tokenizer, train_batch
@@ -42,27 +40,6 @@ from hrm_reason.train import ExternalLogger, MetricsLog, StopRequest, TrainingDi
 
 def default_lm_run_dir(config: LMTrainConfig) -> Path:
     return Path("runs") / f"{Path(config.data_path).name}-{config.arch['name']}-seed{config.seed}"
-
-
-def save_lm_checkpoint(run_dir: Path, step: int, model: nn.Module, state: dict[str, Any]) -> Path:
-    """checkpoints/step_N/{model.safetensors, state.pt} and checkpoints/latest, as the puzzle trainer writes them."""
-    ckpt_root = run_dir / "checkpoints"
-    path = ckpt_root / f"step_{step}"
-    with atomic_directory(path, overwrite=True) as tmp:
-        write_lm_weights(tmp, model)
-        torch.save(state, tmp / STATE)
-    atomic_write_text(ckpt_root / "latest", path.name)
-    return path
-
-
-def write_lm_weights(directory: Path, model: nn.Module) -> Path:
-    """directory/model.safetensors with the head's config in the header (enough for `hrm_reason.load`).
-
-    Tensors are copied, so heads with tied weights (one tensor under two names) can be stored by safetensors."""
-    tensors = {k: v.detach().cpu().clone().contiguous() for k, v in model.state_dict().items()}
-    meta = {"format": "hrm-reason", "model_config": json.dumps(model.config.model_dump(mode="json"))}
-    save_file(tensors, str(directory / WEIGHTS), metadata=meta)
-    return directory / WEIGHTS
 
 
 def make_optimizer(config: LMTrainConfig, model: nn.Module, device: torch.device) -> torch.optim.Optimizer:
@@ -131,7 +108,7 @@ def train_lm(config: LMTrainConfig, resume: bool = False, progress: bool = True)
     def checkpoint() -> None:
         state = {"optimizer": optimizer.state_dict(), "step": step, "train_seconds": train_seconds,
                  "model_state": model.training_state() if hasattr(model, "training_state") else None}
-        save_lm_checkpoint(run_dir, step, model, state)
+        save_checkpoint(run_dir, step, model, model.config.model_dump(mode="json"), state)
 
     def run_eval() -> None:
         if puzzles is not None:
