@@ -201,7 +201,7 @@ def read_yaml(path: Path) -> dict[str, Any]:
 def validation_message(e: ValidationError, source: str) -> str:
     err = e.errors()[0]
     loc = ".".join(str(p) for p in err["loc"])
-    msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+    msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
     where = f"field '{loc}'" if loc else "config"
     given = f" (got {err['input']!r})" if err["type"] != "extra_forbidden" and loc and not isinstance(err.get("input"), dict) else ""
     return f"{source}: {where}: {msg}{given}"
