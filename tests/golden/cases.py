@@ -47,11 +47,13 @@ def _grads(model: nn.Module) -> dict[str, torch.Tensor]:
     return out
 
 
-def _puzzle_case(name: str, state_dict: dict[str, torch.Tensor] | None) -> tuple[nn.Module, dict[str, torch.Tensor]]:
+def _puzzle_case(
+    name: str, state_dict: dict[str, torch.Tensor] | None, device: torch.device
+) -> tuple[nn.Module, dict[str, torch.Tensor]]:
     arch = ArchConfig.model_validate({**SMALL, **PUZZLE_CASES[name]})
     metadata = PuzzleDatasetMetadata(pad_id=0, ignore_label_id=0, blank_identifier_id=0, vocab_size=VOCAB, seq_len=SEQ_LEN,
                                      num_puzzle_identifiers=IDENTIFIERS, total_groups=1, mean_puzzle_examples=1.0, sets=["all"])
-    model = build_model(arch, metadata, torch.device("cpu"), seed=0)
+    model = build_model(arch, metadata, device, seed=0)
     if state_dict is not None:
         model.load_state_dict(state_dict)
     g = torch.Generator().manual_seed(1)
@@ -60,10 +62,11 @@ def _puzzle_case(name: str, state_dict: dict[str, torch.Tensor] | None) -> tuple
         "labels": torch.randint(0, VOCAB, (6, SEQ_LEN), generator=g, dtype=torch.int32),
         "puzzle_identifiers": torch.randint(0, IDENTIFIERS, (6,), generator=g, dtype=torch.int32),
     }
+    batch = {k: v.to(device) for k, v in batch.items()}
     out: dict[str, torch.Tensor] = {}
     model.train()
     carry = model.initial_carry(batch)
-    explore = torch.Generator().manual_seed(2)
+    explore = torch.Generator(device).manual_seed(2)
     for step in range(3):
         carry, outputs = model(carry, batch, generator=explore)
         loss, metrics = act_loss(outputs, batch["labels"], carry.halted, carry.steps, arch.loss.loss_type)
@@ -83,17 +86,19 @@ def _puzzle_case(name: str, state_dict: dict[str, torch.Tensor] | None) -> tuple
     return model, out
 
 
-def _lm_case(name: str, state_dict: dict[str, torch.Tensor] | None) -> tuple[nn.Module, dict[str, torch.Tensor]]:
-    model = build_lm(LM_CASES[name], LM_VOCAB, "cpu", seed=0)
+def _lm_case(
+    name: str, state_dict: dict[str, torch.Tensor] | None, device: torch.device
+) -> tuple[nn.Module, dict[str, torch.Tensor]]:
+    model = build_lm(LM_CASES[name], LM_VOCAB, device, seed=0)
     if state_dict is not None:
         model.load_state_dict(state_dict)
     g = torch.Generator().manual_seed(1)
-    input_ids = torch.randint(0, LM_VOCAB, (3, 12), generator=g)
+    input_ids = torch.randint(0, LM_VOCAB, (3, 12), generator=g).to(device)
     labels = input_ids.clone()
     labels[0, :4] = -100
     kwargs: dict[str, Any] = {}
     if name == "hrm_text":
-        kwargs["token_type_ids"] = (torch.arange(12) < 5).long().expand(3, 12)
+        kwargs["token_type_ids"] = (torch.arange(12, device=device) < 5).long().expand(3, 12)
     model.train()
     output = model(input_ids, labels=labels, **kwargs)
     output.loss.backward()
@@ -106,7 +111,11 @@ def _lm_case(name: str, state_dict: dict[str, torch.Tensor] | None) -> tuple[nn.
     return model, out
 
 
-def run_case(name: str, state_dict: dict[str, torch.Tensor] | None) -> tuple[nn.Module, dict[str, torch.Tensor]]:
-    """The model of case `name` (seeded init, or `state_dict` when given) and its outputs."""
+def run_case(
+    name: str, state_dict: dict[str, torch.Tensor] | None, device: str = "cpu"
+) -> tuple[nn.Module, dict[str, torch.Tensor]]:
+    """The model of case `name` (seeded init, or `state_dict` when given) on `device` and its outputs. On CUDA the
+    puzzle models compute in bf16 (their `forward_dtype` auto) and the LM heads in fp32 (no autocast here)."""
     torch.manual_seed(0)
-    return _puzzle_case(name, state_dict) if name in PUZZLE_CASES else _lm_case(name, state_dict)
+    case = _puzzle_case if name in PUZZLE_CASES else _lm_case
+    return case(name, state_dict, torch.device(device))
