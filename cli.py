@@ -236,7 +236,7 @@ def eval_cmd(
         _eval_lm(run or checkpoint, data, batch_size, max_tokens, seq_len, device, json_out, quiet, max_examples)
         return
     if submission is not None:
-        from hrm_reason.arc import require_arc_dataset
+        from hrm_reason.tasks.arc import require_arc_dataset
         from hrm_reason.checkpoint import find_checkpoint
         from hrm_reason.inference import find_config
 

@@ -117,36 +117,6 @@ def write_identifiers(out_dir: str | Path, names: Sequence[str]) -> Path:
     return path
 
 
-# The 8 symmetries of the square, numbered as the original `dataset/common.py` (reference hrm.md §4.5): 0 identity,
-# 1 rot90, 2 rot180, 3 rot270 (counter-clockwise, np.rot90), 4 fliplr, 5 flipud, 6 transpose, 7 anti-transpose.
-DIHEDRAL_INVERSE = (0, 3, 2, 1, 4, 5, 6, 7)
-
-
-def dihedral_transform(grid: np.ndarray, tid: int) -> np.ndarray:
-    """Symmetry `tid` of the last two axes (leading axes are a batch); a view, as np.rot90/np.flip would give."""
-    if tid == 0:
-        return grid
-    if tid == 1:  # np.rot90(grid)
-        return np.swapaxes(grid[..., ::-1], -1, -2)
-    if tid == 2:
-        return grid[..., ::-1, ::-1]
-    if tid == 3:  # np.rot90(grid, 3)
-        return np.swapaxes(grid, -1, -2)[..., ::-1]
-    if tid == 4:  # np.fliplr
-        return grid[..., ::-1]
-    if tid == 5:  # np.flipud
-        return grid[..., ::-1, :]
-    if tid == 6:
-        return np.swapaxes(grid, -1, -2)
-    if tid == 7:  # np.fliplr(np.rot90(grid))
-        return np.swapaxes(grid[..., ::-1], -1, -2)[..., ::-1]
-    raise ValueError(f"dihedral transform id must be in 0..7, got {tid}")
-
-
-def inverse_dihedral_transform(grid: np.ndarray, tid: int) -> np.ndarray:
-    return dihedral_transform(grid, DIHEDRAL_INVERSE[tid])
-
-
 def write_grid_split(split_dir: Path, inputs: np.ndarray, labels: np.ndarray, groups: int, vocab_size: int, builder: dict[str, Any]) -> None:
     """The Sudoku and maze layout: one set "all", every example its own puzzle (identifier 0, the blank), and `groups`
     groups of equal size, each an original puzzle followed by its augmentations."""

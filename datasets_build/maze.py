@@ -1,6 +1,6 @@
 """Maze-Hard builder: the paper's 30x30 hard mazes (Hugging Face or local CSV) or built-in generated mazes, in the
-original HRM format (reference hrm.md §4.4: characters '# SGo' -> ids 1..5, PAD 0, vocab 6, every cell supervised,
-puzzle identifier 0).
+original HRM format (docs/data.md, "Maze"; tokens of `hrm_reason.tasks.maze`: '# SGo' -> ids 1..5, PAD 0, vocab 6,
+every cell supervised, puzzle identifier 0).
 
 The generator follows the instance procedure of Lehnert et al. ("Beyond A*", 2024; facebookresearch/searchformer,
 `searchformer/maze.py`), which the HRM paper adopts, plus the paper's hardness filter:
@@ -17,7 +17,7 @@ draws, one maze each, so no two mazes share walls.
 
 The label marks the cells of one shortest path 'o': walking back from G, always to the first neighbour one step closer
 to S in the order up, down, left, right, so the label is a function of the maze (learnable for exact match). Any other
-shortest path is just as right; `hrm eval` scores it with the optimal-path accuracy (hrm_reason/maze_eval.py).
+shortest path is just as right; `hrm eval` scores it with the optimal-path accuracy (hrm_reason/tasks/maze.py).
 
 Bit-parallel BFS: a grid row is one uint64 (bit j = column j), so a wavefront step over thousands of layouts is a few
 shifts and ANDs on [n, H] words.
@@ -45,17 +45,19 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from tqdm import tqdm
 
-from datasets_build.common import check_out, dihedral_transform, sample_rows, write_grid_split, write_identifiers
+from datasets_build.common import check_out, sample_rows, write_grid_split, write_identifiers
 from datasets_build.sudoku import hub_reachable
 from hrm_reason.atomic import atomic_directory
 from hrm_reason.errors import UserError
-from hrm_reason.maze_eval import (
+from hrm_reason.tasks.dihedral import dihedral_transform
+from hrm_reason.tasks.maze import (
     CHARSET,
     GOAL,
     MAX_SIDE,
     OPEN,
     PATH,
     START,
+    TOKEN_OF,
     VOCAB_SIZE,
     WALL,
     grid_side,
@@ -470,10 +472,6 @@ def generate_split(opts: MazeBuildOptions, split: str, count: int, size: int, mi
 
 # ----------------------------------------------------------------------------------------------------------- sources
 
-_TOKEN_OF = np.zeros(256, dtype=np.uint8)  # 0: not a maze character
-_TOKEN_OF[np.frombuffer(CHARSET.encode("ascii"), dtype=np.uint8)] = np.arange(1, len(CHARSET) + 1, dtype=np.uint8)
-
-
 def read_maze_csv(path: Path, side: int | None = None) -> MazeRows:
     """Read and fully check a Maze-Hard CSV (`source,question,answer,rating`, header skipped): square grids of one
     size, only '# SGo', one S and one G, an answer that is the question with the cells of a shortest S-G path marked
@@ -523,8 +521,8 @@ def read_maze_csv(path: Path, side: int | None = None) -> MazeRows:
     if side is None or not lines:
         raise UserError(f"{path}: no mazes after the header")
     cells = side * side
-    q = _TOKEN_OF[np.frombuffer(bytes(q_buf), dtype=np.uint8)].reshape(-1, cells)
-    a = _TOKEN_OF[np.frombuffer(bytes(a_buf), dtype=np.uint8)].reshape(-1, cells)
+    q = TOKEN_OF[np.frombuffer(bytes(q_buf), dtype=np.uint8)].reshape(-1, cells)
+    a = TOKEN_OF[np.frombuffer(bytes(a_buf), dtype=np.uint8)].reshape(-1, cells)
     raw_q = np.frombuffer(bytes(q_buf), dtype=np.uint8).reshape(-1, cells)
     raw_a = np.frombuffer(bytes(a_buf), dtype=np.uint8).reshape(-1, cells)
 

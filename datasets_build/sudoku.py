@@ -1,14 +1,13 @@
 """Sudoku benchmark builder: Sudoku-Extreme (Hugging Face or local CSV) or built-in generated puzzles, in the HRM format.
 
-What it adds over the original `dataset/build_sudoku_dataset.py` (reference/hrm.md §4.3), keeping its output format:
+What it adds over the original `dataset/build_sudoku_dataset.py` (docs/data.md, "Sudoku"), keeping its output format:
 - every draw comes from a seeded `np.random.Generator`, so the same options and seed give the same bytes;
 - every CSV row is checked (81 cells, legal characters, the answer is a complete grid that agrees with every given);
 - a generator of unique-solution puzzles for 2x2, 2x3 and 3x3 boxes (4x4, 6x6, 9x9 boards), rated by search effort;
 - for generated data a strict split: no test puzzle can be turned into a training puzzle (or back) by the augmentation
   group, tested exactly with a canonical form.
 
-Grid conventions: a board of side n = r*c has boxes of r rows x c columns; the n/r = c *bands* are r rows tall and the
-n/c = r *stacks* are c columns wide. Cells hold 0 for a blank and 1..n for a digit; tokens on disk are value + 1.
+The grid conventions, tokens, augmentation group and rules are those of `hrm_reason.tasks.sudoku`.
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlparse
@@ -37,10 +35,19 @@ from tqdm import tqdm
 from datasets_build.common import check_out, sample_rows, write_grid_split, write_identifiers
 from hrm_reason.atomic import atomic_directory
 from hrm_reason.errors import UserError
+from hrm_reason.tasks.sudoku import (
+    BOXES,
+    Geometry,
+    apply_transforms,
+    geometry,
+    is_valid_solution,
+    random_transforms,
+    to_tokens,
+    unit_error,
+)
 
 BUILDER_VERSION = "1"
 HF_REPO = "sapientinc/sudoku-extreme"
-BOXES: dict[str, tuple[int, int]] = {"2x2": (2, 2), "2x3": (2, 3), "3x3": (3, 3)}
 CSV_HEADER = ("source", "q", "a", "rating")
 RATING_DEFINITION = (
     "dead ends met by a deterministic backtracking search with naked- and hidden-single propagation that finds the "
@@ -76,52 +83,6 @@ class SudokuBuildOptions(BaseModel):
 DEFAULT_GENERATED_SIZES = (1000, 1000)
 
 
-# ---------------------------------------------------------------------------------------------------------- geometry
-
-
-@dataclass(frozen=True)
-class _Geometry:
-    """Static structure of one board shape, computed once per shape (pure data, safe to cache)."""
-
-    r: int
-    c: int
-    n: int
-    cells: int
-    full: int  # bitmask with all n digits
-    units: tuple[tuple[int, ...], ...]  # rows, columns, boxes (cell indices)
-    cell_units: tuple[tuple[int, int, int], ...]  # per cell: index of its row, column and box in `units`
-    peers: tuple[tuple[int, ...], ...]
-    col_perms: np.ndarray  # [r! * (c!)^r, n]: every stack permutation x column-in-stack permutation
-
-
-@lru_cache(maxsize=None)
-def _geometry(r: int, c: int) -> _Geometry:
-    n = r * c
-    rows = [tuple(i * n + j for j in range(n)) for i in range(n)]
-    cols = [tuple(i * n + j for i in range(n)) for j in range(n)]
-    boxes = [
-        tuple((band * r + i) * n + stack * c + j for i in range(r) for j in range(c)) for band in range(c) for stack in range(r)
-    ]
-    units = tuple(rows + cols + boxes)
-    peers = []
-    for cell in range(n * n):
-        near = set().union(*(u for u in units if cell in u))
-        near.discard(cell)
-        peers.append(tuple(sorted(near)))
-    col_perms = np.array(
-        [
-            [stack * c + within[k][j] for k, stack in enumerate(stacks) for j in range(c)]
-            for stacks in itertools.permutations(range(r))
-            for within in itertools.product(itertools.permutations(range(c)), repeat=r)
-        ],
-        dtype=np.intp,
-    )
-    col_perms.setflags(write=False)
-    cell_units = tuple((cell // n, n + cell % n, 2 * n + (cell // n // r) * r + (cell % n) // c) for cell in range(n * n))
-    assert all(cell in units[k] for cell, ks in enumerate(cell_units) for k in ks)
-    return _Geometry(r, c, n, n * n, (1 << n) - 1, units, cell_units, tuple(peers), col_perms)
-
-
 def parse_box(box: str) -> tuple[int, int]:
     """'RxC' -> (box rows, box columns)."""
     if box not in BOXES:
@@ -133,7 +94,7 @@ def parse_box(box: str) -> tuple[int, int]:
 # Candidates are int bitmasks (bit d-1 = digit d). Pure Python: small ints and lists beat numpy at this granularity.
 
 
-def _propagate(cand: list[int], todo: list[int], geo: _Geometry) -> bool:
+def _propagate(cand: list[int], todo: list[int], geo: Geometry) -> bool:
     """Naked and hidden singles to a fixed point; False on a contradiction. `todo` holds newly fixed cells."""
     peers, units, full = geo.peers, geo.units, geo.full
     while True:
@@ -184,7 +145,7 @@ def _branch_cell(cand: list[int]) -> int:
     return best
 
 
-def _search(cand: list[int], geo: _Geometry, limit: int, solutions: list[list[int]], stats: list[int]) -> None:
+def _search(cand: list[int], geo: Geometry, limit: int, solutions: list[list[int]], stats: list[int]) -> None:
     """Depth-first search collecting up to `limit` solutions; stats = [guesses, dead_ends]."""
     cell = _branch_cell(cand)
     if cell < 0:
@@ -205,7 +166,7 @@ def _search(cand: list[int], geo: _Geometry, limit: int, solutions: list[list[in
             stats[1] += 1
 
 
-def _search_ordered(cand: list[int], geo: _Geometry, order: list[list[int]]) -> list[int] | None:
+def _search_ordered(cand: list[int], geo: Geometry, order: list[list[int]]) -> list[int] | None:
     """First solution, trying each cell's digits in the given (random) order: a randomized full grid."""
     cell = _branch_cell(cand)
     if cell < 0:
@@ -222,7 +183,7 @@ def _search_ordered(cand: list[int], geo: _Geometry, order: list[list[int]]) -> 
     return None
 
 
-def _candidates(values: list[int], geo: _Geometry, skip: int = -1, exclude: int = 0) -> tuple[list[int], list[int]] | None:
+def _candidates(values: list[int], geo: Geometry, skip: int = -1, exclude: int = 0) -> tuple[list[int], list[int]] | None:
     """Candidates left by the givens (cell `skip` treated as blank, minus digit `exclude` there), and the cells that
     became singles; None if the givens already clash. Unit masks instead of peer-by-peer elimination: ~10x cheaper."""
     used = []
@@ -253,7 +214,7 @@ def _candidates(values: list[int], geo: _Geometry, skip: int = -1, exclude: int 
     return cand, todo
 
 
-def _as_values(grid: np.ndarray | list[int], geo: _Geometry) -> list[int]:
+def _as_values(grid: np.ndarray | list[int], geo: Geometry) -> list[int]:
     values = [int(v) for v in np.asarray(grid).reshape(-1)]
     if len(values) != geo.cells or min(values) < 0 or max(values) > geo.n:
         raise ValueError(f"expected {geo.cells} cells with values 0..{geo.n}")
@@ -262,7 +223,7 @@ def _as_values(grid: np.ndarray | list[int], geo: _Geometry) -> list[int]:
 
 def solve(puzzle: np.ndarray, r: int, c: int, limit: int = 2) -> tuple[list[np.ndarray], int]:
     """Up to `limit` solutions (as [n, n] arrays of 1..n) and the number of dead ends the search met."""
-    geo = _geometry(r, c)
+    geo = geometry(r, c)
     start = _candidates(_as_values(puzzle, geo), geo)
     solutions: list[list[int]] = []
     stats = [0, 0]
@@ -276,16 +237,6 @@ def solve(puzzle: np.ndarray, r: int, c: int, limit: int = 2) -> tuple[list[np.n
 def rate_puzzle(puzzle: np.ndarray, r: int, c: int) -> int:
     """Difficulty rating: see RATING_DEFINITION (the way tdoku rates Sudoku-Extreme: search effort, not technique)."""
     return solve(puzzle, r, c, limit=2)[1]
-
-
-def is_valid_solution(grid: np.ndarray, r: int, c: int) -> bool:
-    """A complete grid whose every row, column and box holds each digit 1..n exactly once."""
-    geo = _geometry(r, c)
-    flat = np.asarray(grid).reshape(-1)
-    if flat.size != geo.cells or flat.min() < 1 or flat.max() > geo.n:
-        return False
-    want = np.arange(1, geo.n + 1)
-    return all(np.array_equal(np.sort(flat[list(u)]), want) for u in geo.units)
 
 
 @dataclass(frozen=True)
@@ -302,7 +253,7 @@ def generate_puzzle(rng: np.random.Generator, r: int, c: int) -> GeneratedPuzzle
     each step is one existence search instead of counting solutions. A clue that is needed stays needed as more clues
     go, hence the result is minimal (every remaining clue is necessary).
     """
-    geo = _geometry(r, c)
+    geo = geometry(r, c)
     digit_order = np.argsort(rng.random((geo.cells, geo.n)), axis=1)
     order = [[1 << int(d) for d in row] for row in digit_order]
     full_grid = _search_ordered([geo.full] * geo.cells, geo, order)
@@ -347,7 +298,7 @@ def canonical_key(puzzle: np.ndarray, solution: np.ndarray, r: int, c: int) -> b
     other row's first cell distinct, so sorting rows (within bands, then bands) by their first cell is optimal. That
     leaves (transpose x top row x column order) = 2*9*1296 candidates for 9x9, filtered first on the top band alone.
     """
-    geo = _geometry(r, c)
+    geo = geometry(r, c)
     n, K = geo.n, geo.col_perms
     nK = K.shape[0]
     S = np.asarray(solution, dtype=np.intp).reshape(n, n)
@@ -409,48 +360,6 @@ def canonical_key(puzzle: np.ndarray, solution: np.ndarray, r: int, c: int) -> b
     return bytes([r, c]) + grids[best].astype(np.uint8).tobytes() + np.packbits(masks[best]).tobytes()
 
 
-# -------------------------------------------------------------------------------------------------- augmentation
-
-
-@dataclass(frozen=True)
-class GridTransforms:
-    """A batch of augmentation-group elements, applied as in the original `shuffle_sudoku`:
-    optional transpose, then new[i, j] = old[row_perm[i], col_perm[j]], then digit_map (with 0 -> 0)."""
-
-    digit_map: np.ndarray  # [B, n+1] uint8
-    transpose: np.ndarray  # [B] bool
-    row_perm: np.ndarray  # [B, n]
-    col_perm: np.ndarray  # [B, n]
-
-    def __len__(self) -> int:
-        return self.digit_map.shape[0]
-
-
-def random_transforms(rng: np.random.Generator, r: int, c: int, count: int) -> GridTransforms:
-    """`count` random group elements. Row order = shuffled bands, each with its rows shuffled; columns likewise.
-    Transpose (p=0.5) only for square boxes: transposing a 2x3-box board gives 3x2 boxes, a different puzzle family."""
-    n = r * c
-    digits = np.argsort(rng.random((count, n)), axis=1) + 1
-    digit_map = np.concatenate([np.zeros((count, 1), dtype=np.uint8), digits.astype(np.uint8)], axis=1)
-    transpose = rng.random(count) < 0.5 if r == c else np.zeros(count, dtype=bool)
-    bands = np.argsort(rng.random((count, c)), axis=1)
-    rows_in_band = np.argsort(rng.random((count, c, r)), axis=2)
-    stacks = np.argsort(rng.random((count, r)), axis=1)
-    cols_in_stack = np.argsort(rng.random((count, r, c)), axis=2)
-    row_perm = (bands[:, :, None] * r + rows_in_band).reshape(count, n)
-    col_perm = (stacks[:, :, None] * c + cols_in_stack).reshape(count, n)
-    return GridTransforms(digit_map, transpose, row_perm, col_perm)
-
-
-def apply_transforms(grids: np.ndarray, tf: GridTransforms) -> np.ndarray:
-    """Transform [n, n] (one grid for every element) or [B, n, n] grids; returns [B, n, n] uint8."""
-    B, n = len(tf), tf.row_perm.shape[1]
-    g = np.broadcast_to(np.asarray(grids), (B, n, n))
-    g = np.where(tf.transpose[:, None, None], g.transpose(0, 2, 1), g)
-    moved = g[np.arange(B)[:, None, None], tf.row_perm[:, :, None], tf.col_perm[:, None, :]]
-    return np.take_along_axis(tf.digit_map, moved.reshape(B, -1).astype(np.intp), axis=1).reshape(B, n, n)
-
-
 # ----------------------------------------------------------------------------------------------------------- sources
 
 
@@ -469,20 +378,10 @@ class SudokuRows:
         return SudokuRows(self.puzzles[idx], self.solutions[idx], self.ratings[idx])
 
 
-def _unit_error(grid: np.ndarray, geo: _Geometry) -> str | None:
-    """Name the first row/column/box that does not hold every digit once (1-based), or None if the grid is valid."""
-    names = [f"row {i + 1}" for i in range(geo.n)] + [f"column {i + 1}" for i in range(geo.n)] + [f"box {i + 1}" for i in range(geo.n)]
-    want = np.arange(1, geo.n + 1)
-    for name, unit in zip(names, geo.units):
-        if not np.array_equal(np.sort(grid[list(unit)]), want):
-            return f"{name} does not hold each digit 1-{geo.n} once"
-    return None
-
-
 def read_sudoku_csv(path: Path) -> SudokuRows:
     """Read and fully check a Sudoku-Extreme CSV (`source,q,a,rating`, header skipped); errors name file and line."""
     path = Path(path)
-    geo = _geometry(3, 3)
+    geo = geometry(3, 3)
     if not path.is_file():
         raise UserError(f"{path}: file not found (expected a CSV with columns {','.join(CSV_HEADER)})")
     q_buf, a_buf = bytearray(), bytearray()
@@ -532,7 +431,7 @@ def read_sudoku_csv(path: Path) -> SudokuRows:
     return SudokuRows(puzzles, solutions, np.array(ratings, dtype=np.int64))
 
 
-def _check_answers(path: Path, puzzles: np.ndarray, solutions: np.ndarray, lines: list[int], geo: _Geometry) -> None:
+def _check_answers(path: Path, puzzles: np.ndarray, solutions: np.ndarray, lines: list[int], geo: Geometry) -> None:
     """Every answer must be a valid complete grid that keeps every given; vectorized, in chunks to bound memory."""
     units = np.array(geo.units, dtype=np.intp)  # [3n, n]
     for start in range(0, len(lines), 100_000):
@@ -548,7 +447,7 @@ def _check_answers(path: Path, puzzles: np.ndarray, solutions: np.ndarray, lines
             if bad_given[i]:
                 j = int(np.flatnonzero((q[i] != 0) & (q[i] != a[i]))[0])
                 raise UserError(f"{where} (row {j // geo.n + 1} column {j % geo.n + 1}: given {q[i, j]}, answer {a[i, j]})")
-            raise UserError(f"{where} ({_unit_error(a[i], geo)})")
+            raise UserError(f"{where} ({unit_error(a[i], geo)})")
 
 
 def hub_reachable(timeout: float = 3.0) -> bool:
@@ -756,13 +655,13 @@ def _row_hashes(grids: np.ndarray) -> np.ndarray:
 
 
 def _examples(rows: SudokuRows, r: int, c: int, num_aug: int, rng: np.random.Generator, desc: str) -> tuple[np.ndarray, np.ndarray]:
-    """Tokens (value + 1) of each original followed by its num_aug augmented copies (the original's layout)."""
+    """Tokens of each original followed by its num_aug augmented copies (the original's layout)."""
     n = r * c
     per = 1 + num_aug
     inputs = np.empty((len(rows) * per, n * n), dtype=np.uint8)
     labels = np.empty_like(inputs)
-    inputs[::per] = rows.puzzles + 1
-    labels[::per] = rows.solutions + 1
+    inputs[::per] = to_tokens(rows.puzzles)
+    labels[::per] = to_tokens(rows.solutions)
     if num_aug == 0 or len(rows) == 0:
         return inputs, labels
     chunk = max(1, 65536 // num_aug)  # originals per vectorized step (bounds memory at ~65k grids)
@@ -774,8 +673,8 @@ def _examples(rows: SudokuRows, r: int, c: int, num_aug: int, rng: np.random.Gen
             q = apply_transforms(rows.puzzles[src].reshape(-1, n, n), tf).reshape(e - s, num_aug, n * n)
             a = apply_transforms(rows.solutions[src].reshape(-1, n, n), tf).reshape(e - s, num_aug, n * n)
             block = slice(s * per, e * per)
-            inputs[block].reshape(e - s, per, n * n)[:, 1:] = q + 1
-            labels[block].reshape(e - s, per, n * n)[:, 1:] = a + 1
+            inputs[block].reshape(e - s, per, n * n)[:, 1:] = to_tokens(q)
+            labels[block].reshape(e - s, per, n * n)[:, 1:] = to_tokens(a)
             bar.update(e - s)
     return inputs, labels
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from datasets_build import arc as A
-from hrm_reason.arc import crop, inverse_augment, parse_identifier
+from hrm_reason.tasks.arc import augment_grid, crop, inverse_augment, parse_identifier
 from hrm_reason.data import load_split
 from hrm_reason.errors import UserError
 
@@ -100,7 +100,7 @@ def test_augmentation_then_inverse_is_identity_for_every_transform_and_colour_ma
         for grid in task.grids():
             for t in range(8):
                 for colours in maps:
-                    augmented = A.augment_grid(grid, t, colours)
+                    augmented = augment_grid(grid, t, colours)
                     assert np.array_equal(augmented, REFERENCE[t](colours[grid]))  # the original's definition
                     assert np.array_equal(inverse_augment(augmented, t, colours), grid)
                     checked += 1

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from datasets_build import maze as M
-from datasets_build.common import inverse_dihedral_transform
+from hrm_reason.tasks.dihedral import inverse_dihedral_transform
 from hrm_reason.data import load_split
 from hrm_reason.errors import UserError
 from tests.helpers import ref_distances

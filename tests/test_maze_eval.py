@@ -16,7 +16,7 @@ from datasets_build import maze as M
 from hrm_reason.data import load_split
 from hrm_reason.errors import UserError
 from hrm_reason.evaluate import evaluate
-from hrm_reason.maze_eval import (
+from hrm_reason.tasks.maze import (
     GOAL,
     OPEN,
     PATH,

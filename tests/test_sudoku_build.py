@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from datasets_build import sudoku as S
-from datasets_build.common import PuzzleDatasetMetadata
+from hrm_reason.data import PuzzleDatasetMetadata
 from hrm_reason.errors import UserError
 
 REPO = Path(__file__).resolve().parents[1]

@@ -21,14 +21,12 @@ from hrm_reason.models.registry import build_model
 from hrm_reason.train import train
 from hrm_reason.viz.canvas import DPI, png_bytes
 from hrm_reason.viz.curves import read_metrics, run_figures, smooth
+from hrm_reason.tasks.arc import EOS as ARC_EOS
 from hrm_reason.viz.grids import (
-    ARC_EOS,
     GridSpec,
     content_window,
     grid_spec,
-    maze_violations,
     rule_violations,
-    sudoku_violations,
     wrong_cells,
 )
 from hrm_reason.viz.predictions import SegmentTrace, predictions_figure, trace_segments
@@ -119,32 +117,32 @@ def test_grid_kind_from_builder_name_or_layout() -> None:
 def test_sudoku_violations_are_repeats_changed_givens_and_holes() -> None:
     spec = grid_spec(CASES["sudoku9"][0])
     puzzle, solution = sudoku_9x9()
-    assert not sudoku_violations(spec, solution, puzzle).any()
+    assert not rule_violations(spec, solution, puzzle).any()
     grid = solution.reshape(9, 9).copy()
     # Cell (0,1) given? (0+1) is odd: blank, free to change. Write cell (0,0)'s digit there: a repeat in row 0 and box 0.
     grid[0, 1] = grid[0, 0]
-    bad = sudoku_violations(spec, grid.reshape(-1), puzzle).reshape(9, 9)
+    bad = rule_violations(spec, grid.reshape(-1), puzzle).reshape(9, 9)
     # The same digit also sits in column 1 once (every digit is in every column): that cell is a repeat too.
     col_twin = int(np.flatnonzero(solution.reshape(9, 9)[:, 1] == grid[0, 0])[0])
     assert set(zip(*np.nonzero(bad))) == {(0, 0), (0, 1), (col_twin, 1)}
     changed_given, hole = solution.copy(), solution.copy()
     changed_given[0] = solution[0] % 9 + 2  # another digit in cell 0, a given
     hole[1] = 1  # blank token
-    assert sudoku_violations(spec, changed_given, puzzle)[0]
-    assert sudoku_violations(spec, hole, puzzle)[1] and sudoku_violations(spec, hole, puzzle).sum() == 1
+    assert rule_violations(spec, changed_given, puzzle)[0]
+    assert rule_violations(spec, hole, puzzle)[1] and rule_violations(spec, hole, puzzle).sum() == 1
 
 
 def test_maze_violations_are_changed_walls_and_broken_paths() -> None:
     spec = grid_spec(CASES["maze"][0])
     inputs, label = maze()
-    assert not maze_violations(spec, label, inputs).any()
+    assert not rule_violations(spec, label, inputs).any()
     broken = label.reshape(12, 12).copy()
     broken[1, 5] = 2  # cut the path: its two neighbours become dead ends
-    bad = maze_violations(spec, broken.reshape(-1), inputs).reshape(12, 12)
+    bad = rule_violations(spec, broken.reshape(-1), inputs).reshape(12, 12)
     assert set(zip(*np.nonzero(bad))) == {(1, 4), (1, 6)}
     walled = label.reshape(12, 12).copy()
     walled[5, 4] = 2  # a wall removed
-    assert set(zip(*np.nonzero(maze_violations(spec, walled.reshape(-1), inputs).reshape(12, 12)))) == {(5, 4)}
+    assert set(zip(*np.nonzero(rule_violations(spec, walled.reshape(-1), inputs).reshape(12, 12)))) == {(5, 4)}
 
 
 def test_wrong_cells_skip_unsupervised_pad_and_arc_window() -> None:
