@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -24,6 +24,7 @@ from hrm_reason.errors import UserError
 from hrm_reason.losses import IGNORE_LABEL_ID
 
 Batch = dict[str, torch.Tensor]
+DatasetKind = Literal["puzzle", "text"]
 
 
 class PuzzleDatasetMetadata(BaseModel):
@@ -47,6 +48,21 @@ class PuzzleDatasetMetadata(BaseModel):
 
 
 ARRAY_NAMES = ("inputs", "labels", "puzzle_identifiers", "puzzle_indices", "group_indices")
+
+
+def dataset_kind(path: str | Path) -> DatasetKind | None:
+    """What a dataset directory holds, from its layout alone (nothing is validated): "text" for one written by
+    `hrm build-data text` (<dir>/dataset.json with kind "text", hrm_reason.lm_data), "puzzle" for the original HRM
+    layout (<dir>/{train,test}/dataset.json), None for anything else. The one test every command dispatches on."""
+    path = Path(path)
+    try:
+        if json.loads((path / "dataset.json").read_text()).get("kind") == "text":
+            return "text"
+    except (json.JSONDecodeError, AttributeError, OSError, UnicodeDecodeError):
+        pass
+    if (path / "train" / "dataset.json").is_file() and (path / "test" / "dataset.json").is_file():
+        return "puzzle"
+    return None
 
 
 @dataclass

@@ -150,17 +150,6 @@ class TextDatasetMetadata(BaseModel):
     builder: dict[str, Any] | None = None
 
 
-def is_text_dataset(path: str | Path) -> bool:
-    """True for a directory written by `hrm build-data text` (puzzle datasets keep dataset.json per split)."""
-    meta = Path(path) / DATASET_FILE
-    if not meta.is_file():
-        return False
-    try:
-        return json.loads(meta.read_text()).get("kind") == "text"
-    except (json.JSONDecodeError, AttributeError, OSError):
-        return False
-
-
 class TokenStream:
     """One split as a single sequence of token ids over memory-mapped shards; slices are copied out as int64."""
 

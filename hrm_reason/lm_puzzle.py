@@ -47,12 +47,6 @@ from hrm_reason.lm_eval import autocast_context
 from hrm_reason.losses import IGNORE_LABEL_ID
 
 
-def is_puzzle_dataset(path: str | Path) -> bool:
-    """True for a directory in the original HRM layout: <dir>/{train,test}/dataset.json."""
-    path = Path(path)
-    return (path / "train" / "dataset.json").is_file() and (path / "test" / "dataset.json").is_file()
-
-
 @dataclass(frozen=True)
 class PuzzleLayout:
     """Where the parts of a puzzle sequence sit, and the ids it adds to the puzzle vocabulary."""

@@ -16,8 +16,10 @@ import numpy as np
 import pytest
 
 from datasets_build.text import STDLIB, TextBuildOptions, build_text, stdlib_files
+from hrm_reason.data import dataset_kind
 from hrm_reason.errors import UserError
 from hrm_reason.lm_data import ByteTokenizer, HFTokenizer, load_text_dataset, train_batch, validation_batches, validation_windows
+from tests.helpers import write_original_layout
 
 REPO = Path(__file__).resolve().parents[1]
 WORDS = ["alpha", "beta", "gamma", "delta", "épsilon", "ζeta", "日本", "🙂", "omega", "\t", "\n"]
@@ -218,3 +220,20 @@ def test_validation_windows_predict_every_token_once(corpus: Path, tmp_path: Pat
     rows = [row for b in batches for row in b.numpy()]
     assert sum(len(r) - 1 for r in rows) == n
     assert np.array_equal(np.concatenate([rows[0]] + [r[1:] for r in rows[1:]]), stream.slice(0, n + 1))
+
+
+def test_dataset_kind_tells_text_from_puzzle_from_neither(corpus: Path, tmp_path: Path) -> None:
+    text = build(corpus, tmp_path / "text")
+    puzzle = write_original_layout(tmp_path / "puzzle")
+    assert dataset_kind(text) == "text"
+    assert dataset_kind(puzzle) == "puzzle"
+    assert dataset_kind(puzzle / "train") is None  # one split is not a dataset
+    assert dataset_kind(tmp_path / "missing") is None
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "dataset.json").write_text("{not json")
+    assert dataset_kind(broken) is None
+    (broken / "dataset.json").write_text("[1, 2]")  # JSON, but not an object
+    assert dataset_kind(broken) is None
+    (broken / "dataset.json").write_text(json.dumps({"kind": "images"}))
+    assert dataset_kind(broken) is None
