@@ -11,12 +11,14 @@ Every write is deterministic: the same arrays and metadata give the same bytes, 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
 import numpy as np
 
+from hrm_reason.atomic import atomic_directory
 from hrm_reason.data import ARRAY_NAMES, PuzzleDatasetMetadata
 from hrm_reason.errors import UserError
 
@@ -151,16 +153,17 @@ def check_out(out: Path, overwrite: bool) -> None:
         raise UserError(f"--out {out}: already exists; pass --overwrite to replace it")
 
 
-class _Rows(Protocol):
-    def __len__(self) -> int: ...
-    def take(self, index: np.ndarray) -> Any: ...
+def record_head(name: str, version: str, split: str, source: str, detail: dict[str, Any], options: dict[str, Any], seed: int) -> dict[str, Any]:
+    """The first keys of every grid builder's `builder` record, in the order they are written."""
+    return {"name": name, "version": version, "split": split, "source": source, "source_detail": detail, "options": options, "seed": seed}
 
 
-RowsT = TypeVar("RowsT", bound=_Rows)
-
-
-def sample_rows(rows: RowsT, size: int | None, rng: np.random.Generator) -> RowsT:
-    """At most `size` rows, drawn without replacement, in file order."""
-    if size is None or size >= len(rows):
-        return rows
-    return rows.take(np.sort(rng.choice(len(rows), size=size, replace=False)))
+def write_grid_dataset(out: Path, overwrite: bool, vocab_size: int, splits: dict[str, tuple[np.ndarray, np.ndarray, int, dict[str, Any]]]) -> Path:
+    """Write a Sudoku/maze dataset atomically (all or nothing): per split (inputs, labels, groups, builder record) in
+    the layout of `write_grid_split`, then identifiers.json with the blank identifier only."""
+    with atomic_directory(out, overwrite=overwrite) as tmp:
+        os.chmod(tmp, 0o755)  # mkdtemp makes 0700; a dataset is meant to be shared
+        for split, (inputs, labels, groups, record) in splits.items():
+            write_grid_split(tmp / split, inputs, labels, groups, vocab_size, record)
+        write_identifiers(tmp, ["<blank>"])
+    return out

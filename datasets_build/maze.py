@@ -25,7 +25,6 @@ shifts and ANDs on [n, H] words.
 
 from __future__ import annotations
 
-import csv
 import itertools
 import json
 import math
@@ -38,16 +37,16 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 from tqdm import tqdm
 
-from datasets_build.common import check_out, sample_rows, write_grid_split, write_identifiers
-from datasets_build.sudoku import hub_reachable
-from hrm_reason.atomic import atomic_directory
+from datasets_build.common import check_out, record_head, write_grid_dataset
+from datasets_build import sources
+from datasets_build.sources import SourceBuildOptions
 from hrm_reason.errors import UserError
 from hrm_reason.tasks.dihedral import dihedral_transform
 from hrm_reason.tasks.maze import (
@@ -72,7 +71,7 @@ PAPER_SIZE, PAPER_MIN_PATH = 30, 110
 LEHNERT_WALL_DENSITY = (0.3, 0.5)
 DEFAULT_GENERATED_SIZES = (1000, 1000)  # the published set: 1000 train, 1000 test
 CHUNK = 512  # layouts per generation step; part of what the seed means, so a constant and not an option
-_STREAM_GENERATE, _STREAM_SUBSAMPLE, _STREAM_SIZE = 1, 3, 5
+_STREAM_GENERATE = 1  # independent of datasets_build.sources.STREAM_SUBSAMPLE (3) and STREAM_SIZE (5)
 _SPLIT_CODE = {"train": 0, "test": 1}
 _ONE = np.uint64(1)
 
@@ -86,15 +85,10 @@ def default_min_path(size: int) -> int:
 # ----------------------------------------------------------------------------------------------------------- options
 
 
-class MazeBuildOptions(BaseModel):
+class MazeBuildOptions(SourceBuildOptions):
     """Everything that decides the dataset; `out`, `overwrite` and `workers` do not change its bytes."""
 
-    model_config = ConfigDict(extra="forbid")
-
     out: Path | None = Field(None, description="default data/maze-30x30-hard-1k (hf), data/maze-csv, data/maze-gen-NxN")
-    source: Literal["auto", "hf", "csv", "generate"] = "auto"
-    csv_dir: Path | None = None
-    subsample_size: int | None = Field(None, ge=1)
     aug: bool = False
     seed: int = Field(0, ge=0)
     size: int | None = Field(None, ge=4, le=MAX_SIDE, description="grid side; default 30 (generate) or the CSV's")
@@ -477,47 +471,32 @@ def read_maze_csv(path: Path, side: int | None = None) -> MazeRows:
     size, only '# SGo', one S and one G, an answer that is the question with the cells of a shortest S-G path marked
     'o'. Errors name the file and line."""
     path = Path(path)
-    if not path.is_file():
-        raise UserError(f"{path}: file not found (expected a CSV with columns {','.join(CSV_HEADER)})")
     q_buf, a_buf = bytearray(), bytearray()
     ratings: list[float] = []
     lines: list[int] = []
     first_line = None
-    with open(path, newline="", encoding="utf-8") as f:
-        reader = csv.reader(f)
+    for where, line, (_, q, a, rating) in sources.csv_rows(path, CSV_HEADER):
+        if not (q.isascii() and a.isascii()):
+            raise UserError(f"{where}: non-ASCII character in question or answer, expected only {CHARSET!r}")
+        n = len(q)
+        if side is None:
+            s = grid_side(n)
+            if s is None or s < 2:
+                raise UserError(f"{where}: question has {n} cells, not a square grid")
+            side, first_line = s, line
+        if n != side * side:
+            origin = f" like line {first_line}" if first_line is not None else ""
+            raise UserError(f"{where}: question has {n} cells, expected {side * side} ({side}x{side}{origin})")
+        if len(a) != n:
+            raise UserError(f"{where}: answer has {len(a)} cells, expected {n} like the question")
         try:
-            if next(reader, None) is None:
-                raise UserError(f"{path}: empty file, expected a header {','.join(CSV_HEADER)} and rows")
-            for row in reader:
-                if not row:
-                    continue
-                where = f"{path} line {reader.line_num}"
-                if len(row) != 4:
-                    raise UserError(f"{where}: expected 4 columns {','.join(CSV_HEADER)}, got {len(row)}")
-                _, q, a, rating = row
-                if not (q.isascii() and a.isascii()):
-                    raise UserError(f"{where}: non-ASCII character in question or answer, expected only {CHARSET!r}")
-                n = len(q)
-                if side is None:
-                    s = grid_side(n)
-                    if s is None or s < 2:
-                        raise UserError(f"{where}: question has {n} cells, not a square grid")
-                    side, first_line = s, reader.line_num
-                if n != side * side:
-                    origin = f" like line {first_line}" if first_line is not None else ""
-                    raise UserError(f"{where}: question has {n} cells, expected {side * side} ({side}x{side}{origin})")
-                if len(a) != n:
-                    raise UserError(f"{where}: answer has {len(a)} cells, expected {n} like the question")
-                try:
-                    value = float(rating)
-                except ValueError:
-                    raise UserError(f"{where}: rating {rating!r} is not a number") from None
-                ratings.append(value)
-                q_buf += q.encode("ascii")
-                a_buf += a.encode("ascii")
-                lines.append(reader.line_num)
-        except (csv.Error, UnicodeDecodeError) as e:
-            raise UserError(f"{path} line {reader.line_num}: not readable as CSV ({e})") from None
+            value = float(rating)
+        except ValueError:
+            raise UserError(f"{where}: rating {rating!r} is not a number") from None
+        ratings.append(value)
+        q_buf += q.encode("ascii")
+        a_buf += a.encode("ascii")
+        lines.append(line)
     if side is None or not lines:
         raise UserError(f"{path}: no mazes after the header")
     cells = side * side
@@ -569,43 +548,21 @@ def read_maze_csv(path: Path, side: int | None = None) -> MazeRows:
     return MazeRows(q, a, np.array(ratings, dtype=np.float64), side)
 
 
-def download_hf() -> tuple[Path, Path, str]:
-    """Fetch train.csv/test.csv of Maze-Hard into the Hugging Face cache; returns the paths and the revision."""
-    from huggingface_hub import hf_hub_download
-
-    try:
-        paths = [Path(hf_hub_download(HF_REPO, name, repo_type="dataset", etag_timeout=10)) for name in ("train.csv", "test.csv")]
-    except Exception as e:  # noqa: BLE001 -- network, auth, disk: all mean "this source is unavailable"
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UserError(f"--source hf: could not download {HF_REPO} ({msg}); use --source csv --csv-dir DIR or --source generate") from None
-    return paths[0], paths[1], paths[0].parent.name
-
-
 # ---------------------------------------------------------------------------------------------------------- building
 
 
-def _resolve_source(opts: MazeBuildOptions, hub_probe: Callable[[], bool]) -> tuple[str, str]:
-    """(source, reason). `auto`: a CSV dir if given, else the hub if reachable (and the mazes are 30x30), else generate."""
-    if opts.source != "auto":
-        return opts.source, "requested"
-    if opts.csv_dir is not None:
-        return "csv", "--csv-dir given"
+def _generate_because(opts: MazeBuildOptions) -> str | None:
+    """Why `--source auto` must generate although the hub may be reachable, or None."""
     if opts.size is not None and opts.size != PAPER_SIZE:
-        return "generate", f"--size {opts.size}: {HF_REPO} holds {PAPER_SIZE}x{PAPER_SIZE} mazes only"
+        return f"--size {opts.size}: {HF_REPO} holds {PAPER_SIZE}x{PAPER_SIZE} mazes only"
     if opts.wall_density is not None:
-        return "generate", "--wall-density given"
-    if hub_probe():
-        return "hf", f"{HF_REPO} reachable"
-    return "generate", "Hugging Face Hub not reachable or offline mode set"
+        return "--wall-density given"
+    return None
 
 
 def _check_options(opts: MazeBuildOptions, source: str) -> None:
     if source == "hf" and opts.size is not None and opts.size != PAPER_SIZE:
         raise UserError(f"--size {opts.size}: --source hf holds {PAPER_SIZE}x{PAPER_SIZE} mazes; use --source generate for other sizes")
-    if source == "csv" and opts.csv_dir is None:
-        raise UserError("--csv-dir: required with --source csv (a folder with train.csv and test.csv)")
-    if source != "csv" and opts.csv_dir is not None:
-        raise UserError(f"--csv-dir: only used with --source csv (got --source {opts.source})")
     if source != "generate" and opts.wall_density is not None:
         raise UserError(f"--wall-density: only used with --source generate (got --source {source})")
 
@@ -672,28 +629,19 @@ def _examples(rows: MazeRows, aug: bool) -> tuple[np.ndarray, np.ndarray, int]:
 
 def build_maze(opts: MazeBuildOptions, hub_probe: Callable[[], bool] | None = None) -> Path:
     """Build the dataset described by `opts` and return its directory (written atomically: all or nothing)."""
-    source, reason = _resolve_source(opts, hub_probe or hub_reachable)
+    source, reason = sources.resolve_source(opts, HF_REPO, hub_probe or sources.hub_reachable, _generate_because(opts))
     _check_options(opts, source)
-    if opts.out is not None:  # fail before a long download or generation
-        check_out(Path(opts.out), opts.overwrite)
-    hf_files = None
-    if source == "hf":
-        try:
-            hf_files = download_hf()
-        except UserError as e:
-            if opts.source != "auto":
-                raise
-            source, reason = "generate", f"download failed: {e}"
+    src = sources.open_source(opts, source, reason, HF_REPO)
     size = opts.size or PAPER_SIZE
-    out = Path(opts.out) if opts.out is not None else _default_out(source, size)
+    out = Path(opts.out) if opts.out is not None else _default_out(src.name, size)
     check_out(out, opts.overwrite)
-    print(f"maze: source {source} ({reason}), output {out}", flush=True)
+    print(f"maze: source {src.name} ({src.reason}), output {out}", flush=True)
 
     gen_stats: dict[str, Any] = {}
     counts: dict[str, Any] = {}
     detail: dict[str, Any]
     min_path = opts.min_path
-    if source == "generate":
+    if src.csvs is None:
         min_path = min_path or default_min_path(size)
         density = opts.wall_density or LEHNERT_WALL_DENSITY
         seen: dict[bytes, str] = {}
@@ -711,13 +659,8 @@ def build_maze(opts: MazeBuildOptions, hub_probe: Callable[[], bool] | None = No
             **{f"{k}_generation": v for k, v in gen_stats.items()},
         }
     else:
-        if hf_files is not None:
-            train_csv, test_csv, revision = hf_files
-            detail = {"repo": HF_REPO, "revision": revision}
-        else:
-            assert opts.csv_dir is not None
-            train_csv, test_csv = Path(opts.csv_dir) / "train.csv", Path(opts.csv_dir) / "test.csv"
-            detail = {"csv_dir": str(opts.csv_dir)}
+        detail = src.detail
+        train_csv, test_csv = src.csvs
         train = read_maze_csv(train_csv)
         if opts.size is not None and train.side != opts.size:
             raise UserError(f"--size {opts.size}: {train_csv} holds {train.side}x{train.side} mazes")
@@ -728,31 +671,17 @@ def build_maze(opts: MazeBuildOptions, hub_probe: Callable[[], bool] | None = No
             train = train.take(np.flatnonzero(path_lengths(train) >= min_path))
             test = test.take(np.flatnonzero(path_lengths(test) >= min_path))
             counts["rows_after_min_path"] = {"train": len(train), "test": len(test)}
-        train = sample_rows(train, opts.train_size, np.random.default_rng([opts.seed, _STREAM_SIZE, 0]))
-        test = sample_rows(test, opts.test_size, np.random.default_rng([opts.seed, _STREAM_SIZE, 1]))
+        train, test = sources.sample_splits(train, test, opts)
         train_keys = {canonical_key(x.reshape(size, size)) for x in train.inputs}
         counts["test_mazes_also_in_train_up_to_symmetry"] = sum(canonical_key(x.reshape(size, size)) in train_keys for x in test.inputs)
-    if opts.subsample_size is not None and opts.subsample_size < len(train):
-        # the original's train-only subsample (random order), but seeded
-        rng = np.random.default_rng([opts.seed, _STREAM_SUBSAMPLE])
-        train = train.take(rng.choice(len(train), size=opts.subsample_size, replace=False))
-    for split, rows in (("train", train), ("test", test)):
-        if len(rows) == 0:
-            why = f"--min-path {min_path}" if min_path is not None else f"{split}.csv"
-            raise UserError(f"{why}: no {split} mazes left to build from")
+    train = sources.subsample_train(train, test, opts, f"--min-path {min_path}" if min_path is not None else None, "mazes")
 
     train_inputs, train_labels, per = _examples(train, opts.aug)
     options = opts.model_dump(mode="json", exclude={"out", "overwrite", "workers"})
 
     def record(split: str, rows: MazeRows, examples: int) -> dict[str, Any]:
         return {
-            "name": "maze",
-            "version": BUILDER_VERSION,
-            "split": split,
-            "source": source,
-            "source_detail": detail,
-            "options": options,
-            "seed": opts.seed,
+            **record_head("maze", BUILDER_VERSION, split, src.name, detail, options, opts.seed),
             "grid_size": size,
             "min_path_moves": min_path,
             "augmentation": "8 dihedral transforms per maze (train only)" if opts.aug and split == "train" else None,
@@ -760,12 +689,10 @@ def build_maze(opts: MazeBuildOptions, hub_probe: Callable[[], bool] | None = No
             "statistics": statistics(rows, path_lengths(rows)),
         }
 
-    with atomic_directory(out, overwrite=opts.overwrite) as tmp:
-        os.chmod(tmp, 0o755)  # mkdtemp makes 0700; a dataset is meant to be shared
-        write_grid_split(tmp / "train", train_inputs, train_labels, train_inputs.shape[0] // per, VOCAB_SIZE, record("train", train, train_inputs.shape[0]))
-        write_grid_split(tmp / "test", test.inputs, test.labels, test.inputs.shape[0], VOCAB_SIZE, record("test", test, len(test)))
-        write_identifiers(tmp, ["<blank>"])
-    return out
+    return write_grid_dataset(out, opts.overwrite, VOCAB_SIZE, {
+        "train": (train_inputs, train_labels, train_inputs.shape[0] // per, record("train", train, train_inputs.shape[0])),
+        "test": (test.inputs, test.labels, test.inputs.shape[0], record("test", test, len(test))),
+    })
 
 
 def summary(out: Path) -> str:

@@ -12,12 +12,10 @@ The grid conventions, tokens, augmentation group and rules are those of `hrm_rea
 
 from __future__ import annotations
 
-import csv
 import itertools
 import json
 import multiprocessing
 import os
-import socket
 import sys
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -26,14 +24,14 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlparse
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 from tqdm import tqdm
 
-from datasets_build.common import check_out, sample_rows, write_grid_split, write_identifiers
-from hrm_reason.atomic import atomic_directory
+from datasets_build.common import check_out, record_head, write_grid_dataset
+from datasets_build import sources
+from datasets_build.sources import SourceBuildOptions
 from hrm_reason.errors import UserError
 from hrm_reason.tasks.sudoku import (
     BOXES,
@@ -44,6 +42,7 @@ from hrm_reason.tasks.sudoku import (
     random_transforms,
     to_tokens,
     unit_error,
+    vocab_size,
 )
 
 BUILDER_VERSION = "1"
@@ -54,22 +53,17 @@ RATING_DEFINITION = (
     "solution and proves it unique (0 = solved by singles alone)"
 )
 # Independent random streams derived from the one user seed, so adding draws to one stage never shifts another.
-_STREAM_GENERATE, _STREAM_SPLIT, _STREAM_SUBSAMPLE, _STREAM_AUGMENT, _STREAM_SIZE = 1, 2, 3, 4, 5
-_OFFLINE_ENV = ("HRM_OFFLINE", "HF_HUB_OFFLINE")
+# Independent of datasets_build.sources.STREAM_SUBSAMPLE (3) and STREAM_SIZE (5).
+_STREAM_GENERATE, _STREAM_SPLIT, _STREAM_AUGMENT = 1, 2, 4
 
 
 # ----------------------------------------------------------------------------------------------------------- options
 
 
-class SudokuBuildOptions(BaseModel):
+class SudokuBuildOptions(SourceBuildOptions):
     """Everything that decides the dataset; `out`, `overwrite` and `workers` do not change its bytes."""
 
-    model_config = ConfigDict(extra="forbid")
-
     out: Path | None = Field(None, description="output directory; default data/sudoku-extreme-full (hf), data/sudoku-csv, data/sudoku-gen-NxN")
-    source: Literal["auto", "hf", "csv", "generate"] = "auto"
-    csv_dir: Path | None = None
-    subsample_size: int | None = Field(None, ge=1)
     num_aug: int = Field(0, ge=0)
     min_difficulty: int | None = Field(None, ge=0)
     seed: int = Field(0, ge=0)
@@ -382,39 +376,23 @@ def read_sudoku_csv(path: Path) -> SudokuRows:
     """Read and fully check a Sudoku-Extreme CSV (`source,q,a,rating`, header skipped); errors name file and line."""
     path = Path(path)
     geo = geometry(3, 3)
-    if not path.is_file():
-        raise UserError(f"{path}: file not found (expected a CSV with columns {','.join(CSV_HEADER)})")
     q_buf, a_buf = bytearray(), bytearray()
     ratings: list[int] = []
     lines: list[int] = []
-    with open(path, newline="", encoding="utf-8") as f:
-        reader = csv.reader(f)
+    for where, line, (_, q, a, rating) in sources.csv_rows(path, CSV_HEADER):
+        if not (q.isascii() and a.isascii()):
+            raise UserError(f"{where}: non-ASCII character in q or a")
+        if len(q) != geo.cells:
+            raise UserError(f"{where}: puzzle q has {len(q)} cells, expected {geo.cells}")
+        if len(a) != geo.cells:
+            raise UserError(f"{where}: answer a has {len(a)} cells, expected {geo.cells}")
         try:
-            header = next(reader, None)
-            if header is None:
-                raise UserError(f"{path}: empty file, expected a header {','.join(CSV_HEADER)} and rows")
-            for row in reader:
-                if not row:
-                    continue  # blank line
-                where = f"{path} line {reader.line_num}"
-                if len(row) != 4:
-                    raise UserError(f"{where}: expected 4 columns {','.join(CSV_HEADER)}, got {len(row)}")
-                _, q, a, rating = row
-                if not (q.isascii() and a.isascii()):
-                    raise UserError(f"{where}: non-ASCII character in q or a")
-                if len(q) != geo.cells:
-                    raise UserError(f"{where}: puzzle q has {len(q)} cells, expected {geo.cells}")
-                if len(a) != geo.cells:
-                    raise UserError(f"{where}: answer a has {len(a)} cells, expected {geo.cells}")
-                try:
-                    ratings.append(int(rating))
-                except ValueError:
-                    raise UserError(f"{where}: rating {rating!r} is not an integer") from None
-                q_buf += q.encode("ascii")
-                a_buf += a.encode("ascii")
-                lines.append(reader.line_num)
-        except (csv.Error, UnicodeDecodeError) as e:
-            raise UserError(f"{path} line {reader.line_num}: not readable as CSV ({e})") from None
+            ratings.append(int(rating))
+        except ValueError:
+            raise UserError(f"{where}: rating {rating!r} is not an integer") from None
+        q_buf += q.encode("ascii")
+        a_buf += a.encode("ascii")
+        lines.append(line)
     q = np.frombuffer(bytes(q_buf), dtype=np.uint8).reshape(-1, geo.cells)
     a = np.frombuffer(bytes(a_buf), dtype=np.uint8).reshape(-1, geo.cells)
     q_ok = (q == ord(".")) | ((q >= ord("0")) & (q <= ord("9")))
@@ -448,32 +426,6 @@ def _check_answers(path: Path, puzzles: np.ndarray, solutions: np.ndarray, lines
                 j = int(np.flatnonzero((q[i] != 0) & (q[i] != a[i]))[0])
                 raise UserError(f"{where} (row {j // geo.n + 1} column {j % geo.n + 1}: given {q[i, j]}, answer {a[i, j]})")
             raise UserError(f"{where} ({unit_error(a[i], geo)})")
-
-
-def hub_reachable(timeout: float = 3.0) -> bool:
-    """Can the Hugging Face Hub be reached? False at once when HRM_OFFLINE or HF_HUB_OFFLINE is set (tests, air gaps)."""
-    if any(os.environ.get(k, "").strip().lower() not in ("", "0", "false", "no") for k in _OFFLINE_ENV):
-        return False
-    from huggingface_hub import constants
-
-    url = urlparse(constants.ENDPOINT)
-    try:
-        with socket.create_connection((url.hostname or "huggingface.co", url.port or (443 if url.scheme == "https" else 80)), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-def download_hf() -> tuple[Path, Path, str]:
-    """Fetch train.csv/test.csv of Sudoku-Extreme into the Hugging Face cache; returns the paths and the revision."""
-    from huggingface_hub import hf_hub_download
-
-    try:
-        paths = [Path(hf_hub_download(HF_REPO, name, repo_type="dataset", etag_timeout=10)) for name in ("train.csv", "test.csv")]
-    except Exception as e:  # network, auth, disk: all mean "this source is unavailable"
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UserError(f"--source hf: could not download {HF_REPO} ({msg}); use --source csv --csv-dir DIR or --source generate") from None
-    return paths[0], paths[1], paths[0].parent.name
 
 
 # -------------------------------------------------------------------------------------------------------- generation
@@ -606,26 +558,9 @@ def _generation_error(opts: SudokuBuildOptions, n: int, stats: dict[str, int], r
 # ---------------------------------------------------------------------------------------------------------- building
 
 
-def _resolve_source(opts: SudokuBuildOptions, hub_probe: Callable[[], bool]) -> tuple[str, str]:
-    """(source, reason). `auto`: a CSV dir if given, else the hub if reachable (and the board is 9x9), else generate."""
-    if opts.source != "auto":
-        return opts.source, "requested"
-    if opts.csv_dir is not None:
-        return "csv", "--csv-dir given"
-    if opts.box != "3x3":
-        return "generate", f"--box {opts.box}: Sudoku-Extreme has 9x9 puzzles only"
-    if hub_probe():
-        return "hf", f"{HF_REPO} reachable"
-    return "generate", "Hugging Face Hub not reachable or offline mode set"
-
-
 def _check_options(opts: SudokuBuildOptions, source: str) -> None:
     if source in ("hf", "csv") and opts.box != "3x3":
         raise UserError(f"--box {opts.box}: --source {source} holds 9x9 puzzles only; use --box 3x3 or --source generate")
-    if source == "csv" and opts.csv_dir is None:
-        raise UserError("--csv-dir: required with --source csv (a folder with train.csv and test.csv)")
-    if source != "csv" and opts.csv_dir is not None:
-        raise UserError(f"--csv-dir: only used with --source csv (got --source {opts.source})")
 
 
 def _default_out(source: str, box: str) -> Path:
@@ -683,56 +618,35 @@ def build_sudoku(opts: SudokuBuildOptions, hub_probe: Callable[[], bool] | None 
     """Build the dataset described by `opts` and return its directory (written atomically: all or nothing)."""
     r, c = parse_box(opts.box)
     n = r * c
-    source, reason = _resolve_source(opts, hub_probe or hub_reachable)
+    forced = None if opts.box == "3x3" else f"--box {opts.box}: Sudoku-Extreme has 9x9 puzzles only"
+    source, reason = sources.resolve_source(opts, HF_REPO, hub_probe or sources.hub_reachable, forced)
     _check_options(opts, source)
-    if opts.out is not None:  # fail before a long download or generation
-        check_out(Path(opts.out), opts.overwrite)
-    hf_files = None
-    if source == "hf":
-        try:
-            hf_files = download_hf()
-        except UserError as e:
-            if opts.source != "auto":
-                raise
-            source, reason = "generate", f"download failed: {e}"
-    out = Path(opts.out) if opts.out is not None else _default_out(source, opts.box)
+    src = sources.open_source(opts, source, reason, HF_REPO)
+    out = Path(opts.out) if opts.out is not None else _default_out(src.name, opts.box)
     check_out(out, opts.overwrite)
-    print(f"sudoku: source {source} ({reason}), {n}x{n} boards, output {out}", flush=True)
+    print(f"sudoku: source {src.name} ({src.reason}), {n}x{n} boards, output {out}", flush=True)
 
     stats: dict[str, Any] = {}
     detail: dict[str, Any]
-    if source == "generate":
+    if src.csvs is None:
         train_size = opts.train_size or DEFAULT_GENERATED_SIZES[0]
         test_size = opts.test_size or DEFAULT_GENERATED_SIZES[1]
         gen = _generate_split(opts, r, c, train_size, test_size)
         train, test, stats = gen.train, gen.test, dict(gen.stats)
         detail = {"generator": "random full grid, clues removed while the solution stays unique (minimal puzzles)", "rating": RATING_DEFINITION}
     else:
-        if hf_files is not None:
-            train_csv, test_csv, revision = hf_files
-            detail = {"repo": HF_REPO, "revision": revision}
-        else:
-            assert opts.csv_dir is not None
-            train_csv, test_csv = Path(opts.csv_dir) / "train.csv", Path(opts.csv_dir) / "test.csv"
-            detail = {"csv_dir": str(opts.csv_dir)}
-        train, test = read_sudoku_csv(train_csv), read_sudoku_csv(test_csv)
+        detail = src.detail
+        train, test = read_sudoku_csv(src.csvs[0]), read_sudoku_csv(src.csvs[1])
         stats["rows_read"] = {"train": len(train), "test": len(test)}
         if opts.min_difficulty is not None:
             train = train.take(np.flatnonzero(train.ratings >= opts.min_difficulty))
             test = test.take(np.flatnonzero(test.ratings >= opts.min_difficulty))
         stats["rows_after_min_difficulty"] = {"train": len(train), "test": len(test)}
-        train = sample_rows(train, opts.train_size, np.random.default_rng([opts.seed, _STREAM_SIZE, 0]))
-        test = sample_rows(test, opts.test_size, np.random.default_rng([opts.seed, _STREAM_SIZE, 1]))
+        train, test = sources.sample_splits(train, test, opts)
         # The published split is kept as is; report exact repeats of a test puzzle in train (equivalents not checked).
         stats["test_puzzles_also_in_train"] = int(np.isin(_row_hashes(test.puzzles), _row_hashes(train.puzzles)).sum())
-    if opts.subsample_size is not None and opts.subsample_size < len(train):
-        # the original's train-only subsample (random order), but seeded
-        rng = np.random.default_rng([opts.seed, _STREAM_SUBSAMPLE])
-        train = train.take(rng.choice(len(train), size=opts.subsample_size, replace=False))
-    for split, rows in (("train", train), ("test", test)):
-        if len(rows) == 0:
-            why = f"--min-difficulty {opts.min_difficulty}" if opts.min_difficulty is not None else f"{split}.csv"
-            raise UserError(f"{why}: no {split} puzzles left to build from")
+    why_empty = f"--min-difficulty {opts.min_difficulty}" if opts.min_difficulty is not None else None
+    train = sources.subsample_train(train, test, opts, why_empty, "puzzles")
 
     train_inputs, train_labels = _examples(train, r, c, opts.num_aug, np.random.default_rng([opts.seed, _STREAM_AUGMENT]), "augmenting train")
     test_inputs, test_labels = _examples(test, r, c, 0, np.random.default_rng(0), "")
@@ -740,13 +654,7 @@ def build_sudoku(opts: SudokuBuildOptions, hub_probe: Callable[[], bool] | None 
 
     def record(split: str, rows: SudokuRows, examples: int) -> dict[str, Any]:
         return {
-            "name": "sudoku",
-            "version": BUILDER_VERSION,
-            "split": split,
-            "source": source,
-            "source_detail": detail,
-            "options": options,
-            "seed": opts.seed,
+            **record_head("sudoku", BUILDER_VERSION, split, src.name, detail, options, opts.seed),
             "box": opts.box,
             "grid_size": n,
             "counts": {
@@ -759,12 +667,10 @@ def build_sudoku(opts: SudokuBuildOptions, hub_probe: Callable[[], bool] | None 
             "difficulty": _difficulty(rows.ratings),
         }
 
-    with atomic_directory(out, overwrite=opts.overwrite) as tmp:
-        os.chmod(tmp, 0o755)  # mkdtemp makes 0700; a dataset is meant to be shared
-        write_grid_split(tmp / "train", train_inputs, train_labels, len(train), n + 2, record("train", train, train_inputs.shape[0]))
-        write_grid_split(tmp / "test", test_inputs, test_labels, len(test), n + 2, record("test", test, test_inputs.shape[0]))
-        write_identifiers(tmp, ["<blank>"])
-    return out
+    return write_grid_dataset(out, opts.overwrite, vocab_size(n), {
+        "train": (train_inputs, train_labels, len(train), record("train", train, train_inputs.shape[0])),
+        "test": (test_inputs, test_labels, len(test), record("test", test, test_inputs.shape[0])),
+    })
 
 
 def summary(out: Path) -> str:

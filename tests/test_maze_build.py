@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from datasets_build import common, sources
 from datasets_build import maze as M
 from hrm_reason.tasks.dihedral import inverse_dihedral_transform
 from hrm_reason.data import load_split
@@ -220,7 +221,7 @@ def test_interrupted_build_leaves_nothing(tmp_path: Path, monkeypatch: pytest.Mo
     def boom(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(M, "write_identifiers", boom)  # after both splits were written into the temp dir
+    monkeypatch.setattr(common, "write_identifiers", boom)  # after both splits were written into the temp dir
     with pytest.raises(KeyboardInterrupt):
         build(tmp_path, train_size=3, test_size=2)
     assert list(tmp_path.iterdir()) == []
@@ -278,22 +279,22 @@ def test_csv_source_builds(tmp_path: Path, real_rows: list) -> None:
 def test_auto_uses_the_hub_through_an_injected_download(tmp_path: Path, real_rows: list, monkeypatch: pytest.MonkeyPatch) -> None:
     write_csv(tmp_path / "csv" / "train.csv", real_rows[:6])
     write_csv(tmp_path / "csv" / "test.csv", real_rows[6:])
-    monkeypatch.setattr(M, "download_hf", lambda: (tmp_path / "csv" / "train.csv", tmp_path / "csv" / "test.csv", "abc123"))
+    monkeypatch.setattr(sources, "download_csvs", lambda repo: (tmp_path / "csv" / "train.csv", tmp_path / "csv" / "test.csv", "abc123"))
     out = M.build_maze(M.MazeBuildOptions(out=tmp_path / "hf", source="auto", test_size=1), hub_probe=lambda: True)
     b = builder(out, "test")
     assert b["source"] == "hf" and b["source_detail"] == {"repo": M.HF_REPO, "revision": "abc123"} and b["counts"]["mazes"] == 1
 
 
 def test_auto_falls_back_to_generate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def fail() -> None:
+    def fail(repo: str) -> None:
         raise UserError("--source hf: could not download (offline)")
 
-    monkeypatch.setattr(M, "download_hf", fail)
+    monkeypatch.setattr(sources, "download_csvs", fail)
     out = M.build_maze(M.MazeBuildOptions(out=tmp_path / "fb", size=None, train_size=2, test_size=1), hub_probe=lambda: True)
     assert builder(out, "train")["source"] == "generate" and builder(out, "train")["grid_size"] == 30
     with pytest.raises(UserError, match="could not download"):  # an explicit --source hf does not fall back
         M.build_maze(M.MazeBuildOptions(out=tmp_path / "hf", source="hf"), hub_probe=lambda: True)
-    assert M.hub_reachable() is False  # HRM_OFFLINE is set by the fixture: no socket is opened
+    assert sources.hub_reachable() is False  # HRM_OFFLINE is set by the fixture: no socket is opened
     out = M.build_maze(M.MazeBuildOptions(out=tmp_path / "auto", size=9, train_size=2, test_size=1))
     assert builder(out, "train")["source"] == "generate"
 

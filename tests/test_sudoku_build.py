@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from datasets_build import common, sources
 from datasets_build import sudoku as S
 from hrm_reason.data import PuzzleDatasetMetadata
 from hrm_reason.errors import UserError
@@ -344,7 +345,7 @@ def test_interrupted_build_leaves_nothing(tmp_path: Path, monkeypatch: pytest.Mo
     def boom(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(S, "write_identifiers", boom)  # after both splits were written into the temp dir
+    monkeypatch.setattr(common, "write_identifiers", boom)  # after both splits were written into the temp dir
     with pytest.raises(KeyboardInterrupt):
         build(tmp_path, box="2x2", train_size=5, test_size=5)
     assert list(tmp_path.iterdir()) == []
@@ -401,17 +402,17 @@ def test_csv_source_builds(tmp_path: Path, real_rows: list) -> None:
 def test_auto_with_csv_dir_and_hf_source_via_injected_download(tmp_path: Path, real_rows: list, monkeypatch: pytest.MonkeyPatch) -> None:
     write_csv(tmp_path / "csv" / "train.csv", real_rows[:6])
     write_csv(tmp_path / "csv" / "test.csv", real_rows[6:])
-    monkeypatch.setattr(S, "download_hf", lambda: (tmp_path / "csv" / "train.csv", tmp_path / "csv" / "test.csv", "abc123"))
+    monkeypatch.setattr(sources, "download_csvs", lambda repo: (tmp_path / "csv" / "train.csv", tmp_path / "csv" / "test.csv", "abc123"))
     out = S.build_sudoku(S.SudokuBuildOptions(out=tmp_path / "hf", source="auto", test_size=1), hub_probe=lambda: True)
     b = json.loads((out / "test" / "dataset.json").read_text())["builder"]
     assert b["source"] == "hf" and b["source_detail"] == {"repo": S.HF_REPO, "revision": "abc123"} and b["counts"]["originals"] == 1
 
 
 def test_auto_falls_back_to_generate_when_download_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def fail() -> None:
+    def fail(repo: str) -> None:
         raise UserError("--source hf: could not download (offline)")
 
-    monkeypatch.setattr(S, "download_hf", fail)
+    monkeypatch.setattr(sources, "download_csvs", fail)
     out = S.build_sudoku(S.SudokuBuildOptions(out=tmp_path / "fb", train_size=3, test_size=2), hub_probe=lambda: True)
     assert json.loads((out / "train" / "dataset.json").read_text())["builder"]["source"] == "generate"
     with pytest.raises(UserError, match="could not download"):  # an explicit --source hf does not fall back
@@ -419,7 +420,7 @@ def test_auto_falls_back_to_generate_when_download_fails(tmp_path: Path, monkeyp
 
 
 def test_auto_offline_generates(tmp_path: Path) -> None:
-    assert S.hub_reachable() is False  # HRM_OFFLINE is set by the fixture: no socket is opened
+    assert sources.hub_reachable() is False  # HRM_OFFLINE is set by the fixture: no socket is opened
     out = S.build_sudoku(S.SudokuBuildOptions(out=tmp_path / "auto", train_size=4, test_size=2))
     assert json.loads((out / "train" / "dataset.json").read_text())["builder"]["source"] == "generate"
 
