@@ -17,10 +17,10 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from hrm_reason.config import validation_message
 from hrm_reason.errors import UserError
+from hrm_reason.jsonfile import read_json_model
 from hrm_reason.losses import IGNORE_LABEL_ID
 
 Batch = dict[str, torch.Tensor]
@@ -76,6 +76,8 @@ class PuzzleSet:
 
 @dataclass
 class PuzzleSplit:
+    """One split of a puzzle dataset: its folder, its dataset.json and the arrays of each set."""
+
     path: Path
     metadata: PuzzleDatasetMetadata
     sets: dict[str, PuzzleSet]
@@ -92,14 +94,7 @@ def load_split(data_dir: str | Path, split: str) -> PuzzleSplit:
     if not data_dir.is_dir():
         raise UserError(f"dataset directory {data_dir} does not exist (build one with: hrm build-data sudoku --out {data_dir} ...)")
     meta_path = split_dir / "dataset.json"
-    if not meta_path.is_file():
-        raise UserError(f"{meta_path} not found: expected a dataset in the HRM layout <dir>/{{train,test}}/dataset.json")
-    try:
-        metadata = PuzzleDatasetMetadata.model_validate(json.loads(meta_path.read_text()))
-    except json.JSONDecodeError as e:
-        raise UserError(f"{meta_path}: not valid JSON ({e.msg} at line {e.lineno})") from None
-    except ValidationError as e:
-        raise UserError(validation_message(e, str(meta_path))) from None
+    metadata = read_json_model(meta_path, PuzzleDatasetMetadata, "expected a dataset in the HRM layout <dir>/{train,test}/dataset.json")
 
     sets: dict[str, PuzzleSet] = {}
     for set_name in metadata.sets:

@@ -15,7 +15,6 @@ overlap by one token, so every token but the first is predicted exactly once.
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -24,10 +23,10 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from hrm_reason.config import validation_message
 from hrm_reason.errors import UserError
+from hrm_reason.jsonfile import read_json_model
 
 DATASET_FILE = "dataset.json"
 HF_TOKENIZER_FILE = "tokenizer.json"
@@ -174,30 +173,27 @@ class TokenStream:
 
 @dataclass
 class TextDataset:
+    """A text dataset as read: its folder, its dataset.json and one token stream per split."""
+
     path: Path
     metadata: TextDatasetMetadata
     splits: dict[str, TokenStream]
+
+    def tokenizer(self) -> Tokenizer:
+        return tokenizer_from_record(self.metadata.tokenizer, self.path)
 
     @property
     def vocab_size(self) -> int:
         return self.metadata.vocab_size
 
-    def tokenizer(self) -> Tokenizer:
-        return tokenizer_from_record(self.metadata.tokenizer, self.path)
-
 
 def load_text_dataset(path: str | Path) -> TextDataset:
     """Read and check a text dataset; every inconsistency is a one-line UserError naming the file."""
     path = Path(path)
-    meta_path = path / DATASET_FILE
     if not path.is_dir():
         raise UserError(f"dataset directory {path} does not exist (build one with: hrm build-data text --input stdlib --out {path})")
-    if not meta_path.is_file():
-        raise UserError(f"{meta_path} not found: expected a text dataset written by hrm build-data text")
-    try:
-        meta = TextDatasetMetadata.model_validate_json(meta_path.read_text())
-    except ValidationError as e:
-        raise UserError(validation_message(e, str(meta_path))) from None
+    meta_path = path / DATASET_FILE
+    meta = read_json_model(meta_path, TextDatasetMetadata, "expected a text dataset written by hrm build-data text")
     splits = {}
     for name in SPLITS:
         if name not in meta.splits:

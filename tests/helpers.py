@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import shutil
 from collections import deque
@@ -95,3 +96,12 @@ def rewind(run: Path, to: Path, step: int) -> Path:
             shutil.rmtree(ckpt)
     (to / "checkpoints" / "latest").write_text(f"step_{step}")
     return to
+
+
+def write_csv_file(path: Path, header: list[str], rows: list) -> None:
+    """A CSV file in the published Sudoku/maze layout: a header row, then the rows."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerows(rows)

@@ -7,7 +7,6 @@ builder's helpers.
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import subprocess
@@ -18,12 +17,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from datasets_build import common, sources
 from datasets_build import maze as M
-from hrm_reason.tasks.dihedral import inverse_dihedral_transform
+from datasets_build import sources
 from hrm_reason.data import load_split
 from hrm_reason.errors import UserError
-from tests.helpers import ref_distances
+from hrm_reason.tasks.dihedral import inverse_dihedral_transform
+from tests.helpers import ref_distances, write_csv_file
 
 REPO = Path(__file__).resolve().parents[1]
 WALL, OPEN, START, GOAL, PATH = 1, 2, 3, 4, 5
@@ -210,23 +209,6 @@ def test_rebuild_is_byte_identical_and_seed_matters(tmp_path: Path) -> None:
     assert (a / "test/all__inputs.npy").read_bytes() == (d / "test/all__inputs.npy").read_bytes()
 
 
-def test_parallel_generation_gives_the_same_bytes(tmp_path: Path) -> None:
-    kw = {"size": 9, "train_size": 12, "test_size": 4, "seed": 8}
-    a, b = build(tmp_path, "serial", workers=1, **kw), build(tmp_path, "parallel", workers=2, **kw)
-    for rel in ("train/all__inputs.npy", "test/all__labels.npy", "train/dataset.json", "test/dataset.json"):
-        assert (a / rel).read_bytes() == (b / rel).read_bytes()
-
-
-def test_interrupted_build_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def boom(*args, **kwargs):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(common, "write_identifiers", boom)  # after both splits were written into the temp dir
-    with pytest.raises(KeyboardInterrupt):
-        build(tmp_path, train_size=3, test_size=2)
-    assert list(tmp_path.iterdir()) == []
-
-
 def test_existing_output_needs_overwrite(tmp_path: Path) -> None:
     out = build(tmp_path, train_size=3, test_size=2)
     with pytest.raises(UserError, match="--overwrite"):
@@ -243,11 +225,7 @@ def to_text(tokens: np.ndarray) -> str:
 
 
 def write_csv(path: Path, rows: list[tuple[str, str, str, str]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["source", "question", "answer", "rating"])
-        w.writerows(rows)
+    write_csv_file(path, ["source", "question", "answer", "rating"], rows)
 
 
 @pytest.fixture(scope="module")

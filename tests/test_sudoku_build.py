@@ -6,7 +6,6 @@ an inverse of each augmentation), not the builder's own helpers.
 
 from __future__ import annotations
 
-import csv
 import itertools
 import json
 import os
@@ -17,10 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from datasets_build import common, sources
+from datasets_build import sources
 from datasets_build import sudoku as S
 from hrm_reason.data import PuzzleDatasetMetadata
 from hrm_reason.errors import UserError
+from tests.helpers import write_csv_file
 
 REPO = Path(__file__).resolve().parents[1]
 BOXES = [(2, 2), (2, 3), (3, 3)]
@@ -334,23 +334,6 @@ def test_rebuild_is_byte_identical_and_seed_matters(tmp_path: Path) -> None:
     assert (a / "test/all__inputs.npy").read_bytes() != (c / "test/all__inputs.npy").read_bytes()
 
 
-def test_parallel_generation_gives_the_same_bytes(tmp_path: Path) -> None:
-    kw = dict(box="2x3", train_size=30, test_size=10, seed=8)
-    a, b = build(tmp_path, "serial", workers=1, **kw), build(tmp_path, "parallel", workers=2, **kw)
-    for rel in ("train/all__inputs.npy", "test/all__labels.npy", "train/dataset.json", "test/dataset.json"):
-        assert (a / rel).read_bytes() == (b / rel).read_bytes()
-
-
-def test_interrupted_build_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def boom(*args, **kwargs):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(common, "write_identifiers", boom)  # after both splits were written into the temp dir
-    with pytest.raises(KeyboardInterrupt):
-        build(tmp_path, box="2x2", train_size=5, test_size=5)
-    assert list(tmp_path.iterdir()) == []
-
-
 def test_existing_output_needs_overwrite(tmp_path: Path) -> None:
     out = build(tmp_path, box="2x2", train_size=5, test_size=5)
     with pytest.raises(UserError, match="--overwrite"):
@@ -363,11 +346,7 @@ def test_existing_output_needs_overwrite(tmp_path: Path) -> None:
 
 
 def write_csv(path: Path, rows: list[tuple[str, str, str, str]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["source", "q", "a", "rating"])
-        w.writerows(rows)
+    write_csv_file(path, ["source", "q", "a", "rating"], rows)
 
 
 @pytest.fixture(scope="module")

@@ -32,6 +32,7 @@ import torch
 
 from hrm_reason.data import PuzzleSplit
 from hrm_reason.errors import UserError
+from hrm_reason.jsonfile import read_json
 from hrm_reason.tasks.dihedral import SWAPS_AXES, dihedral_transform, inverse_dihedral_transform
 
 MAX_SIZE = 30  # the ARC format: grids of 1x1 up to 30x30
@@ -173,12 +174,7 @@ class ArcTestSet:
         if list(split.sets) != ["all"]:
             raise UserError(f"{where}: expected the one set 'all', found {list(split.sets)}")
         ids_path = split.path.parent / "identifiers.json"
-        try:
-            names = json.loads(ids_path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise UserError(f"{ids_path} not found: ARC voting reads the augmentation of each puzzle from it") from None
-        except json.JSONDecodeError as e:
-            raise UserError(f"{ids_path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+        names = read_json(ids_path, "ARC voting reads the augmentation of each puzzle from it")
         s, size, tasks = split.sets["all"], int(builder["grid_size"]), list(builder["tasks"])
         if len(tasks) != s.group_indices.size - 1:
             raise UserError(f"{where}: builder.tasks lists {len(tasks)} tasks but the split has {s.group_indices.size - 1} groups")
