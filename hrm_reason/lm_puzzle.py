@@ -8,7 +8,7 @@ Sequence layout (one example; L = the dataset's seq_len, V = its vocab_size, pos
     token_type   1                   1          0
     labels       -100                -100       solution tokens; -100 where the label is the ignore_label_id
 
-The prefix (puzzle + SEP) is one bidirectional block (lm_variants.md B.3, B.7); labels are unshifted, so the logits
+The prefix (puzzle + SEP) is one bidirectional block (docs/training.md, "PrefixLM on puzzles"); labels are unshifted, so the logits
 at SEP predict solution cell 0 and those at cell j (position L+1+j) predict cell j+1; the last cell is fed but predicts
 nothing. Greedy decoding prefills the prefix with its token types and then adds cells causally (cached or recomputed). The vocabulary is the puzzle's V ids, unchanged, plus SEP: predictions map back to grids without a table.
 Every example has the same length 2L + 1, so no padding and no end-of-sequence token are needed: greedy decoding runs
