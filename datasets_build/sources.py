@@ -61,14 +61,17 @@ class Source:
 
 
 def hub_reachable(timeout: float = 3.0) -> bool:
-    """Can the Hugging Face Hub be reached? False at once when HRM_OFFLINE or HF_HUB_OFFLINE is set (tests, air gaps)."""
+    """Can the Hugging Face Hub be reached? False at once when HRM_OFFLINE or HF_HUB_OFFLINE is set (tests, air
+    gaps)."""
     if any(os.environ.get(k, "").strip().lower() not in ("", "0", "false", "no") for k in OFFLINE_ENV):
         return False
     from huggingface_hub import constants
 
     url = urlparse(constants.ENDPOINT)
     try:
-        with socket.create_connection((url.hostname or "huggingface.co", url.port or (443 if url.scheme == "https" else 80)), timeout=timeout):
+        with socket.create_connection(
+            (url.hostname or "huggingface.co", url.port or (443 if url.scheme == "https" else 80)), timeout=timeout
+        ):
             return True
     except OSError:
         return False
@@ -79,14 +82,21 @@ def download_csvs(repo: str) -> tuple[Path, Path, str]:
     from huggingface_hub import hf_hub_download
 
     try:
-        paths = [Path(hf_hub_download(repo, name, repo_type="dataset", etag_timeout=10)) for name in ("train.csv", "test.csv")]
+        paths = [
+            Path(hf_hub_download(repo, name, repo_type="dataset", etag_timeout=10))
+            for name in ("train.csv", "test.csv")
+        ]
     except Exception as e:  # noqa: BLE001 -- network, auth, disk: all mean "this source is unavailable"
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UserError(f"--source hf: could not download {repo} ({msg}); use --source csv --csv-dir DIR or --source generate") from None
+        raise UserError(
+            f"--source hf: could not download {repo} ({msg}); use --source csv --csv-dir DIR or --source generate"
+        ) from None
     return paths[0], paths[1], paths[0].parent.name
 
 
-def resolve_source(opts: SourceOptions, repo: str, hub_probe: Callable[[], bool], generate_because: str | None) -> tuple[str, str]:
+def resolve_source(
+    opts: SourceOptions, repo: str, hub_probe: Callable[[], bool], generate_because: str | None
+) -> tuple[str, str]:
     """(source, reason). `generate_because`: why `auto` must generate even when the hub is reachable, or None."""
     if opts.source != "auto":
         return opts.source, "requested"
@@ -110,7 +120,12 @@ def open_source(opts: SourceOptions, source: str, reason: str, repo: str) -> Sou
         check_out(Path(opts.out), opts.overwrite)
     if source == "csv":
         assert opts.csv_dir is not None
-        return Source(source, reason, (Path(opts.csv_dir) / "train.csv", Path(opts.csv_dir) / "test.csv"), {"csv_dir": str(opts.csv_dir)})
+        return Source(
+            source,
+            reason,
+            (Path(opts.csv_dir) / "train.csv", Path(opts.csv_dir) / "test.csv"),
+            {"csv_dir": str(opts.csv_dir)},
+        )
     if source == "hf":
         try:
             train_csv, test_csv, revision = download_csvs(repo)

@@ -1,4 +1,5 @@
-"""Sudoku benchmark builder: Sudoku-Extreme (Hugging Face or local CSV) or built-in generated puzzles, in the HRM format.
+"""Sudoku benchmark builder: Sudoku-Extreme (Hugging Face or local CSV) or built-in generated puzzles, in the HRM
+format.
 
 What it adds over the original `dataset/build_sudoku_dataset.py` (docs/data.md, "Sudoku"), keeping its output format:
 - every draw comes from a seeded `np.random.Generator`, so the same options and seed give the same bytes;
@@ -29,8 +30,8 @@ import numpy as np
 from pydantic import Field
 from tqdm import tqdm
 
-from datasets_build.common import check_out, record_head, write_grid_dataset
 from datasets_build import sources
+from datasets_build.common import check_out, record_head, write_grid_dataset
 from datasets_build.sources import SourceBuildOptions
 from hrm_reason.errors import UserError
 from hrm_reason.tasks.sudoku import (
@@ -63,7 +64,10 @@ _STREAM_GENERATE, _STREAM_SPLIT, _STREAM_AUGMENT = 1, 2, 4
 class SudokuBuildOptions(SourceBuildOptions):
     """Everything that decides the dataset; `out`, `overwrite` and `workers` do not change its bytes."""
 
-    out: Path | None = Field(None, description="output directory; default data/sudoku-extreme-full (hf), data/sudoku-csv, data/sudoku-gen-NxN")
+    out: Path | None = Field(
+        None,
+        description="output directory; default data/sudoku-extreme-full (hf), data/sudoku-csv, data/sudoku-gen-NxN",
+    )
     num_aug: int = Field(0, ge=0)
     min_difficulty: int | None = Field(None, ge=0)
     seed: int = Field(0, ge=0)
@@ -177,7 +181,9 @@ def _search_ordered(cand: list[int], geo: Geometry, order: list[list[int]]) -> l
     return None
 
 
-def _candidates(values: list[int], geo: Geometry, skip: int = -1, exclude: int = 0) -> tuple[list[int], list[int]] | None:
+def _candidates(
+    values: list[int], geo: Geometry, skip: int = -1, exclude: int = 0
+) -> tuple[list[int], list[int]] | None:
     """Candidates left by the givens (cell `skip` treated as blank, minus digit `exclude` there), and the cells that
     became singles; None if the givens already clash. Unit masks instead of peer-by-peer elimination: ~10x cheaper."""
     used = []
@@ -424,25 +430,35 @@ def _check_answers(path: Path, puzzles: np.ndarray, solutions: np.ndarray, lines
             where = f"{path} line {lines[start + i]}: answer does not solve the puzzle"
             if bad_given[i]:
                 j = int(np.flatnonzero((q[i] != 0) & (q[i] != a[i]))[0])
-                raise UserError(f"{where} (row {j // geo.n + 1} column {j % geo.n + 1}: given {q[i, j]}, answer {a[i, j]})")
+                raise UserError(
+                    f"{where} (row {j // geo.n + 1} column {j % geo.n + 1}: given {q[i, j]}, answer {a[i, j]})"
+                )
             raise UserError(f"{where} ({unit_error(a[i], geo)})")
 
 
 # -------------------------------------------------------------------------------------------------------- generation
 
 
-def _attempt_chunk(seed: int, r: int, c: int, start: int, count: int, min_difficulty: int | None) -> list[tuple[GeneratedPuzzle, bytes | None]]:
+def _attempt_chunk(
+    seed: int, r: int, c: int, start: int, count: int, min_difficulty: int | None
+) -> list[tuple[GeneratedPuzzle, bytes | None]]:
     """Attempts start..start+count-1. Attempt i is a pure function of (seed, i), so parallel and serial runs agree
     byte for byte. The canonical key is computed only for puzzles that pass --min-difficulty."""
     out = []
     for attempt in range(start, start + count):
         g = generate_puzzle(np.random.default_rng([seed, _STREAM_GENERATE, attempt]), r, c)
-        key = None if min_difficulty is not None and g.rating < min_difficulty else canonical_key(g.puzzle, g.solution, r, c)
+        key = (
+            None
+            if min_difficulty is not None and g.rating < min_difficulty
+            else canonical_key(g.puzzle, g.solution, r, c)
+        )
         out.append((g, key))
     return out
 
 
-def _attempts(seed: int, r: int, c: int, min_difficulty: int | None, workers: int) -> Iterator[tuple[GeneratedPuzzle, bytes | None]]:
+def _attempts(
+    seed: int, r: int, c: int, min_difficulty: int | None, workers: int
+) -> Iterator[tuple[GeneratedPuzzle, bytes | None]]:
     """Results of attempts 0, 1, 2, ... in order; with workers > 1 a few chunks run ahead in worker processes.
     If worker processes cannot run (e.g. a __main__ read from stdin cannot be re-imported) it carries on serially."""
     start = 0
@@ -517,7 +533,9 @@ def _generate_split(opts: SudokuBuildOptions, r: int, c: int, train_size: int, t
             if all(len(rows[s]) >= sizes[s] for s in sizes):
                 break
             attempts = stats["attempts"]
-            if attempts >= max_attempts or (attempts >= 2000 and attempts % 500 == 0 and not _on_course(attempts, max_attempts, rows, needed)):
+            if attempts >= max_attempts or (
+                attempts >= 2000 and attempts % 500 == 0 and not _on_course(attempts, max_attempts, rows, needed)
+            ):
                 raise _generation_error(opts, n, stats, rows, sizes, len(owner))
     finally:
         gen.close()
@@ -540,7 +558,9 @@ def _on_course(attempts: int, max_attempts: int, rows: dict[str, list], needed: 
     return placed > 0 and placed / attempts * (max_attempts - attempts) >= needed - placed
 
 
-def _generation_error(opts: SudokuBuildOptions, n: int, stats: dict[str, int], rows: dict, sizes: dict, n_classes: int) -> UserError:
+def _generation_error(
+    opts: SudokuBuildOptions, n: int, stats: dict[str, int], rows: dict, sizes: dict, n_classes: int
+) -> UserError:
     got = {s: len(rows[s]) for s in rows}
     if opts.min_difficulty is not None and stats["below_min_difficulty"] > stats["attempts"] // 2:
         kept = stats["attempts"] - stats["below_min_difficulty"]
@@ -560,7 +580,9 @@ def _generation_error(opts: SudokuBuildOptions, n: int, stats: dict[str, int], r
 
 def _check_options(opts: SudokuBuildOptions, source: str) -> None:
     if source in ("hf", "csv") and opts.box != "3x3":
-        raise UserError(f"--box {opts.box}: --source {source} holds 9x9 puzzles only; use --box 3x3 or --source generate")
+        raise UserError(
+            f"--box {opts.box}: --source {source} holds 9x9 puzzles only; use --box 3x3 or --source generate"
+        )
 
 
 def _default_out(source: str, box: str) -> Path:
@@ -581,7 +603,8 @@ def _difficulty(ratings: np.ndarray) -> dict[str, Any]:
 
 
 def _row_hashes(grids: np.ndarray) -> np.ndarray:
-    """64-bit hash per row (fixed weights, wrap-around arithmetic): cheap exact-duplicate detection for millions of rows."""
+    """64-bit hash per row (fixed weights, wrap-around arithmetic): cheap exact-duplicate detection for millions of
+    rows."""
     weights = np.random.default_rng(0x5D0C).integers(1, 2**63, size=grids.shape[1], dtype=np.uint64) | np.uint64(1)
     out = np.zeros(grids.shape[0], dtype=np.uint64)
     for j in range(grids.shape[1]):
@@ -589,7 +612,9 @@ def _row_hashes(grids: np.ndarray) -> np.ndarray:
     return out
 
 
-def _examples(rows: SudokuRows, r: int, c: int, num_aug: int, rng: np.random.Generator, desc: str) -> tuple[np.ndarray, np.ndarray]:
+def _examples(
+    rows: SudokuRows, r: int, c: int, num_aug: int, rng: np.random.Generator, desc: str
+) -> tuple[np.ndarray, np.ndarray]:
     """Tokens of each original followed by its num_aug augmented copies (the original's layout)."""
     n = r * c
     per = 1 + num_aug
@@ -633,7 +658,10 @@ def build_sudoku(opts: SudokuBuildOptions, hub_probe: Callable[[], bool] | None 
         test_size = opts.test_size or DEFAULT_GENERATED_SIZES[1]
         gen = _generate_split(opts, r, c, train_size, test_size)
         train, test, stats = gen.train, gen.test, dict(gen.stats)
-        detail = {"generator": "random full grid, clues removed while the solution stays unique (minimal puzzles)", "rating": RATING_DEFINITION}
+        detail = {
+            "generator": "random full grid, clues removed while the solution stays unique (minimal puzzles)",
+            "rating": RATING_DEFINITION,
+        }
     else:
         detail = src.detail
         train, test = read_sudoku_csv(src.csvs[0]), read_sudoku_csv(src.csvs[1])
@@ -648,7 +676,9 @@ def build_sudoku(opts: SudokuBuildOptions, hub_probe: Callable[[], bool] | None 
     why_empty = f"--min-difficulty {opts.min_difficulty}" if opts.min_difficulty is not None else None
     train = sources.subsample_train(train, test, opts, why_empty, "puzzles")
 
-    train_inputs, train_labels = _examples(train, r, c, opts.num_aug, np.random.default_rng([opts.seed, _STREAM_AUGMENT]), "augmenting train")
+    train_inputs, train_labels = _examples(
+        train, r, c, opts.num_aug, np.random.default_rng([opts.seed, _STREAM_AUGMENT]), "augmenting train"
+    )
     test_inputs, test_labels = _examples(test, r, c, 0, np.random.default_rng(0), "")
     options = opts.model_dump(mode="json", exclude={"out", "overwrite", "workers"})
 
@@ -667,10 +697,15 @@ def build_sudoku(opts: SudokuBuildOptions, hub_probe: Callable[[], bool] | None 
             "difficulty": _difficulty(rows.ratings),
         }
 
-    return write_grid_dataset(out, opts.overwrite, vocab_size(n), {
-        "train": (train_inputs, train_labels, len(train), record("train", train, train_inputs.shape[0])),
-        "test": (test_inputs, test_labels, len(test), record("test", test, test_inputs.shape[0])),
-    })
+    return write_grid_dataset(
+        out,
+        opts.overwrite,
+        vocab_size(n),
+        {
+            "train": (train_inputs, train_labels, len(train), record("train", train, train_inputs.shape[0])),
+            "test": (test_inputs, test_labels, len(test), record("test", test, test_inputs.shape[0])),
+        },
+    )
 
 
 def summary(out: Path) -> str:

@@ -31,7 +31,11 @@ def build_maze(out: Path, **kw: Any) -> Path:
 
 # builder, options of a generation run, options of a small run
 BUILDERS: dict[str, tuple[Callable[..., Path], dict[str, Any], dict[str, Any]]] = {
-    "sudoku": (build_sudoku, {"box": "2x3", "train_size": 30, "test_size": 10, "seed": 8}, {"box": "2x2", "train_size": 5, "test_size": 5}),
+    "sudoku": (
+        build_sudoku,
+        {"box": "2x3", "train_size": 30, "test_size": 10, "seed": 8},
+        {"box": "2x2", "train_size": 5, "test_size": 5},
+    ),
     "maze": (build_maze, {"train_size": 12, "test_size": 4, "seed": 8}, {"train_size": 3, "test_size": 2}),
 }
 

@@ -1,4 +1,5 @@
-"""The task formats (hrm_reason/tasks/): one direction between the packages, and every augmentation undone by its inverse.
+"""The task formats (hrm_reason/tasks/): one direction between the packages, and every augmentation undone by its
+inverse.
 
 The per-task tests use only the task modules (no builder, no dataset on disk), so they run in well under a second.
 """
@@ -42,7 +43,9 @@ def test_no_module_of_hrm_reason_imports_datasets_build() -> None:
 def test_the_scan_finds_an_import_of_datasets_build(tmp_path: Path) -> None:
     """The check above can fail: both import spellings, also inside a function, are seen."""
     module = tmp_path / "m.py"
-    module.write_text("import os\n\ndef f():\n    from datasets_build.arc import build_arc\n    import datasets_build.maze\n")
+    module.write_text(
+        "import os\n\ndef f():\n    from datasets_build.arc import build_arc\n    import datasets_build.maze\n"
+    )
     assert _imported_modules(module) == ["os", "datasets_build.arc", "datasets_build.maze"]
 
 

@@ -82,7 +82,9 @@ def grid_from_key(key: bytes) -> np.ndarray:
 
 
 def encode_pairs(
-    pairs: Sequence[tuple[np.ndarray, np.ndarray]], plan: Sequence[tuple[int, np.ndarray]], size: int,
+    pairs: Sequence[tuple[np.ndarray, np.ndarray]],
+    plan: Sequence[tuple[int, np.ndarray]],
+    size: int,
     rng: np.random.Generator | None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Tokens of every (variant, pair): [len(plan) * len(pairs), size*size] inputs and labels, variant-major.
@@ -96,7 +98,9 @@ def encode_pairs(
     ts = np.array([t for t, _ in plan])
     colours = np.stack([c for _, c in plan])
     swapped = np.isin(ts, SWAPS_AXES)  # transforms that exchange height and width
-    heights = np.array([[max(a.shape[0], b.shape[0]) for a, b in pairs], [max(a.shape[1], b.shape[1]) for a, b in pairs]])
+    heights = np.array(
+        [[max(a.shape[0], b.shape[0]) for a, b in pairs], [max(a.shape[1], b.shape[1]) for a, b in pairs]]
+    )
     rows_needed = np.where(swapped[:, None], heights[1][None], heights[0][None])  # [A, E]
     cols_needed = np.where(swapped[:, None], heights[0][None], heights[1][None])
     if rng is not None:
@@ -153,7 +157,8 @@ def crop(tokens: np.ndarray) -> np.ndarray:
 
 @dataclass
 class ArcTestSet:
-    """What voting needs to know about an ARC test split: tasks, answers, and how to undo each identifier's augmentation."""
+    """What voting needs to know about an ARC test split: tasks, answers, and how to undo each identifier's
+    augmentation."""
 
     size: int  # canvas side
     tasks: list[dict[str, Any]]  # builder record entries, in group order
@@ -168,7 +173,9 @@ class ArcTestSet:
         builder = split.metadata.builder or {}
         where = split.path / "dataset.json"
         if builder.get("name") != "arc" or "tasks" not in builder or "grid_size" not in builder:
-            raise UserError(f"{where}: not an ARC dataset built by `hrm build-data arc` (builder.name 'arc' with a task list)")
+            raise UserError(
+                f"{where}: not an ARC dataset built by `hrm build-data arc` (builder.name 'arc' with a task list)"
+            )
         if builder.get("translation", False):
             raise UserError(f"{where}: this split is translated; voting needs grids at the top-left (the test split)")
         if list(split.sets) != ["all"]:
@@ -177,7 +184,9 @@ class ArcTestSet:
         names = read_json(ids_path, "ARC voting reads the augmentation of each puzzle from it")
         s, size, tasks = split.sets["all"], int(builder["grid_size"]), list(builder["tasks"])
         if len(tasks) != s.group_indices.size - 1:
-            raise UserError(f"{where}: builder.tasks lists {len(tasks)} tasks but the split has {s.group_indices.size - 1} groups")
+            raise UserError(
+                f"{where}: builder.tasks lists {len(tasks)} tasks but the split has {s.group_indices.size - 1} groups"
+            )
         n_ids = len(names)
         task_of = np.full(n_ids, -1, dtype=np.int64)
         transform_of = np.zeros(n_ids, dtype=np.int64)
@@ -189,7 +198,9 @@ class ArcTestSet:
                 ident = int(s.puzzle_identifiers[p])
                 name, t, colours = parse_identifier(names[ident]) if 0 < ident < n_ids else (None, 0, IDENTITY_COLOURS)
                 if name != task["name"]:
-                    raise UserError(f"{ids_path}: identifier {ident} is {names[ident] if ident < n_ids else '?'!r}, expected a variant of task {task['name']!r}")
+                    raise UserError(
+                        f"{ids_path}: identifier {ident} is {names[ident] if ident < n_ids else '?'!r}, expected a variant of task {task['name']!r}"
+                    )
                 task_of[ident], transform_of[ident], inverse_colours[ident] = g, t, np.argsort(colours)
             first = puzzles[0]
             if names[int(s.puzzle_identifiers[first])] != task["name"]:
@@ -211,7 +222,8 @@ VoteTable = dict[tuple[int, int], dict[bytes, list[float]]]  # (task, test input
 
 
 def rank_candidates(table: dict[bytes, list[float]]) -> list[tuple[bytes, int, float]]:
-    """(grid, votes, mean q), best first: most votes, then highest mean q, then grid bytes (a fixed order for full ties)."""
+    """(grid, votes, mean q), best first: most votes, then highest mean q, then grid bytes (a fixed order for full
+    ties)."""
     ranked = [(key, int(c), q / c) for key, (c, q) in table.items()]
     ranked.sort(key=lambda r: (-r[1], -r[2], r[0]))
     return ranked
@@ -229,7 +241,9 @@ def merge_votes(tables: list[VoteTable]) -> VoteTable:
     return merged
 
 
-def score(testset: ArcTestSet, votes: VoteTable, pass_ks: tuple[int, ...] = PASS_KS) -> tuple[dict[str, float], dict[str, Any], dict[str, Any]]:
+def score(
+    testset: ArcTestSet, votes: VoteTable, pass_ks: tuple[int, ...] = PASS_KS
+) -> tuple[dict[str, float], dict[str, Any], dict[str, Any]]:
     """pass@k over the tasks with known answers, per-task results and the Kaggle submission."""
     solved_counts = dict.fromkeys(pass_ks, 0)
     scored = 0
@@ -241,25 +255,37 @@ def score(testset: ArcTestSet, votes: VoteTable, pass_ks: tuple[int, ...] = PASS
             ranked = rank_candidates(votes.get((g, k), {}))
             answer = testset.answers[g][k]
             rank = next((i + 1 for i, (key, _, _) in enumerate(ranked) if key == answer), None)
-            tests.append({
-                "answer_rank": rank,
-                "votes": sum(c for _, c, _ in ranked),
-                "candidates": len(ranked),
-                "top": [{"votes": c, "mean_q": round(q, 6), "correct": key == answer if answer is not None else None}
-                        for key, c, q in ranked[:SUBMISSION_ATTEMPTS]],
-            })
+            tests.append(
+                {
+                    "answer_rank": rank,
+                    "votes": sum(c for _, c, _ in ranked),
+                    "candidates": len(ranked),
+                    "top": [
+                        {"votes": c, "mean_q": round(q, 6), "correct": key == answer if answer is not None else None}
+                        for key, c, q in ranked[:SUBMISSION_ATTEMPTS]
+                    ],
+                }
+            )
             grids = [grid_from_key(key) for key, _, _ in ranked[:SUBMISSION_ATTEMPTS]]
             grids = [g_ if g_.size else np.zeros((1, 1), dtype=np.uint8) for g_ in grids]  # an empty crop is no grid
             grids += [grids[0] if grids else np.zeros((1, 1), dtype=np.uint8)] * (SUBMISSION_ATTEMPTS - len(grids))
             attempts.append({f"attempt_{i + 1}": grid.tolist() for i, grid in enumerate(grids)})
         submission[task["name"]] = attempts
         known = task.get("answers", True)
-        solved = {str(K): known and all(t["answer_rank"] is not None and t["answer_rank"] <= K for t in tests) for K in pass_ks}
+        solved = {
+            str(K): known and all(t["answer_rank"] is not None and t["answer_rank"] <= K for t in tests)
+            for K in pass_ks
+        }
         if known:
             scored += 1
             for K in pass_ks:
                 solved_counts[K] += solved[str(K)]
-        per_task[task["name"]] = {"id": task.get("id", task["name"]), "answers_known": known, "solved": solved, "test_inputs": tests}
+        per_task[task["name"]] = {
+            "id": task.get("id", task["name"]),
+            "answers_known": known,
+            "solved": solved,
+            "test_inputs": tests,
+        }
     metrics = {f"pass@{K}": solved_counts[K] / scored if scored else 0.0 for K in pass_ks}
     return metrics, per_task, submission
 
@@ -273,8 +299,14 @@ class ArcVoting:
         self.rows = 0
         self.unmatched = 0  # rows whose input did not map back to a known test input (should stay 0)
 
-    def update(self, segment: int, preds: torch.Tensor, out: dict[str, torch.Tensor], batch: dict[str, torch.Tensor],
-               valid: torch.Tensor) -> None:
+    def update(
+        self,
+        segment: int,
+        preds: torch.Tensor,
+        out: dict[str, torch.Tensor],
+        batch: dict[str, torch.Tensor],
+        valid: torch.Tensor,
+    ) -> None:
         if segment != self.final_segment:
             return
         rows = valid.nonzero().squeeze(1)
@@ -315,8 +347,13 @@ class ArcVoting:
         metrics, per_task, submission = score(self.testset, votes, self.pass_ks)
         return {
             **metrics,
-            "arc_voting": {"tasks_scored": sum(t["answers_known"] for t in per_task.values()), "rows": rows,
-                           "unmatched_rows": unmatched, "pass_ks": list(self.pass_ks), "tasks": per_task},
+            "arc_voting": {
+                "tasks_scored": sum(t["answers_known"] for t in per_task.values()),
+                "rows": rows,
+                "unmatched_rows": unmatched,
+                "pass_ks": list(self.pass_ks),
+                "tasks": per_task,
+            },
             "arc_submission": submission,
         }
 
@@ -334,5 +371,6 @@ def require_arc_dataset(data_dir: str | Path, flag: str) -> None:
     except (OSError, json.JSONDecodeError):
         return  # the evaluation itself reports a missing or broken dataset
     if name != "arc":
-        raise UserError(f"{flag}: {meta} is not an ARC dataset (builder.name {name!r}); build one with hrm build-data arc")
-
+        raise UserError(
+            f"{flag}: {meta} is not an ARC dataset (builder.name {name!r}); build one with hrm build-data arc"
+        )

@@ -20,9 +20,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
-import numpy as np
 import torch.nn.functional as F
 
 from hrm_reason.data import PuzzleSplit
@@ -153,8 +153,14 @@ class OptimalPathAccuracy:
         self._lvl: torch.Tensor | None = None
         self._act_done: torch.Tensor | None = None
 
-    def update(self, segment: int, preds: torch.Tensor, out: dict[str, torch.Tensor], batch: dict[str, torch.Tensor],
-               valid: torch.Tensor) -> None:
+    def update(
+        self,
+        segment: int,
+        preds: torch.Tensor,
+        out: dict[str, torch.Tensor],
+        batch: dict[str, torch.Tensor],
+        valid: torch.Tensor,
+    ) -> None:
         inputs = batch["inputs"]
         if self.sums is None:
             self.sums = torch.zeros(self.mmax + 2, dtype=torch.float64, device=preds.device)
@@ -168,14 +174,20 @@ class OptimalPathAccuracy:
         ok = valid & optimal_path_correct(self._grids, preds.view(-1, self.side, self.side), self._lvl)
         self.sums[segment] += ok.sum()
         # ACT: the segment where the example halts, by the rule `evaluate` uses (q_halt > q_continue, or the last)
-        halt = valid & ~self._act_done & ((out["q_halt_logits"] > out["q_continue_logits"]) | (segment == self.mmax - 1))
+        halt = (
+            valid & ~self._act_done & ((out["q_halt_logits"] > out["q_continue_logits"]) | (segment == self.mmax - 1))
+        )
         self.sums[self.mmax] += (halt & ok).sum()
         self._act_done |= halt
 
     def result(self, world_size: int) -> dict[str, Any]:
         sums = self.sums
         if sums is None:
-            device = torch.device("cuda", torch.cuda.current_device()) if world_size > 1 and dist.get_backend() == "nccl" else torch.device("cpu")
+            device = (
+                torch.device("cuda", torch.cuda.current_device())
+                if world_size > 1 and dist.get_backend() == "nccl"
+                else torch.device("cpu")
+            )
             sums = torch.zeros(self.mmax + 2, dtype=torch.float64, device=device)
         if world_size > 1:
             sums = sums.clone()

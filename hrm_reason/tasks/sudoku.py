@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
@@ -47,13 +47,15 @@ class Geometry:
     col_perms: np.ndarray  # [r! * (c!)^r, n]: every stack permutation x column-in-stack permutation
 
 
-@lru_cache(maxsize=None)
+@cache
 def geometry(r: int, c: int) -> Geometry:
     n = r * c
     rows = [tuple(i * n + j for j in range(n)) for i in range(n)]
     cols = [tuple(i * n + j for i in range(n)) for j in range(n)]
     boxes = [
-        tuple((band * r + i) * n + stack * c + j for i in range(r) for j in range(c)) for band in range(c) for stack in range(r)
+        tuple((band * r + i) * n + stack * c + j for i in range(r) for j in range(c))
+        for band in range(c)
+        for stack in range(r)
     ]
     units = tuple(rows + cols + boxes)
     peers = []
@@ -70,10 +72,11 @@ def geometry(r: int, c: int) -> Geometry:
         dtype=np.intp,
     )
     col_perms.setflags(write=False)
-    cell_units = tuple((cell // n, n + cell % n, 2 * n + (cell // n // r) * r + (cell % n) // c) for cell in range(n * n))
+    cell_units = tuple(
+        (cell // n, n + cell % n, 2 * n + (cell // n // r) * r + (cell % n) // c) for cell in range(n * n)
+    )
     assert all(cell in units[k] for cell, ks in enumerate(cell_units) for k in ks)
     return Geometry(r, c, n, n * n, (1 << n) - 1, units, cell_units, tuple(peers), col_perms)
-
 
 
 # ------------------------------------------------------------------------------------------------------------- rules
@@ -89,16 +92,18 @@ def is_valid_solution(grid: np.ndarray, r: int, c: int) -> bool:
     return all(np.array_equal(np.sort(flat[list(u)]), want) for u in geo.units)
 
 
-
 def unit_error(grid: np.ndarray, geo: Geometry) -> str | None:
     """Name the first row/column/box that does not hold every digit once (1-based), or None if the grid is valid."""
-    names = [f"row {i + 1}" for i in range(geo.n)] + [f"column {i + 1}" for i in range(geo.n)] + [f"box {i + 1}" for i in range(geo.n)]
+    names = (
+        [f"row {i + 1}" for i in range(geo.n)]
+        + [f"column {i + 1}" for i in range(geo.n)]
+        + [f"box {i + 1}" for i in range(geo.n)]
+    )
     want = np.arange(1, geo.n + 1)
     for name, unit in zip(names, geo.units):
         if not np.array_equal(np.sort(grid[list(unit)]), want):
             return f"{name} does not hold each digit 1-{geo.n} once"
     return None
-
 
 
 def rule_violations(grid: np.ndarray, given: np.ndarray, box: tuple[int, int] | None) -> np.ndarray:
@@ -159,7 +164,6 @@ def apply_transforms(grids: np.ndarray, tf: GridTransforms) -> np.ndarray:
     g = np.where(tf.transpose[:, None, None], g.transpose(0, 2, 1), g)
     moved = g[np.arange(B)[:, None, None], tf.row_perm[:, :, None], tf.col_perm[:, None, :]]
     return np.take_along_axis(tf.digit_map, moved.reshape(B, -1).astype(np.intp), axis=1).reshape(B, n, n)
-
 
 
 def inverse_transforms(tf: GridTransforms) -> GridTransforms:

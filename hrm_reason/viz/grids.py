@@ -32,7 +32,18 @@ MAZE_COLOURS = {
 }
 
 # The standard ARC ten-colour palette (colour 0..9), as in the ARC testing interface.
-ARC_PALETTE = ["#000000", "#0074D9", "#FF4136", "#2ECC40", "#FFDC00", "#AAAAAA", "#F012BE", "#FF851B", "#7FDBFF", "#870C25"]
+ARC_PALETTE = [
+    "#000000",
+    "#0074D9",
+    "#FF4136",
+    "#2ECC40",
+    "#FFDC00",
+    "#AAAAAA",
+    "#F012BE",
+    "#FF851B",
+    "#7FDBFF",
+    "#870C25",
+]
 ARC_EOS_COLOUR = "#e9e3d6"
 
 CHANGED_COLOUR = "#ffbf00"  # amber shade: the cell changed since the previous segment
@@ -55,8 +66,10 @@ class GridSpec:
     @property
     def legend(self) -> str:
         if self.kind == "arc":
-            return ("hatched: changed since the previous segment;  white cross: differs from the answer;  "
-                    "beige: end-of-grid marker (part of the answer)")
+            return (
+                "hatched: changed since the previous segment;  white cross: differs from the answer;  "
+                "beige: end-of-grid marker (part of the answer)"
+            )
         marks = "shaded: changed since the previous segment;  red frame: differs from the answer"
         if self.kind == "sudoku":
             return f"bold: given;  {marks};  red corner: breaks a rule (repeated digit, changed given, empty cell)"
@@ -73,7 +86,9 @@ def grid_spec(metadata: PuzzleDatasetMetadata, source: str = "dataset.json") -> 
     square = side * side == seq_len
     common = {"side": side, "vocab_size": vocab, "ignore_label_id": metadata.ignore_label_id}
     if name and not square:
-        raise UserError(f"{source}: builder '{name}' with seq_len {seq_len}, which is not a square grid: cannot draw it")
+        raise UserError(
+            f"{source}: builder '{name}' with seq_len {seq_len}, which is not a square grid: cannot draw it"
+        )
     if name == "sudoku" or (not name and square and vocab == sudoku.vocab_size(side) and side in sudoku.BOX_OF_SIDE):
         return GridSpec("sudoku", box=_sudoku_box(metadata, side), **common)
     if name == "maze" or (not name and square and vocab == maze.VOCAB_SIZE and side > 9):
@@ -82,7 +97,9 @@ def grid_spec(metadata: PuzzleDatasetMetadata, source: str = "dataset.json") -> 
         return GridSpec("arc", **common)
     if square:
         return GridSpec("tokens", **common)
-    raise UserError(f"{source}: seq_len {seq_len} is not a square grid and the dataset has no known builder name: cannot draw it")
+    raise UserError(
+        f"{source}: seq_len {seq_len} is not a square grid and the dataset has no known builder name: cannot draw it"
+    )
 
 
 def _sudoku_box(metadata: PuzzleDatasetMetadata, side: int) -> tuple[int, int] | None:
@@ -158,7 +175,11 @@ def draw_grid(
     rows, cols = window
 
     def cut(mask: np.ndarray | None) -> np.ndarray:
-        return np.zeros((rows.stop - rows.start, cols.stop - cols.start), dtype=bool) if mask is None else spec.grid(mask)[window]
+        return (
+            np.zeros((rows.stop - rows.start, cols.stop - cols.start), dtype=bool)
+            if mask is None
+            else spec.grid(mask)[window]
+        )
 
     grid = spec.grid(tokens)[window].astype(np.int64)
     h, w = grid.shape
@@ -207,7 +228,11 @@ def _colours(spec: GridSpec, grid: np.ndarray) -> np.ndarray:
         table = {t: to_rgb(c) for t, c in MAZE_COLOURS.items()}
         lookup = lambda t: table.get(t, (1.0, 0.0, 1.0))
     elif spec.kind == "arc":
-        table = {arc.PAD: (1.0, 1.0, 1.0), arc.EOS: to_rgb(ARC_EOS_COLOUR), **{i + arc.COLOUR_OFFSET: to_rgb(c) for i, c in enumerate(ARC_PALETTE)}}
+        table = {
+            arc.PAD: (1.0, 1.0, 1.0),
+            arc.EOS: to_rgb(ARC_EOS_COLOUR),
+            **{i + arc.COLOUR_OFFSET: to_rgb(c) for i, c in enumerate(ARC_PALETTE)},
+        }
         lookup = lambda t: table.get(t, (1.0, 0.0, 1.0))
     else:
         from matplotlib import colormaps
@@ -217,7 +242,15 @@ def _colours(spec: GridSpec, grid: np.ndarray) -> np.ndarray:
     return np.array([[lookup(int(t)) for t in row] for row in grid], dtype=np.float32)
 
 
-def _draw_sudoku(ax: Axes, spec: GridSpec, grid: np.ndarray, givens: np.ndarray, changed: np.ndarray, wrong: np.ndarray, cell_pt: float) -> None:
+def _draw_sudoku(
+    ax: Axes,
+    spec: GridSpec,
+    grid: np.ndarray,
+    givens: np.ndarray,
+    changed: np.ndarray,
+    wrong: np.ndarray,
+    cell_pt: float,
+) -> None:
     n = spec.side
     ax.add_patch(Rectangle((0, 0), n, n, facecolor="white", edgecolor="none", zorder=0))
     _shade(ax, changed, alpha=0.55, hatch=False)
@@ -235,8 +268,17 @@ def _draw_sudoku(ax: Axes, spec: GridSpec, grid: np.ndarray, givens: np.ndarray,
             continue
         label = str(t - 1) if 2 <= t <= n + 1 else "?"
         colour = WRONG_COLOUR if wrong[r, c] else (GIVEN_COLOUR if givens[r, c] else FILLED_COLOUR)
-        ax.text(c + 0.5, r + 0.53, label, ha="center", va="center", fontsize=0.55 * cell_pt,
-                fontweight="bold" if givens[r, c] else "normal", color=colour, zorder=5)
+        ax.text(
+            c + 0.5,
+            r + 0.53,
+            label,
+            ha="center",
+            va="center",
+            fontsize=0.55 * cell_pt,
+            fontweight="bold" if givens[r, c] else "normal",
+            color=colour,
+            zorder=5,
+        )
 
 
 def _grid_lines(ax: Axes, h: int, w: int, colour: str, lw: float) -> None:
@@ -256,7 +298,9 @@ def _shade(ax: Axes, mask: np.ndarray, alpha: float, hatch: bool) -> None:
     if not cells:
         return
     if hatch:
-        collection = PatchCollection(cells, facecolor="none", edgecolor=CHANGED_COLOUR, hatch="////", linewidth=0, zorder=3)
+        collection = PatchCollection(
+            cells, facecolor="none", edgecolor=CHANGED_COLOUR, hatch="////", linewidth=0, zorder=3
+        )
     else:
         collection = PatchCollection(cells, facecolor=CHANGED_COLOUR, edgecolor="none", alpha=alpha, zorder=1)
     ax.add_collection(collection)
@@ -267,9 +311,27 @@ def _endpoints(ax: Axes, grid: np.ndarray, cell_pt: float) -> None:
     for token, letter in ((maze.START, "S"), (maze.GOAL, "G")):
         rows, cols = np.nonzero(grid == token)
         if rows.size:
-            ax.scatter(cols + 0.5, rows + 0.5, s=(1.9 * cell_pt) ** 2, color=MAZE_COLOURS[token], edgecolors="white", linewidths=1, zorder=5)
+            ax.scatter(
+                cols + 0.5,
+                rows + 0.5,
+                s=(1.9 * cell_pt) ** 2,
+                color=MAZE_COLOURS[token],
+                edgecolors="white",
+                linewidths=1,
+                zorder=5,
+            )
             for r, c in zip(rows, cols):
-                ax.text(c + 0.5, r + 0.55, letter, ha="center", va="center", fontsize=1.2 * cell_pt, color="white", fontweight="bold", zorder=6)
+                ax.text(
+                    c + 0.5,
+                    r + 0.55,
+                    letter,
+                    ha="center",
+                    va="center",
+                    fontsize=1.2 * cell_pt,
+                    color="white",
+                    fontweight="bold",
+                    zorder=6,
+                )
 
 
 def _frames(ax: Axes, mask: np.ndarray, cell_pt: float) -> None:
@@ -285,7 +347,11 @@ def _crosses(ax: Axes, mask: np.ndarray, cell_pt: float) -> None:
     from matplotlib.collections import LineCollection
 
     d = 0.22
-    lines = [seg for r, c in zip(*np.nonzero(mask)) for seg in ([(c + d, r + d), (c + 1 - d, r + 1 - d)], [(c + d, r + 1 - d), (c + 1 - d, r + d)])]
+    lines = [
+        seg
+        for r, c in zip(*np.nonzero(mask))
+        for seg in ([(c + d, r + d), (c + 1 - d, r + 1 - d)], [(c + d, r + 1 - d), (c + 1 - d, r + d)])
+    ]
     if lines:
         lw = float(np.clip(0.1 * cell_pt, 0.8, 2.5))
         ax.add_collection(LineCollection(lines, colors="black", linewidths=lw * 2.2, zorder=6))
