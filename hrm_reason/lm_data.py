@@ -66,13 +66,7 @@ class ByteTokenizer:
         return bytes(int(i) for i in ids if 0 <= int(i) < 256).decode("utf-8", errors="replace")
 
     def record(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "vocab_size": self.vocab_size,
-            "bos_id": self.BOS,
-            "eos_id": self.EOS,
-            "pad_id": self.PAD,
-        }
+        return dict(kind=self.kind, vocab_size=self.vocab_size, bos_id=self.BOS, eos_id=self.EOS, pad_id=self.PAD)
 
 
 EOS_CANDIDATES = ("<|endoftext|>", "</s>", "<eos>", "<|eos|>", "[SEP]", "<|end_of_text|>")
@@ -116,13 +110,13 @@ class HFTokenizer:
         return self.impl.decode([int(i) for i in ids], skip_special_tokens=True)
 
     def record(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "vocab_size": self.vocab_size,
-            "eos_id": self.eos_id,
-            "eos_token": self.eos_token,
-            "file": HF_TOKENIZER_FILE,
-        }
+        return dict(
+            kind=self.kind,
+            vocab_size=self.vocab_size,
+            eos_id=self.eos_id,
+            eos_token=self.eos_token,
+            file=HF_TOKENIZER_FILE,
+        )
 
 
 def save_tokenizer(tokenizer: Tokenizer, directory: Path) -> None:

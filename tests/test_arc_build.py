@@ -7,10 +7,8 @@ the canvas), not with the builder's own helpers.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,8 +18,8 @@ from datasets_build import arc as A
 from hrm_reason.data import load_split
 from hrm_reason.errors import UserError
 from hrm_reason.tasks.arc import augment_grid, crop, inverse_augment, parse_identifier
+from tests.helpers import DIHEDRAL_REFERENCE, run_hrm
 
-REPO = Path(__file__).resolve().parents[1]
 SIZE = 30
 # Real ARC-AGI-1 tasks: training 3c9b0459 (3x3) and 6f8cd79b (one colour besides black), evaluation 6ea4a07e and
 # 31d5ba1a (two test inputs each) and 00576224 (one).
@@ -29,16 +27,8 @@ TRAIN_IDS = ["3c9b0459", "6f8cd79b"]
 EVAL_IDS = ["6ea4a07e", "31d5ba1a", "00576224"]
 NUM_AUG = 12
 NAME = re.compile(r"^(.+)_t([0-7])_(0[1-9]{9})$")
-REFERENCE = [  # the original's dihedral transforms, written with numpy's named functions
-    lambda g: g,
-    np.rot90,
-    lambda g: np.rot90(g, 2),
-    lambda g: np.rot90(g, 3),
-    np.fliplr,
-    np.flipud,
-    lambda g: g.T,
-    lambda g: np.fliplr(np.rot90(g)),
-]
+REFERENCE = DIHEDRAL_REFERENCE
+Tasks = dict[str, A.ArcTask]  # the original's dihedral transforms, written with numpy's named functions
 
 
 def opts(out: Path, **kw) -> A.ArcBuildOptions:
@@ -98,7 +88,7 @@ def puzzles(root: Path, split: str):
 # ---------------------------------------------------------------------------------------------- augmentation
 
 
-def test_augmentation_then_inverse_is_identity_for_every_transform_and_colour_map(arc1: dict[str, A.ArcTask]) -> None:
+def test_augmentation_then_inverse_is_identity_for_every_transform_and_colour_map(arc1: Tasks) -> None:
     rng = np.random.default_rng(0)
     maps = [np.arange(10, dtype=np.uint8)] + [
         np.concatenate([[0], 1 + rng.permutation(9)]).astype(np.uint8) for _ in range(10)
@@ -115,9 +105,7 @@ def test_augmentation_then_inverse_is_identity_for_every_transform_and_colour_ma
     assert checked > 1000
 
 
-def test_test_split_rows_are_the_augmented_test_pairs_and_invert_exactly(
-    built: Path, arc1: dict[str, A.ArcTask]
-) -> None:
+def test_test_split_rows_are_the_augmented_test_pairs_and_invert_exactly(built: Path, arc1: Tasks) -> None:
     seen_transforms = set()
     for _, name, rows, s in puzzles(built, "test"):
         task_id, t, colours = decode_name(name)
@@ -135,9 +123,7 @@ def test_test_split_rows_are_the_augmented_test_pairs_and_invert_exactly(
     assert len(seen_transforms) >= 6
 
 
-def test_train_split_is_translated_with_one_pair_per_puzzle_at_the_origin(
-    built: Path, arc1: dict[str, A.ArcTask]
-) -> None:
+def test_train_split_is_translated_with_one_pair_per_puzzle_at_the_origin(built: Path, arc1: Tasks) -> None:
     offsets = set()
     for _, name, rows, s in puzzles(built, "train"):
         task_id, t, colours = decode_name(name)
@@ -173,7 +159,7 @@ def test_variants_are_distinct_and_named_after_their_task(built: Path) -> None:
         assert all(NAME.match(n) for n in mine[1:])
 
 
-def test_augmentation_stops_at_the_orbit_of_a_one_colour_task(arc1: dict[str, A.ArcTask]) -> None:
+def test_augmentation_stops_at_the_orbit_of_a_one_colour_task(arc1: Tasks) -> None:
     task = arc1["6f8cd79b"]  # black and one other colour
     pairs = task.train + task.test
     orbit = set()
@@ -199,7 +185,7 @@ def test_augmentation_stops_at_the_orbit_of_a_one_colour_task(arc1: dict[str, A.
 # --------------------------------------------------------------------------------------------------- splits
 
 
-def test_original_split_shares_evaluation_identifiers_and_metadata(built: Path, arc1: dict[str, A.ArcTask]) -> None:
+def test_original_split_shares_evaluation_identifiers_and_metadata(built: Path, arc1: Tasks) -> None:
     train, test = load_split(built, "train"), load_split(built, "test")
     names = names_of(built)
     train_ids = set(train.sets["all"].puzzle_identifiers.tolist())
@@ -278,7 +264,7 @@ def test_rebuild_with_the_same_seed_is_byte_identical(built: Path, tmp_path: Pat
     assert names_of(other) != names_of(built)
 
 
-def test_identifiers_do_not_depend_on_file_order(tmp_path: Path, arc1: dict[str, A.ArcTask]) -> None:
+def test_identifiers_do_not_depend_on_file_order(tmp_path: Path, arc1: Tasks) -> None:
     """The same tasks written as JSON folders in two different file orders give the same identifiers and bytes."""
     roots = []
     for order, root in ((1, tmp_path / "a"), (-1, tmp_path / "b")):
@@ -338,15 +324,7 @@ def test_malformed_task_file_is_named_in_one_error(tmp_path: Path, bad: dict, fr
 
 
 def hrm(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run(
-        [sys.executable, "-c", "import cli; cli.main()", *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
+    return run_hrm(*args)
 
 
 def test_cli_builds_and_reports_bad_files_in_one_line(tmp_path: Path) -> None:

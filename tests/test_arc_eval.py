@@ -4,9 +4,7 @@ submission, merging across ranks, the evaluation hook, and `hrm train` / `hrm ev
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,22 +17,12 @@ from hrm_reason.evaluate import evaluate
 from hrm_reason.models.registry import build_model
 from hrm_reason.tasks import arc as V
 from hrm_reason.tasks import task_metrics
-from tests.helpers import tiny_config, write_original_layout
+from tests.helpers import DIHEDRAL_REFERENCE, run_hrm, tiny_config, write_original_layout
 
-REPO = Path(__file__).resolve().parents[1]
 EVAL_IDS = ["00576224", "31d5ba1a", "6ea4a07e"]  # real ARC-AGI-1 evaluation tasks; the last two have two test inputs
 MMAX = 2
 SIZE = 8  # these tasks' grids are at most 6x6: a small canvas keeps the model runs short
-REFERENCE = [
-    lambda g: g,
-    np.rot90,
-    lambda g: np.rot90(g, 2),
-    lambda g: np.rot90(g, 3),
-    np.fliplr,
-    np.flipud,
-    lambda g: g.T,
-    lambda g: np.fliplr(np.rot90(g)),
-]
+REFERENCE = DIHEDRAL_REFERENCE
 
 
 @pytest.fixture(scope="module")
@@ -339,15 +327,7 @@ def test_hidden_answers_are_in_the_submission_but_not_in_pass_at_k(tmp_path: Pat
 
 
 def hrm(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run(
-        [sys.executable, "-c", "import cli; cli.main()", *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
+    return run_hrm(*args, timeout=600)
 
 
 def test_train_and_eval_with_submission_end_to_end(tmp_path: Path) -> None:

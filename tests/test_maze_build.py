@@ -8,9 +8,7 @@ builder's helpers.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -22,7 +20,7 @@ from datasets_build import sources
 from hrm_reason.data import load_split
 from hrm_reason.errors import UserError
 from hrm_reason.tasks.dihedral import inverse_dihedral_transform
-from tests.helpers import ref_distances, write_csv_file
+from tests.helpers import fake_hub, ref_distances, run_hrm, write_csv_file
 
 REPO = Path(__file__).resolve().parents[1]
 WALL, OPEN, START, GOAL, PATH = 1, 2, 3, 4, 5
@@ -276,25 +274,20 @@ def test_csv_source_builds(tmp_path: Path, real_rows: list) -> None:
 def test_auto_uses_the_hub_through_an_injected_download(
     tmp_path: Path, real_rows: list, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    write_csv(tmp_path / "csv" / "train.csv", real_rows[:6])
-    write_csv(tmp_path / "csv" / "test.csv", real_rows[6:])
-    monkeypatch.setattr(
-        sources, "download_csvs", lambda repo: (tmp_path / "csv" / "train.csv", tmp_path / "csv" / "test.csv", "abc123")
-    )
+    for name, part in (("train.csv", real_rows[:6]), ("test.csv", real_rows[6:])):
+        write_csv(tmp_path / "csv" / name, part)
+    fake_hub(monkeypatch, tmp_path / "csv")
     out = M.build_maze(M.MazeBuildOptions(out=tmp_path / "hf", source="auto", test_size=1), hub_probe=lambda: True)
     b = builder(out, "test")
-    assert (
-        b["source"] == "hf"
-        and b["source_detail"] == {"repo": M.HF_REPO, "revision": "abc123"}
-        and b["counts"]["mazes"] == 1
+    assert (b["source"], b["source_detail"], b["counts"]["mazes"]) == (
+        "hf",
+        {"repo": M.HF_REPO, "revision": "abc123"},
+        1,
     )
 
 
 def test_auto_falls_back_to_generate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def fail(repo: str) -> None:
-        raise UserError("--source hf: could not download (offline)")
-
-    monkeypatch.setattr(sources, "download_csvs", fail)
+    fake_hub(monkeypatch, None)
     out = M.build_maze(
         M.MazeBuildOptions(out=tmp_path / "fb", size=None, train_size=2, test_size=1), hub_probe=lambda: True
     )
@@ -374,16 +367,7 @@ def test_csv_files_of_different_sizes_and_wrong_options(tmp_path: Path, real_row
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HRM_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
-    return subprocess.run(
-        [sys.executable, "-c", "import cli; cli.main()", "build-data", "maze", *args],
-        check=False,
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return run_hrm("build-data", "maze", *args, cwd=REPO, offline=True)
 
 
 def test_cli_errors_are_one_line_and_a_build_prints_a_summary(tmp_path: Path, real_rows: list) -> None:

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +18,7 @@ from datasets_build import sources
 from datasets_build import sudoku as S
 from hrm_reason.data import PuzzleDatasetMetadata
 from hrm_reason.errors import UserError
-from tests.helpers import write_csv_file
+from tests.helpers import fake_hub, run_hrm, write_csv_file
 
 REPO = Path(__file__).resolve().parents[1]
 BOXES = [(2, 2), (2, 3), (3, 3)]
@@ -399,23 +397,18 @@ def test_auto_with_csv_dir_and_hf_source_via_injected_download(
 ) -> None:
     write_csv(tmp_path / "csv" / "train.csv", real_rows[:6])
     write_csv(tmp_path / "csv" / "test.csv", real_rows[6:])
-    monkeypatch.setattr(
-        sources, "download_csvs", lambda repo: (tmp_path / "csv" / "train.csv", tmp_path / "csv" / "test.csv", "abc123")
-    )
+    fake_hub(monkeypatch, tmp_path / "csv")
     out = S.build_sudoku(S.SudokuBuildOptions(out=tmp_path / "hf", source="auto", test_size=1), hub_probe=lambda: True)
     b = json.loads((out / "test" / "dataset.json").read_text())["builder"]
-    assert (
-        b["source"] == "hf"
-        and b["source_detail"] == {"repo": S.HF_REPO, "revision": "abc123"}
-        and b["counts"]["originals"] == 1
+    assert (b["source"], b["source_detail"], b["counts"]["originals"]) == (
+        "hf",
+        {"repo": S.HF_REPO, "revision": "abc123"},
+        1,
     )
 
 
 def test_auto_falls_back_to_generate_when_download_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def fail(repo: str) -> None:
-        raise UserError("--source hf: could not download (offline)")
-
-    monkeypatch.setattr(sources, "download_csvs", fail)
+    fake_hub(monkeypatch, None)
     out = S.build_sudoku(S.SudokuBuildOptions(out=tmp_path / "fb", train_size=3, test_size=2), hub_probe=lambda: True)
     assert json.loads((out / "train" / "dataset.json").read_text())["builder"]["source"] == "generate"
     with pytest.raises(UserError, match="could not download"):  # an explicit --source hf does not fall back
@@ -476,15 +469,7 @@ def test_csv_missing_file_and_wrong_box(tmp_path: Path, real_rows: list) -> None
 
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HRM_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
-    return subprocess.run(
-        [sys.executable, "-c", "import cli; cli.main()", "build-data", "sudoku", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_hrm("build-data", "sudoku", *args, cwd=cwd, timeout=120, offline=True)
 
 
 def test_cli_errors_are_one_line(tmp_path: Path, real_rows: list) -> None:

@@ -14,6 +14,7 @@ import pytest
 
 from hrm_reason.tasks import arc, maze, sudoku
 from hrm_reason.tasks.dihedral import DIHEDRAL_INVERSE, dihedral_transform, inverse_dihedral_transform
+from tests.helpers import DIHEDRAL_REFERENCE
 
 PACKAGE = Path(__file__).resolve().parents[1] / "hrm_reason"
 
@@ -62,9 +63,8 @@ def test_dihedral_transform_then_inverse_is_identity(t: int) -> None:
 
 def test_dihedral_transforms_are_the_eight_symmetries_numbered_as_the_original() -> None:
     g = np.arange(12).reshape(3, 4)
-    expected = [g, np.rot90(g), np.rot90(g, 2), np.rot90(g, 3), np.fliplr(g), np.flipud(g), g.T, np.fliplr(np.rot90(g))]
-    for t, want in enumerate(expected):
-        assert np.array_equal(dihedral_transform(g, t), want)
+    for t, reference in enumerate(DIHEDRAL_REFERENCE):
+        assert np.array_equal(dihedral_transform(g, t), reference(g))
     with pytest.raises(ValueError, match="0..7"):
         dihedral_transform(g, 8)
 

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch import Tensor
 
 from hrm_reason.data import PuzzleSplit
 from hrm_reason.errors import UserError
@@ -300,12 +301,7 @@ class ArcVoting:
         self.unmatched = 0  # rows whose input did not map back to a known test input (should stay 0)
 
     def update(
-        self,
-        segment: int,
-        preds: torch.Tensor,
-        out: dict[str, torch.Tensor],
-        batch: dict[str, torch.Tensor],
-        valid: torch.Tensor,
+        self, segment: int, preds: Tensor, out: dict[str, Tensor], batch: dict[str, Tensor], valid: Tensor
     ) -> None:
         if segment != self.final_segment:
             return

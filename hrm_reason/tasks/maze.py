@@ -24,6 +24,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from torch import Tensor
 
 from hrm_reason.data import PuzzleSplit
 from hrm_reason.errors import UserError
@@ -154,12 +155,7 @@ class OptimalPathAccuracy:
         self._act_done: torch.Tensor | None = None
 
     def update(
-        self,
-        segment: int,
-        preds: torch.Tensor,
-        out: dict[str, torch.Tensor],
-        batch: dict[str, torch.Tensor],
-        valid: torch.Tensor,
+        self, segment: int, preds: Tensor, out: dict[str, Tensor], batch: dict[str, Tensor], valid: Tensor
     ) -> None:
         inputs = batch["inputs"]
         if self.sums is None:

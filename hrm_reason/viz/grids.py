@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from matplotlib.axes import Axes
@@ -197,7 +197,7 @@ def draw_grid(
         ax.imshow(_colours(spec, grid), extent=(0, w, h, 0), interpolation="nearest")
         if spec.kind == "tokens" and max(h, w) <= 12:
             for (r, c), t in np.ndenumerate(grid):
-                ax.text(c + 0.5, r + 0.5, str(t), ha="center", va="center", fontsize=0.45 * cell_pt, color="black")
+                _cell_text(ax, r, c, str(t), fontsize=0.45 * cell_pt, color="black")
         if spec.kind in ("arc", "tokens") and max(h, w) <= 30:
             _grid_lines(ax, h, w, "#606060", 0.3 if cell_pt < 8 else 0.6)
         _shade(ax, cut(changed), alpha=0.6 if spec.kind == "maze" else 0.0, hatch=spec.kind != "maze")
@@ -268,17 +268,13 @@ def _draw_sudoku(
             continue
         label = str(t - 1) if 2 <= t <= n + 1 else "?"
         colour = WRONG_COLOUR if wrong[r, c] else (GIVEN_COLOUR if givens[r, c] else FILLED_COLOUR)
-        ax.text(
-            c + 0.5,
-            r + 0.53,
-            label,
-            ha="center",
-            va="center",
-            fontsize=0.55 * cell_pt,
-            fontweight="bold" if givens[r, c] else "normal",
-            color=colour,
-            zorder=5,
-        )
+        weight = "bold" if givens[r, c] else "normal"
+        _cell_text(ax, r + 0.03, c, label, fontsize=0.55 * cell_pt, fontweight=weight, color=colour, zorder=5)
+
+
+def _cell_text(ax: Axes, r: float, c: float, text: str, **style: Any) -> None:
+    """`text` centred on the cell at row r, column c (fractional rows nudge it down)."""
+    ax.text(c + 0.5, r + 0.5, text, ha="center", va="center", **style)
 
 
 def _grid_lines(ax: Axes, h: int, w: int, colour: str, lw: float) -> None:
@@ -321,17 +317,7 @@ def _endpoints(ax: Axes, grid: np.ndarray, cell_pt: float) -> None:
                 zorder=5,
             )
             for r, c in zip(rows, cols):
-                ax.text(
-                    c + 0.5,
-                    r + 0.55,
-                    letter,
-                    ha="center",
-                    va="center",
-                    fontsize=1.2 * cell_pt,
-                    color="white",
-                    fontweight="bold",
-                    zorder=6,
-                )
+                _cell_text(ax, r + 0.05, c, letter, fontsize=1.2 * cell_pt, color="white", fontweight="bold", zorder=6)
 
 
 def _frames(ax: Axes, mask: np.ndarray, cell_pt: float) -> None:
