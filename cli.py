@@ -192,9 +192,9 @@ def train(
         typer.echo(f"run directory: {out}")
         return
     cfg = load_config(config, overrides)
-    from hrm_reason.lm_data import is_text_dataset
+    from hrm_reason.data import dataset_kind
 
-    if is_text_dataset(cfg.data_path):
+    if dataset_kind(cfg.data_path) == "text":
         raise UserError(f"data_path {cfg.data_path} is a text dataset: arch.name must be a language-model head (e.g. --config configs/hrm_text_lm_quick.yaml)")
     out = run_training(cfg, resume=resume, progress=not quiet)
     typer.echo(f"run directory: {out}")
@@ -236,7 +236,7 @@ def eval_cmd(
         _eval_lm(run or checkpoint, data, batch_size, max_tokens, seq_len, device, json_out, quiet, max_examples)
         return
     if submission is not None:
-        from hrm_reason.arc import require_arc_dataset
+        from hrm_reason.tasks.arc import require_arc_dataset
         from hrm_reason.checkpoint import find_checkpoint
         from hrm_reason.inference import find_config
 
@@ -280,9 +280,9 @@ def _eval_lm(path: Path, data: Optional[Path], batch_size: Optional[int], max_to
         model = load(path, device)
     if data is None and config is None:
         raise UserError(f"{path}: no run config names its dataset; pass --data DIR (a text or puzzle dataset)")
-    from hrm_reason.lm_puzzle import is_puzzle_dataset
+    from hrm_reason.data import dataset_kind
 
-    if is_puzzle_dataset(data if data is not None else config.data_path):  # PrefixLM on puzzles
+    if dataset_kind(data if data is not None else config.data_path) == "puzzle":  # PrefixLM on puzzles
         from hrm_reason.lm_puzzle import PuzzleLMData, evaluate_puzzle_lm, format_puzzle_result
 
         puzzles = PuzzleLMData(data if data is not None else config.data_path)

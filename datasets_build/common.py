@@ -11,18 +11,21 @@ Every write is deterministic: the same arrays and metadata give the same bytes, 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
 import numpy as np
 
+from hrm_reason.atomic import atomic_directory
 from hrm_reason.data import ARRAY_NAMES, PuzzleDatasetMetadata
 from hrm_reason.errors import UserError
 
 
 def dumps_json(obj: Any) -> str:
-    """The one JSON spelling used for every file we write (stable key order as given, two-space indent, final newline)."""
+    """The one JSON spelling used for every file we write (stable key order as given, two-space indent, final
+    newline)."""
     return json.dumps(obj, indent=2, sort_keys=False, ensure_ascii=False) + "\n"
 
 
@@ -32,7 +35,9 @@ def _check_csr(name: str, offsets: np.ndarray, total: int) -> None:
         raise ValueError(f"{name}: expected non-decreasing CSR offsets from 0 to {total}, got shape {offsets.shape}")
 
 
-def open_example_arrays(split_dir: str | Path, set_name: str, num_examples: int, seq_len: int, dtype: Any = np.uint8) -> tuple[np.memmap, np.memmap]:
+def open_example_arrays(
+    split_dir: str | Path, set_name: str, num_examples: int, seq_len: int, dtype: Any = np.uint8
+) -> tuple[np.memmap, np.memmap]:
     """Pre-sized `inputs` and `labels` files of one set, memory-mapped for writing.
 
     For builders whose examples do not fit in memory (ARC with 1000 augmentations: ~3M examples, ~6 GB): fill them in
@@ -41,7 +46,9 @@ def open_example_arrays(split_dir: str | Path, set_name: str, num_examples: int,
     split_dir = Path(split_dir)
     split_dir.mkdir(parents=True, exist_ok=True)
     return tuple(  # type: ignore[return-value]
-        np.lib.format.open_memmap(split_dir / f"{set_name}__{name}.npy", mode="w+", dtype=dtype, shape=(num_examples, seq_len))
+        np.lib.format.open_memmap(
+            split_dir / f"{set_name}__{name}.npy", mode="w+", dtype=dtype, shape=(num_examples, seq_len)
+        )
         for name in ("inputs", "labels")
     )
 
@@ -70,7 +77,10 @@ def write_split(
     `open_example_arrays` for this split and set are already in place: they are flushed, not written again.
     """
     split_dir = Path(split_dir)
-    in_place = {name: _filled_in_place(arr, split_dir / f"{set_name}__{name}.npy") for name, arr in (("inputs", inputs), ("labels", labels))}
+    in_place = {
+        name: _filled_in_place(arr, split_dir / f"{set_name}__{name}.npy")
+        for name, arr in (("inputs", inputs), ("labels", labels))
+    }
     inputs, labels = np.ascontiguousarray(inputs), np.ascontiguousarray(labels)
     if inputs.ndim != 2 or inputs.shape[1] != metadata.seq_len:
         raise ValueError(f"inputs: expected shape [N, {metadata.seq_len}], got {inputs.shape}")
@@ -117,37 +127,9 @@ def write_identifiers(out_dir: str | Path, names: Sequence[str]) -> Path:
     return path
 
 
-# The 8 symmetries of the square, numbered as the original `dataset/common.py` (reference hrm.md §4.5): 0 identity,
-# 1 rot90, 2 rot180, 3 rot270 (counter-clockwise, np.rot90), 4 fliplr, 5 flipud, 6 transpose, 7 anti-transpose.
-DIHEDRAL_INVERSE = (0, 3, 2, 1, 4, 5, 6, 7)
-
-
-def dihedral_transform(grid: np.ndarray, tid: int) -> np.ndarray:
-    """Symmetry `tid` of the last two axes (leading axes are a batch); a view, as np.rot90/np.flip would give."""
-    if tid == 0:
-        return grid
-    if tid == 1:  # np.rot90(grid)
-        return np.swapaxes(grid[..., ::-1], -1, -2)
-    if tid == 2:
-        return grid[..., ::-1, ::-1]
-    if tid == 3:  # np.rot90(grid, 3)
-        return np.swapaxes(grid, -1, -2)[..., ::-1]
-    if tid == 4:  # np.fliplr
-        return grid[..., ::-1]
-    if tid == 5:  # np.flipud
-        return grid[..., ::-1, :]
-    if tid == 6:
-        return np.swapaxes(grid, -1, -2)
-    if tid == 7:  # np.fliplr(np.rot90(grid))
-        return np.swapaxes(grid[..., ::-1], -1, -2)[..., ::-1]
-    raise ValueError(f"dihedral transform id must be in 0..7, got {tid}")
-
-
-def inverse_dihedral_transform(grid: np.ndarray, tid: int) -> np.ndarray:
-    return dihedral_transform(grid, DIHEDRAL_INVERSE[tid])
-
-
-def write_grid_split(split_dir: Path, inputs: np.ndarray, labels: np.ndarray, groups: int, vocab_size: int, builder: dict[str, Any]) -> None:
+def write_grid_split(
+    split_dir: Path, inputs: np.ndarray, labels: np.ndarray, groups: int, vocab_size: int, builder: dict[str, Any]
+) -> None:
     """The Sudoku and maze layout: one set "all", every example its own puzzle (identifier 0, the blank), and `groups`
     groups of equal size, each an original puzzle followed by its augmentations."""
     per = inputs.shape[0] // groups if groups else 1
@@ -181,16 +163,29 @@ def check_out(out: Path, overwrite: bool) -> None:
         raise UserError(f"--out {out}: already exists; pass --overwrite to replace it")
 
 
-class _Rows(Protocol):
-    def __len__(self) -> int: ...
-    def take(self, index: np.ndarray) -> Any: ...
+def record_head(
+    name: str, version: str, split: str, source: str, detail: dict[str, Any], options: dict[str, Any], seed: int
+) -> dict[str, Any]:
+    """The first keys of every grid builder's `builder` record, in the order they are written."""
+    return {
+        "name": name,
+        "version": version,
+        "split": split,
+        "source": source,
+        "source_detail": detail,
+        "options": options,
+        "seed": seed,
+    }
 
 
-RowsT = TypeVar("RowsT", bound=_Rows)
-
-
-def sample_rows(rows: RowsT, size: int | None, rng: np.random.Generator) -> RowsT:
-    """At most `size` rows, drawn without replacement, in file order."""
-    if size is None or size >= len(rows):
-        return rows
-    return rows.take(np.sort(rng.choice(len(rows), size=size, replace=False)))
+def write_grid_dataset(
+    out: Path, overwrite: bool, vocab_size: int, splits: dict[str, tuple[np.ndarray, np.ndarray, int, dict[str, Any]]]
+) -> Path:
+    """Write a Sudoku/maze dataset atomically (all or nothing): per split (inputs, labels, groups, builder record) in
+    the layout of `write_grid_split`, then identifiers.json with the blank identifier only."""
+    with atomic_directory(out, overwrite=overwrite) as tmp:
+        os.chmod(tmp, 0o755)  # mkdtemp makes 0700; a dataset is meant to be shared
+        for split, (inputs, labels, groups, record) in splits.items():
+            write_grid_split(tmp / split, inputs, labels, groups, vocab_size, record)
+        write_identifiers(tmp, ["<blank>"])
+    return out

@@ -1,6 +1,6 @@
 """Maze-Hard builder: the paper's 30x30 hard mazes (Hugging Face or local CSV) or built-in generated mazes, in the
-original HRM format (reference hrm.md §4.4: characters '# SGo' -> ids 1..5, PAD 0, vocab 6, every cell supervised,
-puzzle identifier 0).
+original HRM format (docs/data.md, "Maze"; tokens of `hrm_reason.tasks.maze`: '# SGo' -> ids 1..5, PAD 0, vocab 6,
+every cell supervised, puzzle identifier 0).
 
 The generator follows the instance procedure of Lehnert et al. ("Beyond A*", 2024; facebookresearch/searchformer,
 `searchformer/maze.py`), which the HRM paper adopts, plus the paper's hardness filter:
@@ -17,7 +17,7 @@ draws, one maze each, so no two mazes share walls.
 
 The label marks the cells of one shortest path 'o': walking back from G, always to the first neighbour one step closer
 to S in the order up, down, left, right, so the label is a function of the maze (learnable for exact match). Any other
-shortest path is just as right; `hrm eval` scores it with the optimal-path accuracy (hrm_reason/maze_eval.py).
+shortest path is just as right; `hrm eval` scores it with the optimal-path accuracy (hrm_reason/tasks/maze.py).
 
 Bit-parallel BFS: a grid row is one uint64 (bit j = column j), so a wavefront step over thousands of layouts is a few
 shifts and ANDs on [n, H] words.
@@ -25,7 +25,6 @@ shifts and ANDs on [n, H] words.
 
 from __future__ import annotations
 
-import csv
 import itertools
 import json
 import math
@@ -38,24 +37,26 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 from tqdm import tqdm
 
-from datasets_build.common import check_out, dihedral_transform, sample_rows, write_grid_split, write_identifiers
-from datasets_build.sudoku import hub_reachable
-from hrm_reason.atomic import atomic_directory
+from datasets_build import sources
+from datasets_build.common import check_out, record_head, write_grid_dataset
+from datasets_build.sources import SourceBuildOptions
 from hrm_reason.errors import UserError
-from hrm_reason.maze_eval import (
+from hrm_reason.tasks.dihedral import dihedral_transform
+from hrm_reason.tasks.maze import (
     CHARSET,
     GOAL,
     MAX_SIDE,
     OPEN,
     PATH,
     START,
+    TOKEN_OF,
     VOCAB_SIZE,
     WALL,
     grid_side,
@@ -70,7 +71,7 @@ PAPER_SIZE, PAPER_MIN_PATH = 30, 110
 LEHNERT_WALL_DENSITY = (0.3, 0.5)
 DEFAULT_GENERATED_SIZES = (1000, 1000)  # the published set: 1000 train, 1000 test
 CHUNK = 512  # layouts per generation step; part of what the seed means, so a constant and not an option
-_STREAM_GENERATE, _STREAM_SUBSAMPLE, _STREAM_SIZE = 1, 3, 5
+_STREAM_GENERATE = 1  # independent of datasets_build.sources.STREAM_SUBSAMPLE (3) and STREAM_SIZE (5)
 _SPLIT_CODE = {"train": 0, "test": 1}
 _ONE = np.uint64(1)
 
@@ -84,20 +85,19 @@ def default_min_path(size: int) -> int:
 # ----------------------------------------------------------------------------------------------------------- options
 
 
-class MazeBuildOptions(BaseModel):
+class MazeBuildOptions(SourceBuildOptions):
     """Everything that decides the dataset; `out`, `overwrite` and `workers` do not change its bytes."""
 
-    model_config = ConfigDict(extra="forbid")
-
     out: Path | None = Field(None, description="default data/maze-30x30-hard-1k (hf), data/maze-csv, data/maze-gen-NxN")
-    source: Literal["auto", "hf", "csv", "generate"] = "auto"
-    csv_dir: Path | None = None
-    subsample_size: int | None = Field(None, ge=1)
     aug: bool = False
     seed: int = Field(0, ge=0)
     size: int | None = Field(None, ge=4, le=MAX_SIDE, description="grid side; default 30 (generate) or the CSV's")
-    min_path: int | None = Field(None, ge=1, description="shortest S-G path in moves; default scaled from 110 at 30x30 (generate), none (hf/csv)")
-    wall_density: tuple[float, float] | None = Field(None, description="range of the wall fraction; default Lehnert's 0.3-0.5")
+    min_path: int | None = Field(
+        None, ge=1, description="shortest S-G path in moves; default scaled from 110 at 30x30 (generate), none (hf/csv)"
+    )
+    wall_density: tuple[float, float] | None = Field(
+        None, description="range of the wall fraction; default Lehnert's 0.3-0.5"
+    )
     train_size: int | None = Field(None, ge=1)
     test_size: int | None = Field(None, ge=1)
     overwrite: bool = False
@@ -148,11 +148,14 @@ def _popcount(rows: np.ndarray) -> np.ndarray:
     """Set cells per grid: [..., H] uint64 -> [...] int64."""
     if hasattr(np, "bitwise_count"):  # numpy >= 2
         return np.bitwise_count(rows).sum(-1, dtype=np.int64)
-    return np.unpackbits(np.ascontiguousarray(rows.astype("<u8"))[..., None].view(np.uint8), axis=-1).sum((-1, -2), dtype=np.int64)
+    return np.unpackbits(np.ascontiguousarray(rows.astype("<u8"))[..., None].view(np.uint8), axis=-1).sum(
+        (-1, -2), dtype=np.int64
+    )
 
 
 def _first_cell(rows: np.ndarray) -> np.ndarray:
-    """Flat index (r * 64 + c) of the first set cell (lowest row, lowest column) of each [H] grid; rows must be non-empty."""
+    """Flat index (r * 64 + c) of the first set cell (lowest row, lowest column) of each [H] grid; rows must be
+    non-empty."""
     r = np.argmax(rows != 0, axis=1)
     word = rows[np.arange(rows.shape[0]), r]
     low = word & (~word + _ONE)  # lowest set bit
@@ -175,8 +178,11 @@ class _Wave:
     within: np.ndarray | None  # [n, H] cells at distance <= `near` (per grid)
 
 
-def _wavefront(open_rows: np.ndarray, seeds: np.ndarray, full: np.uint64, near: int | np.ndarray | None = None) -> _Wave:
-    """BFS from `seeds` in every grid at once; finished grids leave the working set so long ones do not drag short ones."""
+def _wavefront(
+    open_rows: np.ndarray, seeds: np.ndarray, full: np.uint64, near: int | np.ndarray | None = None
+) -> _Wave:
+    """BFS from `seeds` in every grid at once; finished grids leave the working set so long ones do not drag short
+    ones."""
     frontier = seeds & open_rows
     n = frontier.shape[0]
     reach, last = frontier.copy(), frontier.copy()
@@ -273,7 +279,9 @@ def _far_pair_in_component(open_rows: np.ndarray, last: np.ndarray, size: int, m
     D = wa.ecc[t]
     k = (D + 1) // 2
     b = _one_hot_rows(_first_cell(wa.last[t]), size)
-    halfway = _wavefront(o, a[t], full, near=k).within & _wavefront(o, b, full, near=D - k).within  # d(a,x)=k, d(x,b)=D-k
+    halfway = (
+        _wavefront(o, a[t], full, near=k).within & _wavefront(o, b, full, near=D - k).within
+    )  # d(a,x)=k, d(x,b)=D-k
     half = (min_path + 1) // 2
     wu = _wavefront(o, _one_hot_rows(_first_cell(halfway), size), full, near=half - 1)
     ok[t] = wu.ecc >= min_path
@@ -290,14 +298,21 @@ def _far_pair_in_component(open_rows: np.ndarray, last: np.ndarray, size: int, m
     return ok
 
 
-def _draw_pairs(open_rows: np.ndarray, size: int, min_path: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _draw_pairs(
+    open_rows: np.ndarray, size: int, min_path: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For each layout: an ordered (S, G) pair drawn uniformly among those min_path or more moves apart (all-pairs
     BFS from every open cell), and the number of such pairs. Returns flat cell indices r * size + c."""
     full = np.uint64((1 << size) - 1)
     cells = [np.flatnonzero(_unpack(o, size).reshape(-1)) for o in open_rows]
     counts = np.array([c.size for c in cells])
     src = np.concatenate(cells)
-    wave = _wavefront(np.repeat(open_rows, counts, axis=0), _one_hot_rows((src // size) * 64 + src % size, size), full, near=min_path - 1)
+    wave = _wavefront(
+        np.repeat(open_rows, counts, axis=0),
+        _one_hot_rows((src // size) * 64 + src % size, size),
+        full,
+        near=min_path - 1,
+    )
     assert wave.within is not None
     far = wave.reach & ~wave.within  # cells at distance >= min_path from each source
     per_source = _popcount(far)
@@ -379,7 +394,9 @@ def canonical_key(grid: np.ndarray) -> bytes:
     return min(np.ascontiguousarray(dihedral_transform(grid, t)).tobytes() for t in range(8))
 
 
-def _chunks(seed: int, split: str, size: int, min_path: int, density: tuple[float, float], workers: int) -> Iterator[_Chunk]:
+def _chunks(
+    seed: int, split: str, size: int, min_path: int, density: tuple[float, float], workers: int
+) -> Iterator[_Chunk]:
     """Chunks 0, 1, 2, ... in order; with workers > 1 a few run ahead in worker processes (same results)."""
     start = 0
     if workers > 1:
@@ -417,8 +434,16 @@ class MazeRows:
         return MazeRows(self.inputs[idx], self.labels[idx], self.ratings[idx], self.side)
 
 
-def generate_split(opts: MazeBuildOptions, split: str, count: int, size: int, min_path: int, density: tuple[float, float],
-                   seen: dict[bytes, str], stats: dict[str, Any]) -> MazeRows:
+def generate_split(
+    opts: MazeBuildOptions,
+    split: str,
+    count: int,
+    size: int,
+    min_path: int,
+    density: tuple[float, float],
+    seen: dict[bytes, str],
+    stats: dict[str, Any],
+) -> MazeRows:
     """`count` generated mazes, none equal (up to symmetry) to one in `seen` (keys -> split), which is updated."""
     workers = opts.workers
     if workers == 0:  # auto: small jobs finish before worker processes would have started
@@ -427,7 +452,12 @@ def generate_split(opts: MazeBuildOptions, split: str, count: int, size: int, mi
     pairs: list[int] = []
     layouts = duplicates = 0
     max_layouts = 20_000 * count + 100_000  # acceptance below 1 in 20,000 layouts is treated as "cannot reach"
-    bar = tqdm(total=count, desc=f"generating {split} {size}x{size} mazes (path >= {min_path})", unit="maze", dynamic_ncols=True)
+    bar = tqdm(
+        total=count,
+        desc=f"generating {split} {size}x{size} mazes (path >= {min_path})",
+        unit="maze",
+        dynamic_ncols=True,
+    )
     gen = _chunks(opts.seed, split, size, min_path, density, workers)
     try:
         for chunk in gen:
@@ -463,15 +493,14 @@ def generate_split(opts: MazeBuildOptions, split: str, count: int, size: int, mi
         "layouts_kept": len(grids) + duplicates,
         "layout_acceptance": round((len(grids) + duplicates) / max(layouts, 1), 6),
         "duplicates_dropped": duplicates,
-        "passing_pairs_per_kept_layout": {"mean": round(float(p.mean()), 2), "median": float(np.median(p))} if p.size else None,
+        "passing_pairs_per_kept_layout": {"mean": round(float(p.mean()), 2), "median": float(np.median(p))}
+        if p.size
+        else None,
     }
     return MazeRows(inputs.astype(np.uint8), labels.reshape(count, -1).astype(np.uint8), np.full(count, np.nan), size)
 
 
 # ----------------------------------------------------------------------------------------------------------- sources
-
-_TOKEN_OF = np.zeros(256, dtype=np.uint8)  # 0: not a maze character
-_TOKEN_OF[np.frombuffer(CHARSET.encode("ascii"), dtype=np.uint8)] = np.arange(1, len(CHARSET) + 1, dtype=np.uint8)
 
 
 def read_maze_csv(path: Path, side: int | None = None) -> MazeRows:
@@ -479,52 +508,37 @@ def read_maze_csv(path: Path, side: int | None = None) -> MazeRows:
     size, only '# SGo', one S and one G, an answer that is the question with the cells of a shortest S-G path marked
     'o'. Errors name the file and line."""
     path = Path(path)
-    if not path.is_file():
-        raise UserError(f"{path}: file not found (expected a CSV with columns {','.join(CSV_HEADER)})")
     q_buf, a_buf = bytearray(), bytearray()
     ratings: list[float] = []
     lines: list[int] = []
     first_line = None
-    with open(path, newline="", encoding="utf-8") as f:
-        reader = csv.reader(f)
+    for where, line, (_, q, a, rating) in sources.csv_rows(path, CSV_HEADER):
+        if not (q.isascii() and a.isascii()):
+            raise UserError(f"{where}: non-ASCII character in question or answer, expected only {CHARSET!r}")
+        n = len(q)
+        if side is None:
+            s = grid_side(n)
+            if s is None or s < 2:
+                raise UserError(f"{where}: question has {n} cells, not a square grid")
+            side, first_line = s, line
+        if n != side * side:
+            origin = f" like line {first_line}" if first_line is not None else ""
+            raise UserError(f"{where}: question has {n} cells, expected {side * side} ({side}x{side}{origin})")
+        if len(a) != n:
+            raise UserError(f"{where}: answer has {len(a)} cells, expected {n} like the question")
         try:
-            if next(reader, None) is None:
-                raise UserError(f"{path}: empty file, expected a header {','.join(CSV_HEADER)} and rows")
-            for row in reader:
-                if not row:
-                    continue
-                where = f"{path} line {reader.line_num}"
-                if len(row) != 4:
-                    raise UserError(f"{where}: expected 4 columns {','.join(CSV_HEADER)}, got {len(row)}")
-                _, q, a, rating = row
-                if not (q.isascii() and a.isascii()):
-                    raise UserError(f"{where}: non-ASCII character in question or answer, expected only {CHARSET!r}")
-                n = len(q)
-                if side is None:
-                    s = grid_side(n)
-                    if s is None or s < 2:
-                        raise UserError(f"{where}: question has {n} cells, not a square grid")
-                    side, first_line = s, reader.line_num
-                if n != side * side:
-                    origin = f" like line {first_line}" if first_line is not None else ""
-                    raise UserError(f"{where}: question has {n} cells, expected {side * side} ({side}x{side}{origin})")
-                if len(a) != n:
-                    raise UserError(f"{where}: answer has {len(a)} cells, expected {n} like the question")
-                try:
-                    value = float(rating)
-                except ValueError:
-                    raise UserError(f"{where}: rating {rating!r} is not a number") from None
-                ratings.append(value)
-                q_buf += q.encode("ascii")
-                a_buf += a.encode("ascii")
-                lines.append(reader.line_num)
-        except (csv.Error, UnicodeDecodeError) as e:
-            raise UserError(f"{path} line {reader.line_num}: not readable as CSV ({e})") from None
+            value = float(rating)
+        except ValueError:
+            raise UserError(f"{where}: rating {rating!r} is not a number") from None
+        ratings.append(value)
+        q_buf += q.encode("ascii")
+        a_buf += a.encode("ascii")
+        lines.append(line)
     if side is None or not lines:
         raise UserError(f"{path}: no mazes after the header")
     cells = side * side
-    q = _TOKEN_OF[np.frombuffer(bytes(q_buf), dtype=np.uint8)].reshape(-1, cells)
-    a = _TOKEN_OF[np.frombuffer(bytes(a_buf), dtype=np.uint8)].reshape(-1, cells)
+    q = TOKEN_OF[np.frombuffer(bytes(q_buf), dtype=np.uint8)].reshape(-1, cells)
+    a = TOKEN_OF[np.frombuffer(bytes(a_buf), dtype=np.uint8)].reshape(-1, cells)
     raw_q = np.frombuffer(bytes(q_buf), dtype=np.uint8).reshape(-1, cells)
     raw_a = np.frombuffer(bytes(a_buf), dtype=np.uint8).reshape(-1, cells)
 
@@ -535,19 +549,26 @@ def read_maze_csv(path: Path, side: int | None = None) -> MazeRows:
         rows = np.flatnonzero(bad.any(axis=1))
         return (int(rows[0]), int(np.flatnonzero(bad[rows[0]])[0])) if rows.size else None
 
-    for tokens, raw, what, legal in ((q, raw_q, "question", "'#', ' ', 'S' or 'G'"), (a, raw_a, "answer", repr(CHARSET))):
+    for tokens, raw, what, legal in (
+        (q, raw_q, "question", "'#', ' ', 'S' or 'G'"),
+        (a, raw_a, "answer", repr(CHARSET)),
+    ):
         bad = (tokens == 0) | ((tokens == PATH) if what == "question" else False)
         hit = first_bad(np.asarray(bad))
         if hit is not None:
             i, j = hit
-            raise UserError(f"{path} line {lines[i]}: {what} has {chr(raw[i, j])!r} at {cell_name(j)}, expected {legal}")
+            raise UserError(
+                f"{path} line {lines[i]}: {what} has {chr(raw[i, j])!r} at {cell_name(j)}, expected {legal}"
+            )
     for token, name in ((START, "'S' (start)"), (GOAL, "'G' (goal)")):
         count = (q == token).sum(axis=1)
         bad = np.flatnonzero(count != 1)
         if bad.size:
             i = int(bad[0])
             got = "no" if count[i] == 0 else str(int(count[i]))
-            raise UserError(f"{path} line {lines[i]}: question has {got} {name} cell{'s' if count[i] > 1 else ''}, expected exactly one")
+            raise UserError(
+                f"{path} line {lines[i]}: question has {got} {name} cell{'s' if count[i] > 1 else ''}, expected exactly one"
+            )
     hit = first_bad((a != q) & ~((q == OPEN) & (a == PATH)))
     if hit is not None:
         i, j = hit
@@ -555,7 +576,10 @@ def read_maze_csv(path: Path, side: int | None = None) -> MazeRows:
             f"{path} line {lines[i]}: answer has {chr(raw_a[i, j])!r} at {cell_name(j)} where the question has "
             f"{chr(raw_q[i, j])!r} (the answer may only mark open cells 'o')"
         )
-    grids, answers = torch.from_numpy(q.astype(np.int64)).view(-1, side, side), torch.from_numpy(a.astype(np.int64)).view(-1, side, side)
+    grids, answers = (
+        torch.from_numpy(q.astype(np.int64)).view(-1, side, side),
+        torch.from_numpy(a.astype(np.int64)).view(-1, side, side),
+    )
     lvl = start_distances(grids)
     ok = optimal_path_correct(grids, answers, lvl).numpy()
     if not ok.all():
@@ -563,51 +587,33 @@ def read_maze_csv(path: Path, side: int | None = None) -> MazeRows:
         d = int(lvl[i][grids[i] == GOAL][0])
         marked = int((answers[i] == PATH).sum())
         why = (
-            "G cannot be reached from S" if d < 0
-            else f"it marks {marked} cells 'o', a shortest S-G path has {d - 1} between S and G" if marked != d - 1
+            "G cannot be reached from S"
+            if d < 0
+            else f"it marks {marked} cells 'o', a shortest S-G path has {d - 1} between S and G"
+            if marked != d - 1
             else "its 'o' cells do not join S to G"
         )
         raise UserError(f"{path} line {lines[i]}: answer is not a shortest S-G path ({why})")
     return MazeRows(q, a, np.array(ratings, dtype=np.float64), side)
 
 
-def download_hf() -> tuple[Path, Path, str]:
-    """Fetch train.csv/test.csv of Maze-Hard into the Hugging Face cache; returns the paths and the revision."""
-    from huggingface_hub import hf_hub_download
-
-    try:
-        paths = [Path(hf_hub_download(HF_REPO, name, repo_type="dataset", etag_timeout=10)) for name in ("train.csv", "test.csv")]
-    except Exception as e:  # noqa: BLE001 -- network, auth, disk: all mean "this source is unavailable"
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UserError(f"--source hf: could not download {HF_REPO} ({msg}); use --source csv --csv-dir DIR or --source generate") from None
-    return paths[0], paths[1], paths[0].parent.name
-
-
 # ---------------------------------------------------------------------------------------------------------- building
 
 
-def _resolve_source(opts: MazeBuildOptions, hub_probe: Callable[[], bool]) -> tuple[str, str]:
-    """(source, reason). `auto`: a CSV dir if given, else the hub if reachable (and the mazes are 30x30), else generate."""
-    if opts.source != "auto":
-        return opts.source, "requested"
-    if opts.csv_dir is not None:
-        return "csv", "--csv-dir given"
+def _generate_because(opts: MazeBuildOptions) -> str | None:
+    """Why `--source auto` must generate although the hub may be reachable, or None."""
     if opts.size is not None and opts.size != PAPER_SIZE:
-        return "generate", f"--size {opts.size}: {HF_REPO} holds {PAPER_SIZE}x{PAPER_SIZE} mazes only"
+        return f"--size {opts.size}: {HF_REPO} holds {PAPER_SIZE}x{PAPER_SIZE} mazes only"
     if opts.wall_density is not None:
-        return "generate", "--wall-density given"
-    if hub_probe():
-        return "hf", f"{HF_REPO} reachable"
-    return "generate", "Hugging Face Hub not reachable or offline mode set"
+        return "--wall-density given"
+    return None
 
 
 def _check_options(opts: MazeBuildOptions, source: str) -> None:
     if source == "hf" and opts.size is not None and opts.size != PAPER_SIZE:
-        raise UserError(f"--size {opts.size}: --source hf holds {PAPER_SIZE}x{PAPER_SIZE} mazes; use --source generate for other sizes")
-    if source == "csv" and opts.csv_dir is None:
-        raise UserError("--csv-dir: required with --source csv (a folder with train.csv and test.csv)")
-    if source != "csv" and opts.csv_dir is not None:
-        raise UserError(f"--csv-dir: only used with --source csv (got --source {opts.source})")
+        raise UserError(
+            f"--size {opts.size}: --source hf holds {PAPER_SIZE}x{PAPER_SIZE} mazes; use --source generate for other sizes"
+        )
     if source != "generate" and opts.wall_density is not None:
         raise UserError(f"--wall-density: only used with --source generate (got --source {source})")
 
@@ -674,33 +680,28 @@ def _examples(rows: MazeRows, aug: bool) -> tuple[np.ndarray, np.ndarray, int]:
 
 def build_maze(opts: MazeBuildOptions, hub_probe: Callable[[], bool] | None = None) -> Path:
     """Build the dataset described by `opts` and return its directory (written atomically: all or nothing)."""
-    source, reason = _resolve_source(opts, hub_probe or hub_reachable)
+    source, reason = sources.resolve_source(opts, HF_REPO, hub_probe or sources.hub_reachable, _generate_because(opts))
     _check_options(opts, source)
-    if opts.out is not None:  # fail before a long download or generation
-        check_out(Path(opts.out), opts.overwrite)
-    hf_files = None
-    if source == "hf":
-        try:
-            hf_files = download_hf()
-        except UserError as e:
-            if opts.source != "auto":
-                raise
-            source, reason = "generate", f"download failed: {e}"
+    src = sources.open_source(opts, source, reason, HF_REPO)
     size = opts.size or PAPER_SIZE
-    out = Path(opts.out) if opts.out is not None else _default_out(source, size)
+    out = Path(opts.out) if opts.out is not None else _default_out(src.name, size)
     check_out(out, opts.overwrite)
-    print(f"maze: source {source} ({reason}), output {out}", flush=True)
+    print(f"maze: source {src.name} ({src.reason}), output {out}", flush=True)
 
     gen_stats: dict[str, Any] = {}
     counts: dict[str, Any] = {}
     detail: dict[str, Any]
     min_path = opts.min_path
-    if source == "generate":
+    if src.csvs is None:
         min_path = min_path or default_min_path(size)
         density = opts.wall_density or LEHNERT_WALL_DENSITY
         seen: dict[bytes, str] = {}
-        train = generate_split(opts, "train", opts.train_size or DEFAULT_GENERATED_SIZES[0], size, min_path, density, seen, gen_stats)
-        test = generate_split(opts, "test", opts.test_size or DEFAULT_GENERATED_SIZES[1], size, min_path, density, seen, gen_stats)
+        train = generate_split(
+            opts, "train", opts.train_size or DEFAULT_GENERATED_SIZES[0], size, min_path, density, seen, gen_stats
+        )
+        test = generate_split(
+            opts, "test", opts.test_size or DEFAULT_GENERATED_SIZES[1], size, min_path, density, seen, gen_stats
+        )
         lo, hi = wall_count_range(size, density)
         detail = {
             "generator": "Lehnert et al. 2024 random-wall layouts, hardness filter of the HRM paper; see datasets_build/maze.py",
@@ -713,13 +714,8 @@ def build_maze(opts: MazeBuildOptions, hub_probe: Callable[[], bool] | None = No
             **{f"{k}_generation": v for k, v in gen_stats.items()},
         }
     else:
-        if hf_files is not None:
-            train_csv, test_csv, revision = hf_files
-            detail = {"repo": HF_REPO, "revision": revision}
-        else:
-            assert opts.csv_dir is not None
-            train_csv, test_csv = Path(opts.csv_dir) / "train.csv", Path(opts.csv_dir) / "test.csv"
-            detail = {"csv_dir": str(opts.csv_dir)}
+        detail = src.detail
+        train_csv, test_csv = src.csvs
         train = read_maze_csv(train_csv)
         if opts.size is not None and train.side != opts.size:
             raise UserError(f"--size {opts.size}: {train_csv} holds {train.side}x{train.side} mazes")
@@ -730,44 +726,48 @@ def build_maze(opts: MazeBuildOptions, hub_probe: Callable[[], bool] | None = No
             train = train.take(np.flatnonzero(path_lengths(train) >= min_path))
             test = test.take(np.flatnonzero(path_lengths(test) >= min_path))
             counts["rows_after_min_path"] = {"train": len(train), "test": len(test)}
-        train = sample_rows(train, opts.train_size, np.random.default_rng([opts.seed, _STREAM_SIZE, 0]))
-        test = sample_rows(test, opts.test_size, np.random.default_rng([opts.seed, _STREAM_SIZE, 1]))
+        train, test = sources.sample_splits(train, test, opts)
         train_keys = {canonical_key(x.reshape(size, size)) for x in train.inputs}
-        counts["test_mazes_also_in_train_up_to_symmetry"] = sum(canonical_key(x.reshape(size, size)) in train_keys for x in test.inputs)
-    if opts.subsample_size is not None and opts.subsample_size < len(train):
-        # the original's train-only subsample (random order), but seeded
-        rng = np.random.default_rng([opts.seed, _STREAM_SUBSAMPLE])
-        train = train.take(rng.choice(len(train), size=opts.subsample_size, replace=False))
-    for split, rows in (("train", train), ("test", test)):
-        if len(rows) == 0:
-            why = f"--min-path {min_path}" if min_path is not None else f"{split}.csv"
-            raise UserError(f"{why}: no {split} mazes left to build from")
+        counts["test_mazes_also_in_train_up_to_symmetry"] = sum(
+            canonical_key(x.reshape(size, size)) in train_keys for x in test.inputs
+        )
+    train = sources.subsample_train(
+        train, test, opts, f"--min-path {min_path}" if min_path is not None else None, "mazes"
+    )
 
     train_inputs, train_labels, per = _examples(train, opts.aug)
     options = opts.model_dump(mode="json", exclude={"out", "overwrite", "workers"})
 
     def record(split: str, rows: MazeRows, examples: int) -> dict[str, Any]:
         return {
-            "name": "maze",
-            "version": BUILDER_VERSION,
-            "split": split,
-            "source": source,
-            "source_detail": detail,
-            "options": options,
-            "seed": opts.seed,
+            **record_head("maze", BUILDER_VERSION, split, src.name, detail, options, opts.seed),
             "grid_size": size,
             "min_path_moves": min_path,
             "augmentation": "8 dihedral transforms per maze (train only)" if opts.aug and split == "train" else None,
-            "counts": {"mazes": len(rows), "examples": examples, "train_mazes": len(train), "test_mazes": len(test), **counts},
+            "counts": {
+                "mazes": len(rows),
+                "examples": examples,
+                "train_mazes": len(train),
+                "test_mazes": len(test),
+                **counts,
+            },
             "statistics": statistics(rows, path_lengths(rows)),
         }
 
-    with atomic_directory(out, overwrite=opts.overwrite) as tmp:
-        os.chmod(tmp, 0o755)  # mkdtemp makes 0700; a dataset is meant to be shared
-        write_grid_split(tmp / "train", train_inputs, train_labels, train_inputs.shape[0] // per, VOCAB_SIZE, record("train", train, train_inputs.shape[0]))
-        write_grid_split(tmp / "test", test.inputs, test.labels, test.inputs.shape[0], VOCAB_SIZE, record("test", test, len(test)))
-        write_identifiers(tmp, ["<blank>"])
-    return out
+    return write_grid_dataset(
+        out,
+        opts.overwrite,
+        VOCAB_SIZE,
+        {
+            "train": (
+                train_inputs,
+                train_labels,
+                train_inputs.shape[0] // per,
+                record("train", train, train_inputs.shape[0]),
+            ),
+            "test": (test.inputs, test.labels, test.inputs.shape[0], record("test", test, len(test))),
+        },
+    )
 
 
 def summary(out: Path) -> str:
@@ -776,5 +776,7 @@ def summary(out: Path) -> str:
     for split in ("train", "test"):
         b = json.loads((out / split / "dataset.json").read_text())["builder"]
         s = b["statistics"]["path_length_moves"]
-        parts.append(f"{split} {b['counts']['mazes']} mazes / {b['counts']['examples']} examples (path {s['min']:g}-{s['max']:g} moves)")
+        parts.append(
+            f"{split} {b['counts']['mazes']} mazes / {b['counts']['examples']} examples (path {s['min']:g}-{s['max']:g} moves)"
+        )
     return f"wrote {out}: {b['grid_size']}x{b['grid_size']}, " + ", ".join(parts)

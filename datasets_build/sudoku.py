@@ -1,68 +1,73 @@
-"""Sudoku benchmark builder: Sudoku-Extreme (Hugging Face or local CSV) or built-in generated puzzles, in the HRM format.
+"""Sudoku benchmark builder: Sudoku-Extreme (Hugging Face or local CSV) or built-in generated puzzles, in the HRM
+format.
 
-What it adds over the original `dataset/build_sudoku_dataset.py` (reference/hrm.md §4.3), keeping its output format:
+What it adds over the original `dataset/build_sudoku_dataset.py` (docs/data.md, "Sudoku"), keeping its output format:
 - every draw comes from a seeded `np.random.Generator`, so the same options and seed give the same bytes;
 - every CSV row is checked (81 cells, legal characters, the answer is a complete grid that agrees with every given);
 - a generator of unique-solution puzzles for 2x2, 2x3 and 3x3 boxes (4x4, 6x6, 9x9 boards), rated by search effort;
 - for generated data a strict split: no test puzzle can be turned into a training puzzle (or back) by the augmentation
   group, tested exactly with a canonical form.
 
-Grid conventions: a board of side n = r*c has boxes of r rows x c columns; the n/r = c *bands* are r rows tall and the
-n/c = r *stacks* are c columns wide. Cells hold 0 for a blank and 1..n for a digit; tokens on disk are value + 1.
+The grid conventions, tokens, augmentation group and rules are those of `hrm_reason.tasks.sudoku`.
 """
 
 from __future__ import annotations
 
-import csv
 import itertools
 import json
 import multiprocessing
 import os
-import socket
 import sys
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlparse
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 from tqdm import tqdm
 
-from datasets_build.common import check_out, sample_rows, write_grid_split, write_identifiers
-from hrm_reason.atomic import atomic_directory
+from datasets_build import sources
+from datasets_build.common import check_out, record_head, write_grid_dataset
+from datasets_build.sources import SourceBuildOptions
 from hrm_reason.errors import UserError
+from hrm_reason.tasks.sudoku import (
+    BOXES,
+    Geometry,
+    apply_transforms,
+    geometry,
+    is_valid_solution,
+    random_transforms,
+    to_tokens,
+    unit_error,
+    vocab_size,
+)
 
 BUILDER_VERSION = "1"
 HF_REPO = "sapientinc/sudoku-extreme"
-BOXES: dict[str, tuple[int, int]] = {"2x2": (2, 2), "2x3": (2, 3), "3x3": (3, 3)}
 CSV_HEADER = ("source", "q", "a", "rating")
 RATING_DEFINITION = (
     "dead ends met by a deterministic backtracking search with naked- and hidden-single propagation that finds the "
     "solution and proves it unique (0 = solved by singles alone)"
 )
 # Independent random streams derived from the one user seed, so adding draws to one stage never shifts another.
-_STREAM_GENERATE, _STREAM_SPLIT, _STREAM_SUBSAMPLE, _STREAM_AUGMENT, _STREAM_SIZE = 1, 2, 3, 4, 5
-_OFFLINE_ENV = ("HRM_OFFLINE", "HF_HUB_OFFLINE")
+# Independent of datasets_build.sources.STREAM_SUBSAMPLE (3) and STREAM_SIZE (5).
+_STREAM_GENERATE, _STREAM_SPLIT, _STREAM_AUGMENT = 1, 2, 4
 
 
 # ----------------------------------------------------------------------------------------------------------- options
 
 
-class SudokuBuildOptions(BaseModel):
+class SudokuBuildOptions(SourceBuildOptions):
     """Everything that decides the dataset; `out`, `overwrite` and `workers` do not change its bytes."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    out: Path | None = Field(None, description="output directory; default data/sudoku-extreme-full (hf), data/sudoku-csv, data/sudoku-gen-NxN")
-    source: Literal["auto", "hf", "csv", "generate"] = "auto"
-    csv_dir: Path | None = None
-    subsample_size: int | None = Field(None, ge=1)
+    out: Path | None = Field(
+        None,
+        description="output directory; default data/sudoku-extreme-full (hf), data/sudoku-csv, data/sudoku-gen-NxN",
+    )
     num_aug: int = Field(0, ge=0)
     min_difficulty: int | None = Field(None, ge=0)
     seed: int = Field(0, ge=0)
@@ -76,52 +81,6 @@ class SudokuBuildOptions(BaseModel):
 DEFAULT_GENERATED_SIZES = (1000, 1000)
 
 
-# ---------------------------------------------------------------------------------------------------------- geometry
-
-
-@dataclass(frozen=True)
-class _Geometry:
-    """Static structure of one board shape, computed once per shape (pure data, safe to cache)."""
-
-    r: int
-    c: int
-    n: int
-    cells: int
-    full: int  # bitmask with all n digits
-    units: tuple[tuple[int, ...], ...]  # rows, columns, boxes (cell indices)
-    cell_units: tuple[tuple[int, int, int], ...]  # per cell: index of its row, column and box in `units`
-    peers: tuple[tuple[int, ...], ...]
-    col_perms: np.ndarray  # [r! * (c!)^r, n]: every stack permutation x column-in-stack permutation
-
-
-@lru_cache(maxsize=None)
-def _geometry(r: int, c: int) -> _Geometry:
-    n = r * c
-    rows = [tuple(i * n + j for j in range(n)) for i in range(n)]
-    cols = [tuple(i * n + j for i in range(n)) for j in range(n)]
-    boxes = [
-        tuple((band * r + i) * n + stack * c + j for i in range(r) for j in range(c)) for band in range(c) for stack in range(r)
-    ]
-    units = tuple(rows + cols + boxes)
-    peers = []
-    for cell in range(n * n):
-        near = set().union(*(u for u in units if cell in u))
-        near.discard(cell)
-        peers.append(tuple(sorted(near)))
-    col_perms = np.array(
-        [
-            [stack * c + within[k][j] for k, stack in enumerate(stacks) for j in range(c)]
-            for stacks in itertools.permutations(range(r))
-            for within in itertools.product(itertools.permutations(range(c)), repeat=r)
-        ],
-        dtype=np.intp,
-    )
-    col_perms.setflags(write=False)
-    cell_units = tuple((cell // n, n + cell % n, 2 * n + (cell // n // r) * r + (cell % n) // c) for cell in range(n * n))
-    assert all(cell in units[k] for cell, ks in enumerate(cell_units) for k in ks)
-    return _Geometry(r, c, n, n * n, (1 << n) - 1, units, cell_units, tuple(peers), col_perms)
-
-
 def parse_box(box: str) -> tuple[int, int]:
     """'RxC' -> (box rows, box columns)."""
     if box not in BOXES:
@@ -133,7 +92,7 @@ def parse_box(box: str) -> tuple[int, int]:
 # Candidates are int bitmasks (bit d-1 = digit d). Pure Python: small ints and lists beat numpy at this granularity.
 
 
-def _propagate(cand: list[int], todo: list[int], geo: _Geometry) -> bool:
+def _propagate(cand: list[int], todo: list[int], geo: Geometry) -> bool:
     """Naked and hidden singles to a fixed point; False on a contradiction. `todo` holds newly fixed cells."""
     peers, units, full = geo.peers, geo.units, geo.full
     while True:
@@ -184,7 +143,7 @@ def _branch_cell(cand: list[int]) -> int:
     return best
 
 
-def _search(cand: list[int], geo: _Geometry, limit: int, solutions: list[list[int]], stats: list[int]) -> None:
+def _search(cand: list[int], geo: Geometry, limit: int, solutions: list[list[int]], stats: list[int]) -> None:
     """Depth-first search collecting up to `limit` solutions; stats = [guesses, dead_ends]."""
     cell = _branch_cell(cand)
     if cell < 0:
@@ -205,7 +164,7 @@ def _search(cand: list[int], geo: _Geometry, limit: int, solutions: list[list[in
             stats[1] += 1
 
 
-def _search_ordered(cand: list[int], geo: _Geometry, order: list[list[int]]) -> list[int] | None:
+def _search_ordered(cand: list[int], geo: Geometry, order: list[list[int]]) -> list[int] | None:
     """First solution, trying each cell's digits in the given (random) order: a randomized full grid."""
     cell = _branch_cell(cand)
     if cell < 0:
@@ -222,7 +181,9 @@ def _search_ordered(cand: list[int], geo: _Geometry, order: list[list[int]]) -> 
     return None
 
 
-def _candidates(values: list[int], geo: _Geometry, skip: int = -1, exclude: int = 0) -> tuple[list[int], list[int]] | None:
+def _candidates(
+    values: list[int], geo: Geometry, skip: int = -1, exclude: int = 0
+) -> tuple[list[int], list[int]] | None:
     """Candidates left by the givens (cell `skip` treated as blank, minus digit `exclude` there), and the cells that
     became singles; None if the givens already clash. Unit masks instead of peer-by-peer elimination: ~10x cheaper."""
     used = []
@@ -253,7 +214,7 @@ def _candidates(values: list[int], geo: _Geometry, skip: int = -1, exclude: int 
     return cand, todo
 
 
-def _as_values(grid: np.ndarray | list[int], geo: _Geometry) -> list[int]:
+def _as_values(grid: np.ndarray | list[int], geo: Geometry) -> list[int]:
     values = [int(v) for v in np.asarray(grid).reshape(-1)]
     if len(values) != geo.cells or min(values) < 0 or max(values) > geo.n:
         raise ValueError(f"expected {geo.cells} cells with values 0..{geo.n}")
@@ -262,7 +223,7 @@ def _as_values(grid: np.ndarray | list[int], geo: _Geometry) -> list[int]:
 
 def solve(puzzle: np.ndarray, r: int, c: int, limit: int = 2) -> tuple[list[np.ndarray], int]:
     """Up to `limit` solutions (as [n, n] arrays of 1..n) and the number of dead ends the search met."""
-    geo = _geometry(r, c)
+    geo = geometry(r, c)
     start = _candidates(_as_values(puzzle, geo), geo)
     solutions: list[list[int]] = []
     stats = [0, 0]
@@ -276,16 +237,6 @@ def solve(puzzle: np.ndarray, r: int, c: int, limit: int = 2) -> tuple[list[np.n
 def rate_puzzle(puzzle: np.ndarray, r: int, c: int) -> int:
     """Difficulty rating: see RATING_DEFINITION (the way tdoku rates Sudoku-Extreme: search effort, not technique)."""
     return solve(puzzle, r, c, limit=2)[1]
-
-
-def is_valid_solution(grid: np.ndarray, r: int, c: int) -> bool:
-    """A complete grid whose every row, column and box holds each digit 1..n exactly once."""
-    geo = _geometry(r, c)
-    flat = np.asarray(grid).reshape(-1)
-    if flat.size != geo.cells or flat.min() < 1 or flat.max() > geo.n:
-        return False
-    want = np.arange(1, geo.n + 1)
-    return all(np.array_equal(np.sort(flat[list(u)]), want) for u in geo.units)
 
 
 @dataclass(frozen=True)
@@ -302,7 +253,7 @@ def generate_puzzle(rng: np.random.Generator, r: int, c: int) -> GeneratedPuzzle
     each step is one existence search instead of counting solutions. A clue that is needed stays needed as more clues
     go, hence the result is minimal (every remaining clue is necessary).
     """
-    geo = _geometry(r, c)
+    geo = geometry(r, c)
     digit_order = np.argsort(rng.random((geo.cells, geo.n)), axis=1)
     order = [[1 << int(d) for d in row] for row in digit_order]
     full_grid = _search_ordered([geo.full] * geo.cells, geo, order)
@@ -347,7 +298,7 @@ def canonical_key(puzzle: np.ndarray, solution: np.ndarray, r: int, c: int) -> b
     other row's first cell distinct, so sorting rows (within bands, then bands) by their first cell is optimal. That
     leaves (transpose x top row x column order) = 2*9*1296 candidates for 9x9, filtered first on the top band alone.
     """
-    geo = _geometry(r, c)
+    geo = geometry(r, c)
     n, K = geo.n, geo.col_perms
     nK = K.shape[0]
     S = np.asarray(solution, dtype=np.intp).reshape(n, n)
@@ -409,48 +360,6 @@ def canonical_key(puzzle: np.ndarray, solution: np.ndarray, r: int, c: int) -> b
     return bytes([r, c]) + grids[best].astype(np.uint8).tobytes() + np.packbits(masks[best]).tobytes()
 
 
-# -------------------------------------------------------------------------------------------------- augmentation
-
-
-@dataclass(frozen=True)
-class GridTransforms:
-    """A batch of augmentation-group elements, applied as in the original `shuffle_sudoku`:
-    optional transpose, then new[i, j] = old[row_perm[i], col_perm[j]], then digit_map (with 0 -> 0)."""
-
-    digit_map: np.ndarray  # [B, n+1] uint8
-    transpose: np.ndarray  # [B] bool
-    row_perm: np.ndarray  # [B, n]
-    col_perm: np.ndarray  # [B, n]
-
-    def __len__(self) -> int:
-        return self.digit_map.shape[0]
-
-
-def random_transforms(rng: np.random.Generator, r: int, c: int, count: int) -> GridTransforms:
-    """`count` random group elements. Row order = shuffled bands, each with its rows shuffled; columns likewise.
-    Transpose (p=0.5) only for square boxes: transposing a 2x3-box board gives 3x2 boxes, a different puzzle family."""
-    n = r * c
-    digits = np.argsort(rng.random((count, n)), axis=1) + 1
-    digit_map = np.concatenate([np.zeros((count, 1), dtype=np.uint8), digits.astype(np.uint8)], axis=1)
-    transpose = rng.random(count) < 0.5 if r == c else np.zeros(count, dtype=bool)
-    bands = np.argsort(rng.random((count, c)), axis=1)
-    rows_in_band = np.argsort(rng.random((count, c, r)), axis=2)
-    stacks = np.argsort(rng.random((count, r)), axis=1)
-    cols_in_stack = np.argsort(rng.random((count, r, c)), axis=2)
-    row_perm = (bands[:, :, None] * r + rows_in_band).reshape(count, n)
-    col_perm = (stacks[:, :, None] * c + cols_in_stack).reshape(count, n)
-    return GridTransforms(digit_map, transpose, row_perm, col_perm)
-
-
-def apply_transforms(grids: np.ndarray, tf: GridTransforms) -> np.ndarray:
-    """Transform [n, n] (one grid for every element) or [B, n, n] grids; returns [B, n, n] uint8."""
-    B, n = len(tf), tf.row_perm.shape[1]
-    g = np.broadcast_to(np.asarray(grids), (B, n, n))
-    g = np.where(tf.transpose[:, None, None], g.transpose(0, 2, 1), g)
-    moved = g[np.arange(B)[:, None, None], tf.row_perm[:, :, None], tf.col_perm[:, None, :]]
-    return np.take_along_axis(tf.digit_map, moved.reshape(B, -1).astype(np.intp), axis=1).reshape(B, n, n)
-
-
 # ----------------------------------------------------------------------------------------------------------- sources
 
 
@@ -469,53 +378,27 @@ class SudokuRows:
         return SudokuRows(self.puzzles[idx], self.solutions[idx], self.ratings[idx])
 
 
-def _unit_error(grid: np.ndarray, geo: _Geometry) -> str | None:
-    """Name the first row/column/box that does not hold every digit once (1-based), or None if the grid is valid."""
-    names = [f"row {i + 1}" for i in range(geo.n)] + [f"column {i + 1}" for i in range(geo.n)] + [f"box {i + 1}" for i in range(geo.n)]
-    want = np.arange(1, geo.n + 1)
-    for name, unit in zip(names, geo.units):
-        if not np.array_equal(np.sort(grid[list(unit)]), want):
-            return f"{name} does not hold each digit 1-{geo.n} once"
-    return None
-
-
 def read_sudoku_csv(path: Path) -> SudokuRows:
     """Read and fully check a Sudoku-Extreme CSV (`source,q,a,rating`, header skipped); errors name file and line."""
     path = Path(path)
-    geo = _geometry(3, 3)
-    if not path.is_file():
-        raise UserError(f"{path}: file not found (expected a CSV with columns {','.join(CSV_HEADER)})")
+    geo = geometry(3, 3)
     q_buf, a_buf = bytearray(), bytearray()
     ratings: list[int] = []
     lines: list[int] = []
-    with open(path, newline="", encoding="utf-8") as f:
-        reader = csv.reader(f)
+    for where, line, (_, q, a, rating) in sources.csv_rows(path, CSV_HEADER):
+        if not (q.isascii() and a.isascii()):
+            raise UserError(f"{where}: non-ASCII character in q or a")
+        if len(q) != geo.cells:
+            raise UserError(f"{where}: puzzle q has {len(q)} cells, expected {geo.cells}")
+        if len(a) != geo.cells:
+            raise UserError(f"{where}: answer a has {len(a)} cells, expected {geo.cells}")
         try:
-            header = next(reader, None)
-            if header is None:
-                raise UserError(f"{path}: empty file, expected a header {','.join(CSV_HEADER)} and rows")
-            for row in reader:
-                if not row:
-                    continue  # blank line
-                where = f"{path} line {reader.line_num}"
-                if len(row) != 4:
-                    raise UserError(f"{where}: expected 4 columns {','.join(CSV_HEADER)}, got {len(row)}")
-                _, q, a, rating = row
-                if not (q.isascii() and a.isascii()):
-                    raise UserError(f"{where}: non-ASCII character in q or a")
-                if len(q) != geo.cells:
-                    raise UserError(f"{where}: puzzle q has {len(q)} cells, expected {geo.cells}")
-                if len(a) != geo.cells:
-                    raise UserError(f"{where}: answer a has {len(a)} cells, expected {geo.cells}")
-                try:
-                    ratings.append(int(rating))
-                except ValueError:
-                    raise UserError(f"{where}: rating {rating!r} is not an integer") from None
-                q_buf += q.encode("ascii")
-                a_buf += a.encode("ascii")
-                lines.append(reader.line_num)
-        except (csv.Error, UnicodeDecodeError) as e:
-            raise UserError(f"{path} line {reader.line_num}: not readable as CSV ({e})") from None
+            ratings.append(int(rating))
+        except ValueError:
+            raise UserError(f"{where}: rating {rating!r} is not an integer") from None
+        q_buf += q.encode("ascii")
+        a_buf += a.encode("ascii")
+        lines.append(line)
     q = np.frombuffer(bytes(q_buf), dtype=np.uint8).reshape(-1, geo.cells)
     a = np.frombuffer(bytes(a_buf), dtype=np.uint8).reshape(-1, geo.cells)
     q_ok = (q == ord(".")) | ((q >= ord("0")) & (q <= ord("9")))
@@ -532,7 +415,7 @@ def read_sudoku_csv(path: Path) -> SudokuRows:
     return SudokuRows(puzzles, solutions, np.array(ratings, dtype=np.int64))
 
 
-def _check_answers(path: Path, puzzles: np.ndarray, solutions: np.ndarray, lines: list[int], geo: _Geometry) -> None:
+def _check_answers(path: Path, puzzles: np.ndarray, solutions: np.ndarray, lines: list[int], geo: Geometry) -> None:
     """Every answer must be a valid complete grid that keeps every given; vectorized, in chunks to bound memory."""
     units = np.array(geo.units, dtype=np.intp)  # [3n, n]
     for start in range(0, len(lines), 100_000):
@@ -547,51 +430,35 @@ def _check_answers(path: Path, puzzles: np.ndarray, solutions: np.ndarray, lines
             where = f"{path} line {lines[start + i]}: answer does not solve the puzzle"
             if bad_given[i]:
                 j = int(np.flatnonzero((q[i] != 0) & (q[i] != a[i]))[0])
-                raise UserError(f"{where} (row {j // geo.n + 1} column {j % geo.n + 1}: given {q[i, j]}, answer {a[i, j]})")
-            raise UserError(f"{where} ({_unit_error(a[i], geo)})")
-
-
-def hub_reachable(timeout: float = 3.0) -> bool:
-    """Can the Hugging Face Hub be reached? False at once when HRM_OFFLINE or HF_HUB_OFFLINE is set (tests, air gaps)."""
-    if any(os.environ.get(k, "").strip().lower() not in ("", "0", "false", "no") for k in _OFFLINE_ENV):
-        return False
-    from huggingface_hub import constants
-
-    url = urlparse(constants.ENDPOINT)
-    try:
-        with socket.create_connection((url.hostname or "huggingface.co", url.port or (443 if url.scheme == "https" else 80)), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-def download_hf() -> tuple[Path, Path, str]:
-    """Fetch train.csv/test.csv of Sudoku-Extreme into the Hugging Face cache; returns the paths and the revision."""
-    from huggingface_hub import hf_hub_download
-
-    try:
-        paths = [Path(hf_hub_download(HF_REPO, name, repo_type="dataset", etag_timeout=10)) for name in ("train.csv", "test.csv")]
-    except Exception as e:  # network, auth, disk: all mean "this source is unavailable"
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UserError(f"--source hf: could not download {HF_REPO} ({msg}); use --source csv --csv-dir DIR or --source generate") from None
-    return paths[0], paths[1], paths[0].parent.name
+                raise UserError(
+                    f"{where} (row {j // geo.n + 1} column {j % geo.n + 1}: given {q[i, j]}, answer {a[i, j]})"
+                )
+            raise UserError(f"{where} ({unit_error(a[i], geo)})")
 
 
 # -------------------------------------------------------------------------------------------------------- generation
 
 
-def _attempt_chunk(seed: int, r: int, c: int, start: int, count: int, min_difficulty: int | None) -> list[tuple[GeneratedPuzzle, bytes | None]]:
+def _attempt_chunk(
+    seed: int, r: int, c: int, start: int, count: int, min_difficulty: int | None
+) -> list[tuple[GeneratedPuzzle, bytes | None]]:
     """Attempts start..start+count-1. Attempt i is a pure function of (seed, i), so parallel and serial runs agree
     byte for byte. The canonical key is computed only for puzzles that pass --min-difficulty."""
     out = []
     for attempt in range(start, start + count):
         g = generate_puzzle(np.random.default_rng([seed, _STREAM_GENERATE, attempt]), r, c)
-        key = None if min_difficulty is not None and g.rating < min_difficulty else canonical_key(g.puzzle, g.solution, r, c)
+        key = (
+            None
+            if min_difficulty is not None and g.rating < min_difficulty
+            else canonical_key(g.puzzle, g.solution, r, c)
+        )
         out.append((g, key))
     return out
 
 
-def _attempts(seed: int, r: int, c: int, min_difficulty: int | None, workers: int) -> Iterator[tuple[GeneratedPuzzle, bytes | None]]:
+def _attempts(
+    seed: int, r: int, c: int, min_difficulty: int | None, workers: int
+) -> Iterator[tuple[GeneratedPuzzle, bytes | None]]:
     """Results of attempts 0, 1, 2, ... in order; with workers > 1 a few chunks run ahead in worker processes.
     If worker processes cannot run (e.g. a __main__ read from stdin cannot be re-imported) it carries on serially."""
     start = 0
@@ -666,7 +533,9 @@ def _generate_split(opts: SudokuBuildOptions, r: int, c: int, train_size: int, t
             if all(len(rows[s]) >= sizes[s] for s in sizes):
                 break
             attempts = stats["attempts"]
-            if attempts >= max_attempts or (attempts >= 2000 and attempts % 500 == 0 and not _on_course(attempts, max_attempts, rows, needed)):
+            if attempts >= max_attempts or (
+                attempts >= 2000 and attempts % 500 == 0 and not _on_course(attempts, max_attempts, rows, needed)
+            ):
                 raise _generation_error(opts, n, stats, rows, sizes, len(owner))
     finally:
         gen.close()
@@ -689,7 +558,9 @@ def _on_course(attempts: int, max_attempts: int, rows: dict[str, list], needed: 
     return placed > 0 and placed / attempts * (max_attempts - attempts) >= needed - placed
 
 
-def _generation_error(opts: SudokuBuildOptions, n: int, stats: dict[str, int], rows: dict, sizes: dict, n_classes: int) -> UserError:
+def _generation_error(
+    opts: SudokuBuildOptions, n: int, stats: dict[str, int], rows: dict, sizes: dict, n_classes: int
+) -> UserError:
     got = {s: len(rows[s]) for s in rows}
     if opts.min_difficulty is not None and stats["below_min_difficulty"] > stats["attempts"] // 2:
         kept = stats["attempts"] - stats["below_min_difficulty"]
@@ -707,26 +578,11 @@ def _generation_error(opts: SudokuBuildOptions, n: int, stats: dict[str, int], r
 # ---------------------------------------------------------------------------------------------------------- building
 
 
-def _resolve_source(opts: SudokuBuildOptions, hub_probe: Callable[[], bool]) -> tuple[str, str]:
-    """(source, reason). `auto`: a CSV dir if given, else the hub if reachable (and the board is 9x9), else generate."""
-    if opts.source != "auto":
-        return opts.source, "requested"
-    if opts.csv_dir is not None:
-        return "csv", "--csv-dir given"
-    if opts.box != "3x3":
-        return "generate", f"--box {opts.box}: Sudoku-Extreme has 9x9 puzzles only"
-    if hub_probe():
-        return "hf", f"{HF_REPO} reachable"
-    return "generate", "Hugging Face Hub not reachable or offline mode set"
-
-
 def _check_options(opts: SudokuBuildOptions, source: str) -> None:
     if source in ("hf", "csv") and opts.box != "3x3":
-        raise UserError(f"--box {opts.box}: --source {source} holds 9x9 puzzles only; use --box 3x3 or --source generate")
-    if source == "csv" and opts.csv_dir is None:
-        raise UserError("--csv-dir: required with --source csv (a folder with train.csv and test.csv)")
-    if source != "csv" and opts.csv_dir is not None:
-        raise UserError(f"--csv-dir: only used with --source csv (got --source {opts.source})")
+        raise UserError(
+            f"--box {opts.box}: --source {source} holds 9x9 puzzles only; use --box 3x3 or --source generate"
+        )
 
 
 def _default_out(source: str, box: str) -> Path:
@@ -747,7 +603,8 @@ def _difficulty(ratings: np.ndarray) -> dict[str, Any]:
 
 
 def _row_hashes(grids: np.ndarray) -> np.ndarray:
-    """64-bit hash per row (fixed weights, wrap-around arithmetic): cheap exact-duplicate detection for millions of rows."""
+    """64-bit hash per row (fixed weights, wrap-around arithmetic): cheap exact-duplicate detection for millions of
+    rows."""
     weights = np.random.default_rng(0x5D0C).integers(1, 2**63, size=grids.shape[1], dtype=np.uint64) | np.uint64(1)
     out = np.zeros(grids.shape[0], dtype=np.uint64)
     for j in range(grids.shape[1]):
@@ -755,14 +612,16 @@ def _row_hashes(grids: np.ndarray) -> np.ndarray:
     return out
 
 
-def _examples(rows: SudokuRows, r: int, c: int, num_aug: int, rng: np.random.Generator, desc: str) -> tuple[np.ndarray, np.ndarray]:
-    """Tokens (value + 1) of each original followed by its num_aug augmented copies (the original's layout)."""
+def _examples(
+    rows: SudokuRows, r: int, c: int, num_aug: int, rng: np.random.Generator, desc: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """Tokens of each original followed by its num_aug augmented copies (the original's layout)."""
     n = r * c
     per = 1 + num_aug
     inputs = np.empty((len(rows) * per, n * n), dtype=np.uint8)
     labels = np.empty_like(inputs)
-    inputs[::per] = rows.puzzles + 1
-    labels[::per] = rows.solutions + 1
+    inputs[::per] = to_tokens(rows.puzzles)
+    labels[::per] = to_tokens(rows.solutions)
     if num_aug == 0 or len(rows) == 0:
         return inputs, labels
     chunk = max(1, 65536 // num_aug)  # originals per vectorized step (bounds memory at ~65k grids)
@@ -774,8 +633,8 @@ def _examples(rows: SudokuRows, r: int, c: int, num_aug: int, rng: np.random.Gen
             q = apply_transforms(rows.puzzles[src].reshape(-1, n, n), tf).reshape(e - s, num_aug, n * n)
             a = apply_transforms(rows.solutions[src].reshape(-1, n, n), tf).reshape(e - s, num_aug, n * n)
             block = slice(s * per, e * per)
-            inputs[block].reshape(e - s, per, n * n)[:, 1:] = q + 1
-            labels[block].reshape(e - s, per, n * n)[:, 1:] = a + 1
+            inputs[block].reshape(e - s, per, n * n)[:, 1:] = to_tokens(q)
+            labels[block].reshape(e - s, per, n * n)[:, 1:] = to_tokens(a)
             bar.update(e - s)
     return inputs, labels
 
@@ -784,70 +643,48 @@ def build_sudoku(opts: SudokuBuildOptions, hub_probe: Callable[[], bool] | None 
     """Build the dataset described by `opts` and return its directory (written atomically: all or nothing)."""
     r, c = parse_box(opts.box)
     n = r * c
-    source, reason = _resolve_source(opts, hub_probe or hub_reachable)
+    forced = None if opts.box == "3x3" else f"--box {opts.box}: Sudoku-Extreme has 9x9 puzzles only"
+    source, reason = sources.resolve_source(opts, HF_REPO, hub_probe or sources.hub_reachable, forced)
     _check_options(opts, source)
-    if opts.out is not None:  # fail before a long download or generation
-        check_out(Path(opts.out), opts.overwrite)
-    hf_files = None
-    if source == "hf":
-        try:
-            hf_files = download_hf()
-        except UserError as e:
-            if opts.source != "auto":
-                raise
-            source, reason = "generate", f"download failed: {e}"
-    out = Path(opts.out) if opts.out is not None else _default_out(source, opts.box)
+    src = sources.open_source(opts, source, reason, HF_REPO)
+    out = Path(opts.out) if opts.out is not None else _default_out(src.name, opts.box)
     check_out(out, opts.overwrite)
-    print(f"sudoku: source {source} ({reason}), {n}x{n} boards, output {out}", flush=True)
+    print(f"sudoku: source {src.name} ({src.reason}), {n}x{n} boards, output {out}", flush=True)
 
     stats: dict[str, Any] = {}
     detail: dict[str, Any]
-    if source == "generate":
+    if src.csvs is None:
         train_size = opts.train_size or DEFAULT_GENERATED_SIZES[0]
         test_size = opts.test_size or DEFAULT_GENERATED_SIZES[1]
         gen = _generate_split(opts, r, c, train_size, test_size)
         train, test, stats = gen.train, gen.test, dict(gen.stats)
-        detail = {"generator": "random full grid, clues removed while the solution stays unique (minimal puzzles)", "rating": RATING_DEFINITION}
+        detail = {
+            "generator": "random full grid, clues removed while the solution stays unique (minimal puzzles)",
+            "rating": RATING_DEFINITION,
+        }
     else:
-        if hf_files is not None:
-            train_csv, test_csv, revision = hf_files
-            detail = {"repo": HF_REPO, "revision": revision}
-        else:
-            assert opts.csv_dir is not None
-            train_csv, test_csv = Path(opts.csv_dir) / "train.csv", Path(opts.csv_dir) / "test.csv"
-            detail = {"csv_dir": str(opts.csv_dir)}
-        train, test = read_sudoku_csv(train_csv), read_sudoku_csv(test_csv)
+        detail = src.detail
+        train, test = read_sudoku_csv(src.csvs[0]), read_sudoku_csv(src.csvs[1])
         stats["rows_read"] = {"train": len(train), "test": len(test)}
         if opts.min_difficulty is not None:
             train = train.take(np.flatnonzero(train.ratings >= opts.min_difficulty))
             test = test.take(np.flatnonzero(test.ratings >= opts.min_difficulty))
         stats["rows_after_min_difficulty"] = {"train": len(train), "test": len(test)}
-        train = sample_rows(train, opts.train_size, np.random.default_rng([opts.seed, _STREAM_SIZE, 0]))
-        test = sample_rows(test, opts.test_size, np.random.default_rng([opts.seed, _STREAM_SIZE, 1]))
+        train, test = sources.sample_splits(train, test, opts)
         # The published split is kept as is; report exact repeats of a test puzzle in train (equivalents not checked).
         stats["test_puzzles_also_in_train"] = int(np.isin(_row_hashes(test.puzzles), _row_hashes(train.puzzles)).sum())
-    if opts.subsample_size is not None and opts.subsample_size < len(train):
-        # the original's train-only subsample (random order), but seeded
-        rng = np.random.default_rng([opts.seed, _STREAM_SUBSAMPLE])
-        train = train.take(rng.choice(len(train), size=opts.subsample_size, replace=False))
-    for split, rows in (("train", train), ("test", test)):
-        if len(rows) == 0:
-            why = f"--min-difficulty {opts.min_difficulty}" if opts.min_difficulty is not None else f"{split}.csv"
-            raise UserError(f"{why}: no {split} puzzles left to build from")
+    why_empty = f"--min-difficulty {opts.min_difficulty}" if opts.min_difficulty is not None else None
+    train = sources.subsample_train(train, test, opts, why_empty, "puzzles")
 
-    train_inputs, train_labels = _examples(train, r, c, opts.num_aug, np.random.default_rng([opts.seed, _STREAM_AUGMENT]), "augmenting train")
+    train_inputs, train_labels = _examples(
+        train, r, c, opts.num_aug, np.random.default_rng([opts.seed, _STREAM_AUGMENT]), "augmenting train"
+    )
     test_inputs, test_labels = _examples(test, r, c, 0, np.random.default_rng(0), "")
     options = opts.model_dump(mode="json", exclude={"out", "overwrite", "workers"})
 
     def record(split: str, rows: SudokuRows, examples: int) -> dict[str, Any]:
         return {
-            "name": "sudoku",
-            "version": BUILDER_VERSION,
-            "split": split,
-            "source": source,
-            "source_detail": detail,
-            "options": options,
-            "seed": opts.seed,
+            **record_head("sudoku", BUILDER_VERSION, split, src.name, detail, options, opts.seed),
             "box": opts.box,
             "grid_size": n,
             "counts": {
@@ -860,12 +697,15 @@ def build_sudoku(opts: SudokuBuildOptions, hub_probe: Callable[[], bool] | None 
             "difficulty": _difficulty(rows.ratings),
         }
 
-    with atomic_directory(out, overwrite=opts.overwrite) as tmp:
-        os.chmod(tmp, 0o755)  # mkdtemp makes 0700; a dataset is meant to be shared
-        write_grid_split(tmp / "train", train_inputs, train_labels, len(train), n + 2, record("train", train, train_inputs.shape[0]))
-        write_grid_split(tmp / "test", test_inputs, test_labels, len(test), n + 2, record("test", test, test_inputs.shape[0]))
-        write_identifiers(tmp, ["<blank>"])
-    return out
+    return write_grid_dataset(
+        out,
+        opts.overwrite,
+        vocab_size(n),
+        {
+            "train": (train_inputs, train_labels, len(train), record("train", train, train_inputs.shape[0])),
+            "test": (test_inputs, test_labels, len(test), record("test", test, test_inputs.shape[0])),
+        },
+    )
 
 
 def summary(out: Path) -> str:

@@ -85,7 +85,9 @@ def list_documents(inputs: list[str], glob: str) -> tuple[list[tuple[str, Path]]
         if item == STDLIB:
             root, files = stdlib_files()
             docs += [(f"{STDLIB}/{p.relative_to(root).as_posix()}", p) for p in files]
-            source["inputs"].append({"input": STDLIB, "path": str(root), "python": platform.python_version(), "files": len(files)})
+            source["inputs"].append(
+                {"input": STDLIB, "path": str(root), "python": platform.python_version(), "files": len(files)}
+            )
             continue
         path = Path(item)
         if path.is_file():
@@ -93,7 +95,12 @@ def list_documents(inputs: list[str], glob: str) -> tuple[list[tuple[str, Path]]
             source["inputs"].append({"input": item, "files": 1})
         elif path.is_dir():
             files = sorted(
-                (p for p in path.rglob(glob) if p.is_file() and not any(part.startswith(".") or part == "__pycache__" for part in p.relative_to(path).parts)),
+                (
+                    p
+                    for p in path.rglob(glob)
+                    if p.is_file()
+                    and not any(part.startswith(".") or part == "__pycache__" for part in p.relative_to(path).parts)
+                ),
                 key=lambda p: p.relative_to(path).as_posix(),
             )
             if not files:
@@ -133,7 +140,9 @@ def read_documents(
             if name in lenient:
                 counts["skipped_not_utf8"] += 1
                 continue
-            raise UserError(f"{path}: not UTF-8 text (invalid byte at offset {e.start}); convert it or leave it out") from None
+            raise UserError(
+                f"{path}: not UTF-8 text (invalid byte at offset {e.start}); convert it or leave it out"
+            ) from None
         if not data:
             counts["skipped_empty"] += 1
             continue
@@ -155,7 +164,8 @@ def read_documents(
 
 
 class ShardWriter:
-    """Append token arrays; write `<split>/shard_NNNNN.npy` files of exactly `shard_tokens` tokens (the last shorter)."""
+    """Append token arrays; write `<split>/shard_NNNNN.npy` files of exactly `shard_tokens` tokens (the last
+    shorter)."""
 
     def __init__(self, root: Path, split: str, dtype: np.dtype, shard_tokens: int) -> None:
         self.root, self.split, self.dtype, self.shard_tokens = root, split, dtype, shard_tokens
@@ -216,7 +226,9 @@ def build_text(opts: TextBuildOptions, progress: bool = True) -> Path:
     order = np.random.default_rng([opts.seed, _STREAM_ORDER]).permutation(len(docs))
     kept, counts = read_documents(docs, order, opts.max_bytes, lenient)
     if len(kept) < 2:
-        raise UserError(f"--input {' '.join(opts.input)}: {len(kept)} non-empty document(s); a split by document needs at least 2 (add files or raise --max-bytes)")
+        raise UserError(
+            f"--input {' '.join(opts.input)}: {len(kept)} non-empty document(s); a split by document needs at least 2 (add files or raise --max-bytes)"
+        )
     n_val = min(len(kept) - 1, max(1, round(opts.val_fraction * len(kept))))
     split_docs = {"train": kept[n_val:], "val": kept[:n_val]}
     dtype = np.dtype(np.uint16 if tokenizer.vocab_size <= 1 << 16 else np.uint32)
@@ -224,7 +236,14 @@ def build_text(opts: TextBuildOptions, progress: bool = True) -> Path:
     with atomic_directory(out, overwrite=opts.overwrite) as tmp:
         os.chmod(tmp, 0o755)  # mkdtemp makes 0700; a dataset is meant to be shared
         splits: dict[str, Any] = {}
-        bar = tqdm(total=sum(len(d) for _, d in kept), desc="tokenizing", unit="B", unit_scale=True, disable=not progress, dynamic_ncols=True)
+        bar = tqdm(
+            total=sum(len(d) for _, d in kept),
+            desc="tokenizing",
+            unit="B",
+            unit_scale=True,
+            disable=not progress,
+            dynamic_ncols=True,
+        )
         with bar:
             for split, items in split_docs.items():
                 writer = ShardWriter(tmp, split, dtype, opts.shard_tokens)
@@ -237,7 +256,9 @@ def build_text(opts: TextBuildOptions, progress: bool = True) -> Path:
             "name": "text",
             "version": BUILDER_VERSION,
             "source": source,
-            "tokenizer": tokenizer.record() if opts.tokenizer is None else {**tokenizer.record(), "source": str(opts.tokenizer)},
+            "tokenizer": tokenizer.record()
+            if opts.tokenizer is None
+            else {**tokenizer.record(), "source": str(opts.tokenizer)},
             "seed": opts.seed,
             "options": opts.model_dump(mode="json", exclude={"out", "overwrite"}),
             "counts": {
@@ -249,10 +270,19 @@ def build_text(opts: TextBuildOptions, progress: bool = True) -> Path:
                 **{f"{s}_tokens": v["tokens"] for s, v in splits.items()},
             },
         }
-        meta = {"kind": "text", "format_version": 1, "vocab_size": tokenizer.vocab_size, "dtype": dtype.name,
-                "tokenizer": tokenizer.record(), "splits": splits, "builder": builder}
+        meta = {
+            "kind": "text",
+            "format_version": 1,
+            "vocab_size": tokenizer.vocab_size,
+            "dtype": dtype.name,
+            "tokenizer": tokenizer.record(),
+            "splits": splits,
+            "builder": builder,
+        }
         (tmp / DATASET_FILE).write_text(dumps_json(meta), encoding="utf-8")
-        (tmp / DOCUMENTS_FILE).write_text(dumps_json({s: [name for name, _ in items] for s, items in split_docs.items()}), encoding="utf-8")
+        (tmp / DOCUMENTS_FILE).write_text(
+            dumps_json({s: [name for name, _ in items] for s, items in split_docs.items()}), encoding="utf-8"
+        )
     return out
 
 

@@ -13,17 +13,18 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from hrm_reason.config import validation_message
 from hrm_reason.errors import UserError
+from hrm_reason.jsonfile import read_json_model
 from hrm_reason.losses import IGNORE_LABEL_ID
 
 Batch = dict[str, torch.Tensor]
+DatasetKind = Literal["puzzle", "text"]
 
 
 class PuzzleDatasetMetadata(BaseModel):
@@ -49,6 +50,21 @@ class PuzzleDatasetMetadata(BaseModel):
 ARRAY_NAMES = ("inputs", "labels", "puzzle_identifiers", "puzzle_indices", "group_indices")
 
 
+def dataset_kind(path: str | Path) -> DatasetKind | None:
+    """What a dataset directory holds, from its layout alone (nothing is validated): "text" for one written by
+    `hrm build-data text` (<dir>/dataset.json with kind "text", hrm_reason.lm_data), "puzzle" for the original HRM
+    layout (<dir>/{train,test}/dataset.json), None for anything else. The one test every command dispatches on."""
+    path = Path(path)
+    try:
+        if json.loads((path / "dataset.json").read_text()).get("kind") == "text":
+            return "text"
+    except (json.JSONDecodeError, AttributeError, OSError, UnicodeDecodeError):
+        pass
+    if (path / "train" / "dataset.json").is_file() and (path / "test" / "dataset.json").is_file():
+        return "puzzle"
+    return None
+
+
 @dataclass
 class PuzzleSet:
     inputs: np.ndarray  # [N_examples, seq_len], memory-mapped
@@ -60,6 +76,8 @@ class PuzzleSet:
 
 @dataclass
 class PuzzleSplit:
+    """One split of a puzzle dataset: its folder, its dataset.json and the arrays of each set."""
+
     path: Path
     metadata: PuzzleDatasetMetadata
     sets: dict[str, PuzzleSet]
@@ -74,16 +92,13 @@ def load_split(data_dir: str | Path, split: str) -> PuzzleSplit:
     data_dir = Path(data_dir)
     split_dir = data_dir / split
     if not data_dir.is_dir():
-        raise UserError(f"dataset directory {data_dir} does not exist (build one with: hrm build-data sudoku --out {data_dir} ...)")
+        raise UserError(
+            f"dataset directory {data_dir} does not exist (build one with: hrm build-data sudoku --out {data_dir} ...)"
+        )
     meta_path = split_dir / "dataset.json"
-    if not meta_path.is_file():
-        raise UserError(f"{meta_path} not found: expected a dataset in the HRM layout <dir>/{{train,test}}/dataset.json")
-    try:
-        metadata = PuzzleDatasetMetadata.model_validate(json.loads(meta_path.read_text()))
-    except json.JSONDecodeError as e:
-        raise UserError(f"{meta_path}: not valid JSON ({e.msg} at line {e.lineno})") from None
-    except ValidationError as e:
-        raise UserError(validation_message(e, str(meta_path))) from None
+    metadata = read_json_model(
+        meta_path, PuzzleDatasetMetadata, "expected a dataset in the HRM layout <dir>/{train,test}/dataset.json"
+    )
 
     sets: dict[str, PuzzleSet] = {}
     for set_name in metadata.sets:
@@ -93,7 +108,9 @@ def load_split(data_dir: str | Path, split: str) -> PuzzleSplit:
             if not path.is_file():
                 raise UserError(f"{path} not found (listed set '{set_name}' in {meta_path})")
             try:
-                arrays[name] = np.load(path, mmap_mode="r" if name in ("inputs", "labels") else None, allow_pickle=False)
+                arrays[name] = np.load(
+                    path, mmap_mode="r" if name in ("inputs", "labels") else None, allow_pickle=False
+                )
             except ValueError as e:
                 raise UserError(f"{path}: not a readable .npy array ({e})") from None
         sets[set_name] = _check_set(PuzzleSet(**arrays), metadata, split_dir, set_name)
@@ -112,7 +129,12 @@ def _check_set(s: PuzzleSet, meta: PuzzleDatasetMetadata, split_dir: Path, set_n
         raise fail("puzzle_indices must have one entry more than puzzle_identifiers")
     if s.puzzle_indices[0] != 0 or s.puzzle_indices[-1] != s.inputs.shape[0] or np.any(np.diff(s.puzzle_indices) <= 0):
         raise fail("puzzle_indices must rise from 0 to the number of examples")
-    if s.group_indices.ndim != 1 or s.group_indices[0] != 0 or s.group_indices[-1] != s.puzzle_identifiers.size or np.any(np.diff(s.group_indices) <= 0):
+    if (
+        s.group_indices.ndim != 1
+        or s.group_indices[0] != 0
+        or s.group_indices[-1] != s.puzzle_identifiers.size
+        or np.any(np.diff(s.group_indices) <= 0)
+    ):
         raise fail("group_indices must rise from 0 to the number of puzzles")
     if s.inputs.size and (int(s.inputs.min()) < 0 or int(s.inputs.max()) >= meta.vocab_size):
         raise fail(f"input tokens outside [0, vocab_size={meta.vocab_size})")
@@ -121,7 +143,9 @@ def _check_set(s: PuzzleSet, meta: PuzzleDatasetMetadata, split_dir: Path, set_n
     return s
 
 
-def _collate(s: PuzzleSet, meta: PuzzleDatasetMetadata, example_ids: np.ndarray, puzzle_ids: np.ndarray, batch_size: int) -> Batch:
+def _collate(
+    s: PuzzleSet, meta: PuzzleDatasetMetadata, example_ids: np.ndarray, puzzle_ids: np.ndarray, batch_size: int
+) -> Batch:
     """Gather examples, map the ignore label to -100 and pad to a full batch (the puzzle embedding needs one)."""
     inputs = np.asarray(s.inputs[example_ids], dtype=np.int32)
     labels = np.asarray(s.labels[example_ids], dtype=np.int32)
@@ -133,15 +157,29 @@ def _collate(s: PuzzleSet, meta: PuzzleDatasetMetadata, example_ids: np.ndarray,
         inputs = np.concatenate([inputs, np.full((pad, meta.seq_len), meta.pad_id, dtype=np.int32)])
         labels = np.concatenate([labels, np.full((pad, meta.seq_len), IGNORE_LABEL_ID, dtype=np.int32)])
         identifiers = np.concatenate([identifiers, np.full(pad, meta.blank_identifier_id, dtype=np.int32)])
-    return {"inputs": torch.from_numpy(inputs), "labels": torch.from_numpy(labels), "puzzle_identifiers": torch.from_numpy(identifiers)}
+    return {
+        "inputs": torch.from_numpy(inputs),
+        "labels": torch.from_numpy(labels),
+        "puzzle_identifiers": torch.from_numpy(identifiers),
+    }
 
 
 class TrainSampler:
     """Training batches for one rank: iteration i covers `epochs_per_iter` passes over the groups."""
 
-    def __init__(self, split: PuzzleSplit, global_batch_size: int, epochs_per_iter: int, seed: int, rank: int = 0, world_size: int = 1) -> None:
+    def __init__(
+        self,
+        split: PuzzleSplit,
+        global_batch_size: int,
+        epochs_per_iter: int,
+        seed: int,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> None:
         if global_batch_size % world_size:
-            raise UserError(f"global_batch_size {global_batch_size} is not divisible by the number of processes {world_size}")
+            raise UserError(
+                f"global_batch_size {global_batch_size} is not divisible by the number of processes {world_size}"
+            )
         self.split, self.global_batch_size, self.epochs_per_iter = split, global_batch_size, epochs_per_iter
         self.seed, self.rank, self.local_batch_size = seed, rank, global_batch_size // world_size
 
@@ -177,14 +215,21 @@ class TrainSampler:
                 continue
             s = self.split.sets[set_name]
             rng = np.random.default_rng([self.seed, iteration, b])
-            examples = np.concatenate([s.puzzle_indices[p] + rng.permutation(int(s.puzzle_indices[p + 1] - s.puzzle_indices[p]))[:n] for p, n in zip(puzzles, take)])
+            examples = np.concatenate(
+                [
+                    s.puzzle_indices[p] + rng.permutation(int(s.puzzle_indices[p + 1] - s.puzzle_indices[p]))[:n]
+                    for p, n in zip(puzzles, take)
+                ]
+            )
             puzzle_of_example = np.repeat(puzzles, take)
             lo = self.rank * self.local_batch_size
             sl = slice(lo, lo + self.local_batch_size)
             yield _collate(s, self.split.metadata, examples[sl], puzzle_of_example[sl], self.local_batch_size)
 
 
-def eval_batches(split: PuzzleSplit, global_batch_size: int, rank: int = 0, world_size: int = 1, max_examples: int | None = None) -> Iterator[tuple[str, Batch]]:
+def eval_batches(
+    split: PuzzleSplit, global_batch_size: int, rank: int = 0, world_size: int = 1, max_examples: int | None = None
+) -> Iterator[tuple[str, Batch]]:
     """Every example in order; the rank's slice of each global batch, padded (padded rows have no valid label)."""
     local = global_batch_size // world_size
     for set_name, s in split.sets.items():

@@ -1,7 +1,8 @@
 """Text datasets for the language-model heads: tokenizers, the on-disk layout, and the batches the LM trainer reads.
 
 Layout written by `hrm build-data text` (datasets_build/text.py):
-    <dir>/dataset.json                      kind "text", vocab, dtype, tokenizer record, shards per split, builder record
+    <dir>/dataset.json                      kind "text", vocab, dtype, tokenizer record, shards per split, builder
+                                            record
     <dir>/{train,val}/shard_NNNNN.npy       1-D uint16 (vocab <= 65536) or uint32 token arrays; every document is
                                             followed by the tokenizer's end-of-document id
     <dir>/tokenizer.json                    only for a Hugging Face `tokenizers` tokenizer (the byte one needs no file)
@@ -15,7 +16,6 @@ overlap by one token, so every token but the first is predicted exactly once.
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -24,10 +24,10 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from hrm_reason.config import validation_message
 from hrm_reason.errors import UserError
+from hrm_reason.jsonfile import read_json_model
 
 DATASET_FILE = "dataset.json"
 HF_TOKENIZER_FILE = "tokenizer.json"
@@ -66,7 +66,7 @@ class ByteTokenizer:
         return bytes(int(i) for i in ids if 0 <= int(i) < 256).decode("utf-8", errors="replace")
 
     def record(self) -> dict[str, Any]:
-        return {"kind": self.kind, "vocab_size": self.vocab_size, "bos_id": self.BOS, "eos_id": self.EOS, "pad_id": self.PAD}
+        return dict(kind=self.kind, vocab_size=self.vocab_size, bos_id=self.BOS, eos_id=self.EOS, pad_id=self.PAD)
 
 
 EOS_CANDIDATES = ("<|endoftext|>", "</s>", "<eos>", "<|eos|>", "[SEP]", "<|end_of_text|>")
@@ -81,7 +81,9 @@ class HFTokenizer:
         try:
             from tokenizers import Tokenizer as _Tokenizer
         except ImportError:
-            raise UserError(f"--tokenizer {path}: needs the 'tokenizers' package (pip install 'hrm-reason[text]')") from None
+            raise UserError(
+                f"--tokenizer {path}: needs the 'tokenizers' package (pip install 'hrm-reason[text]')"
+            ) from None
         self.path = Path(path)
         if not self.path.is_file():
             raise UserError(f"--tokenizer {path}: file not found")
@@ -96,7 +98,9 @@ class HFTokenizer:
         found = [(name, i) for name, i in ids if i is not None]
         if not found:
             want = f"token {eos_token!r}" if eos_token is not None else f"any of {', '.join(EOS_CANDIDATES)}"
-            raise UserError(f"--tokenizer {path}: no end-of-document token ({want} not in its vocabulary); pass --eos-token")
+            raise UserError(
+                f"--tokenizer {path}: no end-of-document token ({want} not in its vocabulary); pass --eos-token"
+            )
         self.eos_token, self.eos_id = found[0]
 
     def encode(self, text: str) -> list[int]:
@@ -106,7 +110,13 @@ class HFTokenizer:
         return self.impl.decode([int(i) for i in ids], skip_special_tokens=True)
 
     def record(self) -> dict[str, Any]:
-        return {"kind": self.kind, "vocab_size": self.vocab_size, "eos_id": self.eos_id, "eos_token": self.eos_token, "file": HF_TOKENIZER_FILE}
+        return dict(
+            kind=self.kind,
+            vocab_size=self.vocab_size,
+            eos_id=self.eos_id,
+            eos_token=self.eos_token,
+            file=HF_TOKENIZER_FILE,
+        )
 
 
 def save_tokenizer(tokenizer: Tokenizer, directory: Path) -> None:
@@ -124,7 +134,9 @@ def tokenizer_from_record(record: dict[str, Any], directory: Path) -> Tokenizer:
         if not path.is_file():
             raise UserError(f"{path}: the dataset's tokenizer file is missing")
         return HFTokenizer(path, record.get("eos_token"))
-    raise UserError(f"{directory / DATASET_FILE}: unknown tokenizer kind {record.get('kind')!r} (expected byte or tokenizers)")
+    raise UserError(
+        f"{directory / DATASET_FILE}: unknown tokenizer kind {record.get('kind')!r} (expected byte or tokenizers)"
+    )
 
 
 # ------------------------------------------------------------------------------------------------------- metadata
@@ -148,17 +160,6 @@ class TextDatasetMetadata(BaseModel):
     tokenizer: dict[str, Any]
     splits: dict[Literal["train", "val"], SplitRecord]
     builder: dict[str, Any] | None = None
-
-
-def is_text_dataset(path: str | Path) -> bool:
-    """True for a directory written by `hrm build-data text` (puzzle datasets keep dataset.json per split)."""
-    meta = Path(path) / DATASET_FILE
-    if not meta.is_file():
-        return False
-    try:
-        return json.loads(meta.read_text()).get("kind") == "text"
-    except (json.JSONDecodeError, AttributeError, OSError):
-        return False
 
 
 class TokenStream:
@@ -185,30 +186,29 @@ class TokenStream:
 
 @dataclass
 class TextDataset:
+    """A text dataset as read: its folder, its dataset.json and one token stream per split."""
+
     path: Path
     metadata: TextDatasetMetadata
     splits: dict[str, TokenStream]
+
+    def tokenizer(self) -> Tokenizer:
+        return tokenizer_from_record(self.metadata.tokenizer, self.path)
 
     @property
     def vocab_size(self) -> int:
         return self.metadata.vocab_size
 
-    def tokenizer(self) -> Tokenizer:
-        return tokenizer_from_record(self.metadata.tokenizer, self.path)
-
 
 def load_text_dataset(path: str | Path) -> TextDataset:
     """Read and check a text dataset; every inconsistency is a one-line UserError naming the file."""
     path = Path(path)
-    meta_path = path / DATASET_FILE
     if not path.is_dir():
-        raise UserError(f"dataset directory {path} does not exist (build one with: hrm build-data text --input stdlib --out {path})")
-    if not meta_path.is_file():
-        raise UserError(f"{meta_path} not found: expected a text dataset written by hrm build-data text")
-    try:
-        meta = TextDatasetMetadata.model_validate_json(meta_path.read_text())
-    except ValidationError as e:
-        raise UserError(validation_message(e, str(meta_path))) from None
+        raise UserError(
+            f"dataset directory {path} does not exist (build one with: hrm build-data text --input stdlib --out {path})"
+        )
+    meta_path = path / DATASET_FILE
+    meta = read_json_model(meta_path, TextDatasetMetadata, "expected a text dataset written by hrm build-data text")
     splits = {}
     for name in SPLITS:
         if name not in meta.splits:
@@ -220,7 +220,9 @@ def load_text_dataset(path: str | Path) -> TextDataset:
             try:
                 arr = np.load(file, mmap_mode="r", allow_pickle=False)
             except (OSError, ValueError) as e:
-                raise UserError(f"{file}: not a readable token shard ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+                raise UserError(
+                    f"{file}: not a readable token shard ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
+                ) from None
             if arr.ndim != 1 or arr.dtype != np.dtype(meta.dtype):
                 raise UserError(f"{file}: expected a 1-D {meta.dtype} array, got {arr.ndim}-D {arr.dtype}")
             if arr.size and int(arr.max()) >= meta.vocab_size:
@@ -244,7 +246,9 @@ def step_generator(seed: int, step: int) -> np.random.Generator:
 def random_windows(stream: TokenStream, batch_size: int, length: int, rng: np.random.Generator) -> torch.Tensor:
     """`batch_size` windows of `length` consecutive tokens at uniform random starts, as int64 [batch, length]."""
     if len(stream) < length:
-        raise UserError(f"the training split has {len(stream)} tokens, fewer than seq_len + 1 = {length}; lower seq_len or add text")
+        raise UserError(
+            f"the training split has {len(stream)} tokens, fewer than seq_len + 1 = {length}; lower seq_len or add text"
+        )
     starts = rng.integers(0, len(stream) - length + 1, size=batch_size)
     return torch.from_numpy(np.stack([stream.slice(int(s), int(s) + length) for s in starts]))
 
@@ -263,7 +267,9 @@ def validation_windows(stream: TokenStream, seq_len: int, max_tokens: int | None
     return [(s, min(s + seq_len, total) + 1) for s in range(0, max(total, 0), seq_len)]
 
 
-def validation_batches(stream: TokenStream, seq_len: int, batch_size: int, max_tokens: int | None = None) -> Iterator[torch.Tensor]:
+def validation_batches(
+    stream: TokenStream, seq_len: int, batch_size: int, max_tokens: int | None = None
+) -> Iterator[torch.Tensor]:
     """Batches of validation windows as int64 [batch, length]; full windows first, the one shorter tail alone."""
     windows = validation_windows(stream, seq_len, max_tokens)
     full = [w for w in windows if w[1] - w[0] == seq_len + 1]

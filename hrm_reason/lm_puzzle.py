@@ -8,9 +8,11 @@ Sequence layout (one example; L = the dataset's seq_len, V = its vocab_size, pos
     token_type   1                   1          0
     labels       -100                -100       solution tokens; -100 where the label is the ignore_label_id
 
-The prefix (puzzle + SEP) is one bidirectional block (lm_variants.md B.3, B.7); labels are unshifted, so the logits
-at SEP predict solution cell 0 and those at cell j (position L+1+j) predict cell j+1; the last cell is fed but predicts
-nothing. Greedy decoding prefills the prefix with its token types and then adds cells causally (cached or recomputed). The vocabulary is the puzzle's V ids, unchanged, plus SEP: predictions map back to grids without a table.
+The prefix (puzzle + SEP) is one bidirectional block (docs/training.md, "PrefixLM on puzzles"); labels are
+unshifted, so the logits at SEP predict solution cell 0 and those at cell j (position L+1+j) predict cell j+1; the
+last cell is fed but predicts nothing. Greedy decoding prefills the prefix with its token types and then adds cells
+causally (cached or recomputed). The vocabulary is the puzzle's V ids, unchanged, plus SEP: predictions map back to
+grids without a table.
 Every example has the same length 2L + 1, so no padding and no end-of-sequence token are needed: greedy decoding runs
 exactly L steps. Ignored label cells (ARC's padding outside the grid) are fed as their raw id and never scored.
 
@@ -45,12 +47,6 @@ from hrm_reason.generate import generate
 from hrm_reason.lm_data import step_generator
 from hrm_reason.lm_eval import autocast_context
 from hrm_reason.losses import IGNORE_LABEL_ID
-
-
-def is_puzzle_dataset(path: str | Path) -> bool:
-    """True for a directory in the original HRM layout: <dir>/{train,test}/dataset.json."""
-    path = Path(path)
-    return (path / "train" / "dataset.json").is_file() and (path / "test" / "dataset.json").is_file()
 
 
 @dataclass(frozen=True)
@@ -88,19 +84,30 @@ class PuzzleSequences:
         return PuzzleSequences(self.input_ids.to(device), self.token_type_ids.to(device), self.labels.to(device))
 
 
-def to_sequences(inputs: np.ndarray | torch.Tensor, labels: np.ndarray | torch.Tensor, layout: PuzzleLayout,
-                 ignore_label_id: int | None) -> PuzzleSequences:
+def to_sequences(
+    inputs: np.ndarray | torch.Tensor,
+    labels: np.ndarray | torch.Tensor,
+    layout: PuzzleLayout,
+    ignore_label_id: int | None,
+) -> PuzzleSequences:
     """Puzzle grids [batch, L] and their raw solution grids [batch, L] (dataset ids) -> sequences in the layout."""
     inputs = torch.from_numpy(np.array(inputs, dtype=np.int64))  # a copy: memory-mapped arrays are read-only
     labels = torch.from_numpy(np.array(labels, dtype=np.int64))
     if inputs.ndim != 2 or inputs.shape != labels.shape or inputs.shape[1] != layout.puzzle_len:
-        raise UserError(f"puzzle grids must be [batch, {layout.puzzle_len}] inputs and labels, got {tuple(inputs.shape)} "
-                        f"and {tuple(labels.shape)}")
+        raise UserError(
+            f"puzzle grids must be [batch, {layout.puzzle_len}] inputs and labels, got {tuple(inputs.shape)} "
+            f"and {tuple(labels.shape)}"
+        )
     batch = inputs.shape[0]
     sep = torch.full((batch, 1), layout.sep_id, dtype=torch.long)
     input_ids = torch.cat([inputs, sep, labels], dim=1)
-    token_type_ids = torch.cat([torch.ones(batch, layout.prefix_len, dtype=torch.long),
-                                torch.zeros(batch, layout.puzzle_len, dtype=torch.long)], dim=1)
+    token_type_ids = torch.cat(
+        [
+            torch.ones(batch, layout.prefix_len, dtype=torch.long),
+            torch.zeros(batch, layout.puzzle_len, dtype=torch.long),
+        ],
+        dim=1,
+    )
     scored = labels if ignore_label_id is None else labels.masked_fill(labels == ignore_label_id, IGNORE_LABEL_ID)
     seq_labels = torch.cat([torch.full((batch, layout.prefix_len), IGNORE_LABEL_ID, dtype=torch.long), scored], dim=1)
     return PuzzleSequences(input_ids, token_type_ids, seq_labels)
@@ -123,12 +130,16 @@ def forward_sequences(model: nn.Module, seqs: PuzzleSequences) -> Any:
 
 
 @torch.no_grad()
-def greedy_decode(model: nn.Module, prompt_ids: torch.Tensor, layout: PuzzleLayout, use_cache: bool | None = None) -> torch.Tensor:
+def greedy_decode(
+    model: nn.Module, prompt_ids: torch.Tensor, layout: PuzzleLayout, use_cache: bool | None = None
+) -> torch.Tensor:
     """Argmax decoding of the L solution cells from the prompt (puzzle + SEP) [batch, L + 1]; returns [batch, L].
     use_cache None: the head's KV cache when it has one (equal to recomputation; tested)."""
     if prompt_ids.shape[1] != layout.prefix_len:
         raise UserError(f"the prompt must hold puzzle + SEP = {layout.prefix_len} tokens, got {prompt_ids.shape[1]}")
-    out = generate(model, prompt_ids, layout.puzzle_len, temperature=0.0, use_cache=use_cache, prefix=uses_prefix(model))
+    out = generate(
+        model, prompt_ids, layout.puzzle_len, temperature=0.0, use_cache=use_cache, prefix=uses_prefix(model)
+    )
     return response_grid(out, layout)
 
 
@@ -145,7 +156,9 @@ class PuzzleLMData:
         a, b = self.train.metadata, self.test.metadata
         for name in ("seq_len", "vocab_size", "ignore_label_id"):
             if getattr(a, name) != getattr(b, name):
-                raise UserError(f"{self.test.path / 'dataset.json'}: {name} {getattr(b, name)} differs from train's {getattr(a, name)}")
+                raise UserError(
+                    f"{self.test.path / 'dataset.json'}: {name} {getattr(b, name)} differs from train's {getattr(a, name)}"
+                )
         self.layout = PuzzleLayout(puzzle_len=a.seq_len, puzzle_vocab=a.vocab_size)
         self.ignore_label_id = a.ignore_label_id
         self._train_sets = list(self.train.sets.values())
@@ -159,13 +172,17 @@ class PuzzleLMData:
         """One-line errors before training or evaluating a head that cannot hold the layout."""
         c = model.config
         if c.vocab_size < self.layout.vocab_size:
-            raise UserError(f"{source}: the model's vocabulary has {c.vocab_size} ids; puzzles of {self.path} need "
-                            f"{self.layout.vocab_size} (the puzzle's {self.layout.puzzle_vocab} + SEP)")
+            raise UserError(
+                f"{source}: the model's vocabulary has {c.vocab_size} ids; puzzles of {self.path} need "
+                f"{self.layout.vocab_size} (the puzzle's {self.layout.puzzle_vocab} + SEP)"
+            )
         for name in ("max_position_embeddings", "max_seq_len"):
             limit = getattr(c, name, None)
             if limit is not None and limit < self.layout.seq_len:
-                raise UserError(f"{source}: field 'arch.{name}' is {limit}, but a puzzle sequence of {self.path} holds "
-                                f"{self.layout.seq_len} tokens (2 * seq_len + 1)")
+                raise UserError(
+                    f"{source}: field 'arch.{name}' is {limit}, but a puzzle sequence of {self.path} holds "
+                    f"{self.layout.seq_len} tokens (2 * seq_len + 1)"
+                )
 
     def train_batch(self, batch_size: int, seed: int, step: int) -> PuzzleSequences:
         """The sequences of training step `step` (0-based), drawn from (seed, step) only."""
@@ -188,15 +205,28 @@ class PuzzleLMData:
             n = s.inputs.shape[0] if max_examples is None else min(max_examples, s.inputs.shape[0])
             for start in range(0, n, batch_size):
                 stop = min(start + batch_size, n)
-                yield to_sequences(np.asarray(s.inputs[start:stop]), np.asarray(s.labels[start:stop]), self.layout, self.ignore_label_id)
+                yield to_sequences(
+                    np.asarray(s.inputs[start:stop]),
+                    np.asarray(s.labels[start:stop]),
+                    self.layout,
+                    self.ignore_label_id,
+                )
 
     def num_test_examples(self, max_examples: int | None = None) -> int:
-        return sum(s.inputs.shape[0] if max_examples is None else min(max_examples, s.inputs.shape[0]) for s in self.test.sets.values())
+        return sum(
+            s.inputs.shape[0] if max_examples is None else min(max_examples, s.inputs.shape[0])
+            for s in self.test.sets.values()
+        )
 
     def record(self) -> dict[str, Any]:
         """The step-0 line of metrics.jsonl."""
-        return {"train_examples": self.train.num_examples, "test_examples": self.test.num_examples,
-                "puzzle_seq_len": self.layout.puzzle_len, "sequence_len": self.layout.seq_len, "sep_id": self.layout.sep_id}
+        return {
+            "train_examples": self.train.num_examples,
+            "test_examples": self.test.num_examples,
+            "puzzle_seq_len": self.layout.puzzle_len,
+            "sequence_len": self.layout.seq_len,
+            "sep_id": self.layout.sep_id,
+        }
 
 
 # ------------------------------------------------------------------------------------------------------- evaluation
@@ -216,8 +246,13 @@ class PuzzleLMEvalResult:
 
     def record(self) -> dict[str, float]:
         """eval/* keys named as the puzzle trainer names them (eval/exact_accuracy, eval/accuracy)."""
-        return {"eval/count": self.count, "eval/exact_accuracy": self.exact_accuracy, "eval/accuracy": self.token_accuracy,
-                "eval/ce": self.ce, "eval/examples_per_s": self.examples_per_s}
+        return {
+            "eval/count": self.count,
+            "eval/exact_accuracy": self.exact_accuracy,
+            "eval/accuracy": self.token_accuracy,
+            "eval/ce": self.ce,
+            "eval/examples_per_s": self.examples_per_s,
+        }
 
 
 def score(preds: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -230,8 +265,14 @@ def score(preds: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torc
 
 @torch.no_grad()
 def evaluate_puzzle_lm(
-    model: nn.Module, data: PuzzleLMData, batch_size: int, device: torch.device | str, max_examples: int | None = None,
-    use_cache: bool | None = None, progress: bool = False, forward_dtype: str = "auto",
+    model: nn.Module,
+    data: PuzzleLMData,
+    batch_size: int,
+    device: torch.device | str,
+    max_examples: int | None = None,
+    use_cache: bool | None = None,
+    progress: bool = False,
+    forward_dtype: str = "auto",
 ) -> PuzzleLMEvalResult:
     """Exact and token accuracy of greedy decoding (with the KV cache where the head has one) and the teacher-forced
     response CE on the test split."""
@@ -242,8 +283,14 @@ def evaluate_puzzle_lm(
     exact = token = ce_sum = 0.0
     count = cells = examples = 0
     start = time.perf_counter()
-    bar = tqdm(total=data.num_test_examples(max_examples), desc="eval (greedy)", unit="ex", disable=not progress,
-               leave=False, dynamic_ncols=True)
+    bar = tqdm(
+        total=data.num_test_examples(max_examples),
+        desc="eval (greedy)",
+        unit="ex",
+        disable=not progress,
+        leave=False,
+        dynamic_ncols=True,
+    )
     try:
         for seqs in data.test_batches(batch_size, max_examples):
             seqs = seqs.to(device)
@@ -251,8 +298,12 @@ def evaluate_puzzle_lm(
                 logits = forward_sequences(model, seqs).logits
                 preds = greedy_decode(model, seqs.input_ids[:, : layout.prefix_len], layout, use_cache)
             targets = seqs.labels[:, 1:].reshape(-1)
-            ce_sum += F.cross_entropy(logits[:, :-1].float().reshape(-1, logits.shape[-1]), targets,
-                                      ignore_index=IGNORE_LABEL_ID, reduction="sum").item()
+            ce_sum += F.cross_entropy(
+                logits[:, :-1].float().reshape(-1, logits.shape[-1]),
+                targets,
+                ignore_index=IGNORE_LABEL_ID,
+                reduction="sum",
+            ).item()
             cells += int((targets != IGNORE_LABEL_ID).sum())
             valid, seq_exact, frac = score(preds, response_grid(seqs.labels, layout))
             exact += float((valid & seq_exact).sum())
@@ -267,15 +318,23 @@ def evaluate_puzzle_lm(
         raise UserError(f"{data.path}: the test split has no examples to evaluate")
     seconds = time.perf_counter() - start
     d = max(count, 1)
-    return PuzzleLMEvalResult(count=count, exact_accuracy=exact / d, token_accuracy=token / d, ce=ce_sum / max(cells, 1),
-                              seconds=seconds, examples_per_s=examples / max(seconds, 1e-9))
+    return PuzzleLMEvalResult(
+        count=count,
+        exact_accuracy=exact / d,
+        token_accuracy=token / d,
+        ce=ce_sum / max(cells, 1),
+        seconds=seconds,
+        examples_per_s=examples / max(seconds, 1e-9),
+    )
 
 
 def format_puzzle_result(result: PuzzleLMEvalResult) -> str:
-    return "\n".join([
-        f"examples            {result.count}",
-        f"exact accuracy      {result.exact_accuracy:.4f}   (greedy decoding, whole solution right)",
-        f"token accuracy      {result.token_accuracy:.4f}",
-        f"response CE         {result.ce:.4f} nats/cell (teacher-forced)",
-        f"examples/s          {result.examples_per_s:.1f}",
-    ])
+    return "\n".join(
+        [
+            f"examples            {result.count}",
+            f"exact accuracy      {result.exact_accuracy:.4f}   (greedy decoding, whole solution right)",
+            f"token accuracy      {result.token_accuracy:.4f}",
+            f"response CE         {result.ce:.4f} nats/cell (teacher-forced)",
+            f"examples/s          {result.examples_per_s:.1f}",
+        ]
+    )

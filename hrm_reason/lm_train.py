@@ -28,11 +28,12 @@ from tqdm import tqdm
 
 from hrm_reason.atomic import atomic_write_text
 from hrm_reason.checkpoint import STATE, find_checkpoint, load_weights, read_weights, save_checkpoint
+from hrm_reason.data import dataset_kind
 from hrm_reason.errors import UserError
 from hrm_reason.lm_config import LMTrainConfig, save_lm_config
 from hrm_reason.lm_data import TOKENIZER_META, load_text_dataset, save_tokenizer, train_batch
 from hrm_reason.lm_eval import autocast_context, evaluate_lm
-from hrm_reason.lm_puzzle import PuzzleLMData, evaluate_puzzle_lm, forward_sequences, is_puzzle_dataset
+from hrm_reason.lm_puzzle import PuzzleLMData, evaluate_puzzle_lm, forward_sequences
 from hrm_reason.models.lm.registry import build_lm
 from hrm_reason.optim import cosine_schedule_with_warmup, make_adam_atan2
 from hrm_reason.train import ExternalLogger, MetricsLog, StopRequest, TrainingDiverged, resolve_device
@@ -58,7 +59,7 @@ def train_lm(config: LMTrainConfig, resume: bool = False, progress: bool = True)
     """Train (or resume) an LM head on a text dataset (or on puzzle sequences); returns the run directory."""
     device = resolve_device(config.device)
     run_dir = Path(config.run_dir) if config.run_dir else default_lm_run_dir(config)
-    puzzles = PuzzleLMData(config.data_path) if is_puzzle_dataset(config.data_path) else None  # PrefixLM on puzzles
+    puzzles = PuzzleLMData(config.data_path) if dataset_kind(config.data_path) == "puzzle" else None  # PrefixLM on puzzles
     if puzzles is None:
         data = load_text_dataset(config.data_path)
         train_stream, val_stream = data.splits["train"], data.splits["val"]

@@ -2,14 +2,33 @@
 
 from __future__ import annotations
 
+import csv
 import json
+import os
 import shutil
+import subprocess
+import sys
 from collections import deque
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from hrm_reason.config import TrainConfig, load_config
+
+REPO = Path(__file__).resolve().parents[1]
+# The original builders' 8 dihedral transforms, written with numpy's named functions (the reference the fast
+# implementation in hrm_reason.tasks.dihedral is checked against).
+DIHEDRAL_REFERENCE = [
+    lambda g: g,
+    np.rot90,
+    lambda g: np.rot90(g, 2),
+    lambda g: np.rot90(g, 3),
+    np.fliplr,
+    np.flipud,
+    lambda g: g.T,
+    lambda g: np.fliplr(np.rot90(g)),
+]
 
 
 def latin_4x4(rng: np.random.Generator) -> np.ndarray:
@@ -95,3 +114,37 @@ def rewind(run: Path, to: Path, step: int) -> Path:
             shutil.rmtree(ckpt)
     (to / "checkpoints" / "latest").write_text(f"step_{step}")
     return to
+
+
+def write_csv_file(path: Path, header: list[str], rows: list) -> None:
+    """A CSV file in the published Sudoku/maze layout: a header row, then the rows."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerows(rows)
+
+
+def run_hrm(
+    *args: str, timeout: float = 300, cwd: Path | None = None, offline: bool = False
+) -> subprocess.CompletedProcess:
+    """`hrm ARGS` in a fresh process (this checkout first on the path), its output captured as text."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    if offline:
+        env |= {"HRM_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
+    cmd = [sys.executable, "-c", "import cli; cli.main()", *args]
+    return subprocess.run(cmd, check=False, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def fake_hub(monkeypatch: Any, csv_dir: Path | None, revision: str = "abc123") -> None:
+    """The builders' Hugging Face download (datasets_build.sources.download_csvs) serves `csv_dir`'s train.csv and
+    test.csv at `revision`; with None it fails as an unreachable hub does."""
+    from datasets_build import sources
+    from hrm_reason.errors import UserError
+
+    def download(repo: str) -> tuple[Path, Path, str]:
+        if csv_dir is None:
+            raise UserError(f"--source hf: could not download {repo} (offline)")
+        return csv_dir / "train.csv", csv_dir / "test.csv", revision
+
+    monkeypatch.setattr(sources, "download_csvs", download)

@@ -7,21 +7,19 @@ the canvas), not with the builder's own helpers.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from datasets_build import arc as A
-from hrm_reason.arc import crop, inverse_augment, parse_identifier
 from hrm_reason.data import load_split
 from hrm_reason.errors import UserError
+from hrm_reason.tasks.arc import augment_grid, crop, inverse_augment, parse_identifier
+from tests.helpers import DIHEDRAL_REFERENCE, run_hrm
 
-REPO = Path(__file__).resolve().parents[1]
 SIZE = 30
 # Real ARC-AGI-1 tasks: training 3c9b0459 (3x3) and 6f8cd79b (one colour besides black), evaluation 6ea4a07e and
 # 31d5ba1a (two test inputs each) and 00576224 (one).
@@ -29,10 +27,8 @@ TRAIN_IDS = ["3c9b0459", "6f8cd79b"]
 EVAL_IDS = ["6ea4a07e", "31d5ba1a", "00576224"]
 NUM_AUG = 12
 NAME = re.compile(r"^(.+)_t([0-7])_(0[1-9]{9})$")
-REFERENCE = [  # the original's dihedral transforms, written with numpy's named functions
-    lambda g: g, np.rot90, lambda g: np.rot90(g, 2), lambda g: np.rot90(g, 3), np.fliplr, np.flipud, lambda g: g.T,
-    lambda g: np.fliplr(np.rot90(g)),
-]
+REFERENCE = DIHEDRAL_REFERENCE
+Tasks = dict[str, A.ArcTask]  # the original's dihedral transforms, written with numpy's named functions
 
 
 def opts(out: Path, **kw) -> A.ArcBuildOptions:
@@ -92,22 +88,24 @@ def puzzles(root: Path, split: str):
 # ---------------------------------------------------------------------------------------------- augmentation
 
 
-def test_augmentation_then_inverse_is_identity_for_every_transform_and_colour_map(arc1: dict[str, A.ArcTask]) -> None:
+def test_augmentation_then_inverse_is_identity_for_every_transform_and_colour_map(arc1: Tasks) -> None:
     rng = np.random.default_rng(0)
-    maps = [np.arange(10, dtype=np.uint8)] + [np.concatenate([[0], 1 + rng.permutation(9)]).astype(np.uint8) for _ in range(10)]
+    maps = [np.arange(10, dtype=np.uint8)] + [
+        np.concatenate([[0], 1 + rng.permutation(9)]).astype(np.uint8) for _ in range(10)
+    ]
     checked = 0
     for task in arc1.values():
         for grid in task.grids():
             for t in range(8):
                 for colours in maps:
-                    augmented = A.augment_grid(grid, t, colours)
+                    augmented = augment_grid(grid, t, colours)
                     assert np.array_equal(augmented, REFERENCE[t](colours[grid]))  # the original's definition
                     assert np.array_equal(inverse_augment(augmented, t, colours), grid)
                     checked += 1
     assert checked > 1000
 
 
-def test_test_split_rows_are_the_augmented_test_pairs_and_invert_exactly(built: Path, arc1: dict[str, A.ArcTask]) -> None:
+def test_test_split_rows_are_the_augmented_test_pairs_and_invert_exactly(built: Path, arc1: Tasks) -> None:
     seen_transforms = set()
     for _, name, rows, s in puzzles(built, "test"):
         task_id, t, colours = decode_name(name)
@@ -125,7 +123,7 @@ def test_test_split_rows_are_the_augmented_test_pairs_and_invert_exactly(built: 
     assert len(seen_transforms) >= 6
 
 
-def test_train_split_is_translated_with_one_pair_per_puzzle_at_the_origin(built: Path, arc1: dict[str, A.ArcTask]) -> None:
+def test_train_split_is_translated_with_one_pair_per_puzzle_at_the_origin(built: Path, arc1: Tasks) -> None:
     offsets = set()
     for _, name, rows, s in puzzles(built, "train"):
         task_id, t, colours = decode_name(name)
@@ -137,7 +135,9 @@ def test_train_split_is_translated_with_one_pair_per_puzzle_at_the_origin(built:
             inp = np.asarray(s.inputs[row]).reshape(SIZE, SIZE)
             r0, c0 = divmod(int(np.argmax(inp.reshape(-1) >= 2)), SIZE)  # first colour cell in reading order
             assert np.array_equal(inp, expected_canvas(REFERENCE[t](colours[x]), r0, c0))
-            assert np.array_equal(np.asarray(s.labels[row]).reshape(SIZE, SIZE), expected_canvas(REFERENCE[t](colours[y]), r0, c0))
+            assert np.array_equal(
+                np.asarray(s.labels[row]).reshape(SIZE, SIZE), expected_canvas(REFERENCE[t](colours[y]), r0, c0)
+            )
             at_origin += (r0, c0) == (0, 0)
             offsets.add((r0, c0))
         assert at_origin >= 1
@@ -146,7 +146,7 @@ def test_train_split_is_translated_with_one_pair_per_puzzle_at_the_origin(built:
 
 def test_variants_are_distinct_and_named_after_their_task(built: Path) -> None:
     by_group: dict[tuple[str, int], list[bytes]] = {}
-    for g, name, rows, s in puzzles(built, "train"):
+    for g, _name, rows, s in puzzles(built, "train"):
         content = sorted(np.asarray(s.labels[r]).tobytes() for r in rows)
         by_group.setdefault(("train", g), []).append(b"".join(content))
     for key, variants in by_group.items():
@@ -159,7 +159,7 @@ def test_variants_are_distinct_and_named_after_their_task(built: Path) -> None:
         assert all(NAME.match(n) for n in mine[1:])
 
 
-def test_augmentation_stops_at_the_orbit_of_a_one_colour_task(arc1: dict[str, A.ArcTask]) -> None:
+def test_augmentation_stops_at_the_orbit_of_a_one_colour_task(arc1: Tasks) -> None:
     task = arc1["6f8cd79b"]  # black and one other colour
     pairs = task.train + task.test
     orbit = set()
@@ -168,8 +168,15 @@ def test_augmentation_stops_at_the_orbit_of_a_one_colour_task(arc1: dict[str, A.
             colours = np.arange(10)
             (c,) = set(np.unique(np.concatenate([g.ravel() for g in task.grids()]))) - {0}
             colours[c], colours[target] = target, c
-            orbit.add(frozenset((REFERENCE[t](colours[a]).tobytes() + bytes(REFERENCE[t](colours[a]).shape),
-                                 REFERENCE[t](colours[b]).tobytes() + bytes(REFERENCE[t](colours[b]).shape)) for a, b in pairs))
+            orbit.add(
+                frozenset(
+                    (
+                        REFERENCE[t](colours[a]).tobytes() + bytes(REFERENCE[t](colours[a]).shape),
+                        REFERENCE[t](colours[b]).tobytes() + bytes(REFERENCE[t](colours[b]).shape),
+                    )
+                    for a, b in pairs
+                )
+            )
     plan = A.plan_augmentations(task, 1000, seed=42)
     assert len(plan) == len(orbit) < 1001
     assert len(A.plan_augmentations(task, 5, seed=42)) == 6
@@ -178,7 +185,7 @@ def test_augmentation_stops_at_the_orbit_of_a_one_colour_task(arc1: dict[str, A.
 # --------------------------------------------------------------------------------------------------- splits
 
 
-def test_original_split_shares_evaluation_identifiers_and_metadata(built: Path, arc1: dict[str, A.ArcTask]) -> None:
+def test_original_split_shares_evaluation_identifiers_and_metadata(built: Path, arc1: Tasks) -> None:
     train, test = load_split(built, "train"), load_split(built, "test")
     names = names_of(built)
     train_ids = set(train.sets["all"].puzzle_identifiers.tolist())
@@ -206,7 +213,9 @@ def test_strict_split_keeps_evaluation_tasks_out_of_training(strict: Path) -> No
     assert {names[i].split("_")[0] for i in train_ids} == set(TRAIN_IDS)
 
 
-def test_arc2_training_with_arc1_evaluation_warns_and_strict_drops_the_copies(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_arc2_training_with_arc1_evaluation_warns_and_strict_drops_the_copies(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     shared = "00576224"  # an ARC-AGI-1 evaluation task that ARC-AGI-2 ships as a training task
     ids = [shared, "007bbfb7"]
     out = A.build_arc(A.ArcBuildOptions(out=tmp_path / "mixed", version="2", eval_version="1", num_aug=2, task_ids=ids))
@@ -214,20 +223,30 @@ def test_arc2_training_with_arc1_evaluation_warns_and_strict_drops_the_copies(tm
     assert "376 of the 400" in err and "use --strict" in err
     names = names_of(out)
     assert f"{shared}.arc-agi-2-training" in names and shared in names  # both copies, distinct identifiers
-    out = A.build_arc(A.ArcBuildOptions(out=tmp_path / "mixed-strict", version="2", eval_version="1", num_aug=2, task_ids=ids, strict=True))
+    out = A.build_arc(
+        A.ArcBuildOptions(
+            out=tmp_path / "mixed-strict", version="2", eval_version="1", num_aug=2, task_ids=ids, strict=True
+        )
+    )
     assert "dropped from training" in capsys.readouterr().err
     train_names = {names_of(out)[i] for i in load_split(out, "train").sets["all"].puzzle_identifiers.tolist()}
     assert not any(n.startswith(shared) for n in train_names)
 
 
 def test_subsets_and_canvas_size(tmp_path: Path) -> None:
-    out = A.build_arc(A.ArcBuildOptions(out=tmp_path / "small", version="1", num_aug=1, train_tasks=3, eval_tasks=2, max_grid_size=10))
+    out = A.build_arc(
+        A.ArcBuildOptions(out=tmp_path / "small", version="1", num_aug=1, train_tasks=3, eval_tasks=2, max_grid_size=10)
+    )
     train, test = load_split(out, "train"), load_split(out, "test")
     assert train.metadata.seq_len == test.metadata.seq_len == 100
     roles = [t["role"] for t in train.metadata.builder["tasks"]]
     assert roles.count("training") == 3 and roles.count("evaluation") == 2
     assert len(test.metadata.builder["tasks"]) == 2
-    again = A.build_arc(A.ArcBuildOptions(out=tmp_path / "small2", version="1", num_aug=1, train_tasks=3, eval_tasks=2, max_grid_size=10))
+    again = A.build_arc(
+        A.ArcBuildOptions(
+            out=tmp_path / "small2", version="1", num_aug=1, train_tasks=3, eval_tasks=2, max_grid_size=10
+        )
+    )
     assert names_of(out) == names_of(again)
 
 
@@ -245,7 +264,7 @@ def test_rebuild_with_the_same_seed_is_byte_identical(built: Path, tmp_path: Pat
     assert names_of(other) != names_of(built)
 
 
-def test_identifiers_do_not_depend_on_file_order(tmp_path: Path, arc1: dict[str, A.ArcTask]) -> None:
+def test_identifiers_do_not_depend_on_file_order(tmp_path: Path, arc1: Tasks) -> None:
     """The same tasks written as JSON folders in two different file orders give the same identifiers and bytes."""
     roots = []
     for order, root in ((1, tmp_path / "a"), (-1, tmp_path / "b")):
@@ -253,12 +272,18 @@ def test_identifiers_do_not_depend_on_file_order(tmp_path: Path, arc1: dict[str,
             t = arc1[task_id]
             folder = root / ("evaluation" if t.role == "evaluation" else "training")
             folder.mkdir(parents=True, exist_ok=True)
-            data = {p: [{"input": a.tolist(), "output": b.tolist()} for a, b in getattr(t, p)] for p in ("train", "test")}
+            data = {
+                p: [{"input": a.tolist(), "output": b.tolist()} for a, b in getattr(t, p)] for p in ("train", "test")
+            }
             (folder / f"{task_id}.json").write_text(json.dumps(data))
-        roots.append(A.build_arc(A.ArcBuildOptions(source="json", dirs=[root], out=tmp_path / f"out-{root.name}", num_aug=3)))
+        roots.append(
+            A.build_arc(A.ArcBuildOptions(source="json", dirs=[root], out=tmp_path / f"out-{root.name}", num_aug=3))
+        )
     assert names_of(roots[0]) == names_of(roots[1])
     for split in ("train", "test"):
-        assert (roots[0] / split / "all__inputs.npy").read_bytes() == (roots[1] / split / "all__inputs.npy").read_bytes()
+        assert (roots[0] / split / "all__inputs.npy").read_bytes() == (
+            roots[1] / split / "all__inputs.npy"
+        ).read_bytes()
 
 
 # ------------------------------------------------------------------------------------------------------ errors
@@ -269,9 +294,18 @@ GOOD = {"train": [{"input": [[1, 0], [0, 1]], "output": [[0, 1], [1, 0]]}], "tes
 @pytest.mark.parametrize(
     "bad,fragments",
     [
-        ({"train": [{"input": [[1, 0], [0]], "output": [[1]]}], "test": GOOD["test"]}, ("train[0].input", "ragged grid")),
-        ({"train": GOOD["train"], "test": [{"input": [[2]], "output": [[10]]}]}, ("test[0].output", "colour 10", "outside 0..9")),
-        ({"train": [{"input": [[0] * 31] * 2, "output": [[1]]}], "test": GOOD["test"]}, ("train[0].input", "2x31", "30x30")),
+        (
+            {"train": [{"input": [[1, 0], [0]], "output": [[1]]}], "test": GOOD["test"]},
+            ("train[0].input", "ragged grid"),
+        ),
+        (
+            {"train": GOOD["train"], "test": [{"input": [[2]], "output": [[10]]}]},
+            ("test[0].output", "colour 10", "outside 0..9"),
+        ),
+        (
+            {"train": [{"input": [[0] * 31] * 2, "output": [[1]]}], "test": GOOD["test"]},
+            ("train[0].input", "2x31", "30x30"),
+        ),
         ({"train": [{"input": [[1]]}], "test": GOOD["test"]}, ("train[0]", "no 'output'")),
         ({"train": [], "test": GOOD["test"]}, ("'train' must be a non-empty list",)),
     ],
@@ -290,8 +324,7 @@ def test_malformed_task_file_is_named_in_one_error(tmp_path: Path, bad: dict, fr
 
 
 def hrm(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-c", "import cli; cli.main()", *args], check=False, capture_output=True, text=True, env=env, timeout=300)
+    return run_hrm(*args)
 
 
 def test_cli_builds_and_reports_bad_files_in_one_line(tmp_path: Path) -> None:
@@ -299,7 +332,9 @@ def test_cli_builds_and_reports_bad_files_in_one_line(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "wrote" in proc.stdout and "test 1 tasks / 3 puzzles / 6 examples" in proc.stdout
     (tmp_path / "tasks" / "evaluation").mkdir(parents=True)
-    (tmp_path / "tasks" / "evaluation" / "oops.json").write_text(json.dumps({"train": GOOD["train"], "test": [{"input": [[1, 2], [3]]}]}))
+    (tmp_path / "tasks" / "evaluation" / "oops.json").write_text(
+        json.dumps({"train": GOOD["train"], "test": [{"input": [[1, 2], [3]]}]})
+    )
     for args, fragment in (
         (["--source", "json", str(tmp_path / "tasks")], "oops.json: test[0].input: ragged grid"),
         (["--version", "3"], "--version 3"),

@@ -4,9 +4,7 @@ submission, merging across ranks, the evaluation hook, and `hrm train` / `hrm ev
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,25 +12,30 @@ import pytest
 import torch
 
 from datasets_build import arc as A
-from hrm_reason import arc as V
 from hrm_reason.data import eval_batches, load_split
 from hrm_reason.evaluate import evaluate
 from hrm_reason.models.registry import build_model
+from hrm_reason.tasks import arc as V
 from hrm_reason.tasks import task_metrics
-from tests.helpers import tiny_config, write_original_layout
+from tests.helpers import DIHEDRAL_REFERENCE, run_hrm, tiny_config, write_original_layout
 
-REPO = Path(__file__).resolve().parents[1]
 EVAL_IDS = ["00576224", "31d5ba1a", "6ea4a07e"]  # real ARC-AGI-1 evaluation tasks; the last two have two test inputs
 MMAX = 2
 SIZE = 8  # these tasks' grids are at most 6x6: a small canvas keeps the model runs short
-REFERENCE = [lambda g: g, np.rot90, lambda g: np.rot90(g, 2), lambda g: np.rot90(g, 3), np.fliplr, np.flipud, lambda g: g.T,
-             lambda g: np.fliplr(np.rot90(g))]
+REFERENCE = DIHEDRAL_REFERENCE
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return A.build_arc(A.ArcBuildOptions(out=tmp_path_factory.mktemp("arc") / "d", version="1", num_aug=7,
-                                         task_ids=[*EVAL_IDS, "3c9b0459"], max_grid_size=SIZE))
+    return A.build_arc(
+        A.ArcBuildOptions(
+            out=tmp_path_factory.mktemp("arc") / "d",
+            version="1",
+            num_aug=7,
+            task_ids=[*EVAL_IDS, "3c9b0459"],
+            max_grid_size=SIZE,
+        )
+    )
 
 
 @pytest.fixture(scope="module")
@@ -93,13 +96,20 @@ def vote(data: Path, answer_for, q_for=lambda *_: 0.0) -> dict:
         grid = answer_for(task, k, v)
         preds.append(encode(REFERENCE[t](colours[grid])) if grid is not None else np.zeros(SIZE * SIZE, dtype=np.int64))
         qs.append(q_for(task, k, v))
-    batch = {"inputs": torch.from_numpy(np.asarray(s.inputs, dtype=np.int64)),
-             "puzzle_identifiers": torch.tensor([r[4] for r in rows])}
+    batch = {
+        "inputs": torch.from_numpy(np.asarray(s.inputs, dtype=np.int64)),
+        "puzzle_identifiers": torch.tensor([r[4] for r in rows]),
+    }
     valid = torch.ones(len(rows), dtype=torch.bool)
     half = len(rows) // 2  # two batches, to cross a batch boundary
     for sl in (slice(0, half), slice(half, None)):
-        metric.update(MMAX - 1, torch.from_numpy(np.stack(preds[sl])), {"q_halt_logits": torch.tensor(qs[sl])},
-                      {k: v[sl] for k, v in batch.items()}, valid[sl])
+        metric.update(
+            MMAX - 1,
+            torch.from_numpy(np.stack(preds[sl])),
+            {"q_halt_logits": torch.tensor(qs[sl])},
+            {k: v[sl] for k, v in batch.items()},
+            valid[sl],
+        )
     return metric.result(1)
 
 
@@ -109,7 +119,10 @@ def vote(data: Path, answer_for, q_for=lambda *_: 0.0) -> dict:
 def test_crop_matches_the_original_loop() -> None:
     rng = np.random.default_rng(0)
     canvases = [rng.integers(0, 12, size=(30, 30)) for _ in range(200)]
-    canvases += [encode(rng.integers(0, 10, size=(rng.integers(1, 31), rng.integers(1, 31))), 30).reshape(30, 30) for _ in range(200)]
+    canvases += [
+        encode(rng.integers(0, 10, size=(rng.integers(1, 31), rng.integers(1, 31))), 30).reshape(30, 30)
+        for _ in range(200)
+    ]
     noisy = [c.copy() for c in canvases[200:260]]
     for c in noisy:
         c[rng.integers(0, 30), rng.integers(0, 30)] = rng.integers(0, 2)  # a stray PAD/EOS inside a grid
@@ -138,7 +151,9 @@ def test_ground_truth_predictions_give_pass_at_1_of_one(data: Path, tasks: dict[
         entry = info["tasks"][task_id]
         assert len(entry["test_inputs"]) == len(task.test)
         for k, test in enumerate(entry["test_inputs"]):
-            assert test["answer_rank"] == 1 and test["candidates"] == 1 and test["votes"] == 8  # the original + 7 variants
+            assert (
+                test["answer_rank"] == 1 and test["candidates"] == 1 and test["votes"] == 8
+            )  # the original + 7 variants
             assert result["arc_submission"][task_id][k]["attempt_1"] == task.test[k][1].tolist()
 
 
@@ -201,7 +216,12 @@ def test_a_task_counts_only_when_all_its_test_inputs_are_solved(data: Path, task
 
 def test_submission_has_the_kaggle_layout(data: Path, tasks: dict[str, A.ArcTask]) -> None:
     # A few variants right, a few wrong, some rows with an empty crop, one task with no prediction that fits at all.
-    result = vote(data, lambda t, k, v: None if t == "31d5ba1a" else (tasks[t].test[k][1] if v % 3 else np.zeros((2, 3), dtype=np.uint8)))
+    result = vote(
+        data,
+        lambda t, k, v: (
+            None if t == "31d5ba1a" else (tasks[t].test[k][1] if v % 3 else np.zeros((2, 3), dtype=np.uint8))
+        ),
+    )
     submission = json.loads(json.dumps(result["arc_submission"]))
     assert set(submission) == set(EVAL_IDS)
     for task_id, attempts in submission.items():
@@ -262,8 +282,9 @@ def test_votes_are_gathered_across_two_processes(data: Path, tmp_path: Path) -> 
     ctx = torch.multiprocessing.get_context("spawn")
     with ctx.Manager() as manager:
         results = manager.dict()
-        torch.multiprocessing.start_processes(_two_rank_worker, args=(str(tmp_path / "init"), str(data), results), nprocs=2,
-                                              start_method="spawn")
+        torch.multiprocessing.start_processes(
+            _two_rank_worker, args=(str(tmp_path / "init"), str(data), results), nprocs=2, start_method="spawn"
+        )
         for rank in (0, 1):
             assert results[rank] == expected
 
@@ -273,7 +294,9 @@ def test_evaluate_hook_gives_pass_at_k_and_fresh_votes_each_time(data: Path, tmp
     config = tiny_config(data, tmp_path / "run")
     model = build_model(config.arch, split.metadata, torch.device("cpu"), 0)
     for _ in range(2):  # a second evaluation must not see the first one's votes
-        result = evaluate(model, split, MMAX, 64, torch.device("cpu"), progress=False, metrics=task_metrics(split, MMAX))
+        result = evaluate(
+            model, split, MMAX, 64, torch.device("cpu"), progress=False, metrics=task_metrics(split, MMAX)
+        )
         assert {f"pass@{k}" for k in V.PASS_KS} <= set(result.extra)
         assert all(isinstance(result.extra[f"pass@{k}"], float) for k in V.PASS_KS)
         assert result.extra["arc_voting"]["rows"] == split.num_examples
@@ -283,32 +306,57 @@ def test_evaluate_hook_gives_pass_at_k_and_fresh_votes_each_time(data: Path, tmp
 def test_hidden_answers_are_in_the_submission_but_not_in_pass_at_k(tmp_path: Path, tasks: dict[str, A.ArcTask]) -> None:
     for task_id, hide in (("00576224", False), ("6ea4a07e", True)):
         task = tasks[task_id]
-        data = {"train": [{"input": a.tolist(), "output": b.tolist()} for a, b in task.train],
-                "test": [{"input": a.tolist(), **({} if hide else {"output": b.tolist()})} for a, b in task.test]}
+        data = {
+            "train": [{"input": a.tolist(), "output": b.tolist()} for a, b in task.train],
+            "test": [{"input": a.tolist(), **({} if hide else {"output": b.tolist()})} for a, b in task.test],
+        }
         (tmp_path / "src" / "evaluation").mkdir(parents=True, exist_ok=True)
         (tmp_path / "src" / "evaluation" / f"{task_id}.json").write_text(json.dumps(data))
-    out = A.build_arc(A.ArcBuildOptions(source="json", dirs=[tmp_path / "src"], out=tmp_path / "d", num_aug=3, max_grid_size=SIZE))
+    out = A.build_arc(
+        A.ArcBuildOptions(source="json", dirs=[tmp_path / "src"], out=tmp_path / "d", num_aug=3, max_grid_size=SIZE)
+    )
     result = vote(out, lambda t, k, v: tasks[t].test[k][1])
     assert result["arc_voting"]["tasks_scored"] == 1 and result["pass@1"] == 1.0
     assert result["arc_voting"]["tasks"]["6ea4a07e"]["answers_known"] is False
-    assert [a["attempt_1"] for a in result["arc_submission"]["6ea4a07e"]] == [b.tolist() for _, b in tasks["6ea4a07e"].test]
+    assert [a["attempt_1"] for a in result["arc_submission"]["6ea4a07e"]] == [
+        b.tolist() for _, b in tasks["6ea4a07e"].test
+    ]
 
 
 # -------------------------------------------------------------------------------------------------------- CLI
 
 
 def hrm(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-c", "import cli; cli.main()", *args], check=False, capture_output=True, text=True, env=env, timeout=600)
+    return run_hrm(*args, timeout=600)
 
 
 def test_train_and_eval_with_submission_end_to_end(tmp_path: Path) -> None:
     data = tmp_path / "arc"
-    proc = hrm("build-data", "arc", "--task-ids", "6ea4a07e,3c9b0459", "--num-aug", "3", "--max-grid-size", "8", "--out", str(data))
+    proc = hrm(
+        "build-data",
+        "arc",
+        "--task-ids",
+        "6ea4a07e,3c9b0459",
+        "--num-aug",
+        "3",
+        "--max-grid-size",
+        "8",
+        "--out",
+        str(data),
+    )
     assert proc.returncode == 0, proc.stderr
     run = tmp_path / "run"
-    tiny = ["global_batch_size=8", "arch.hidden_size=32", "arch.num_heads=2", "arch.H_layers=1", "arch.L_layers=1",
-            "arch.halt_max_steps=2", "lr_warmup_steps=2", "epochs=2", "eval_interval=2"]
+    tiny = [
+        "global_batch_size=8",
+        "arch.hidden_size=32",
+        "arch.num_heads=2",
+        "arch.H_layers=1",
+        "arch.L_layers=1",
+        "arch.halt_max_steps=2",
+        "lr_warmup_steps=2",
+        "epochs=2",
+        "eval_interval=2",
+    ]
     proc = hrm("train", "--data", str(data), "--run-dir", str(run), "--quiet", *tiny)
     assert proc.returncode == 0, proc.stderr
     evals = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if "eval/count" in line]

@@ -15,6 +15,7 @@ import yaml
 from torch import nn
 from typer.testing import CliRunner
 
+from hrm_reason.data import dataset_kind
 from hrm_reason.errors import UserError
 from hrm_reason.lm_puzzle import (
     PuzzleLayout,
@@ -22,7 +23,6 @@ from hrm_reason.lm_puzzle import (
     evaluate_puzzle_lm,
     forward_sequences,
     greedy_decode,
-    is_puzzle_dataset,
     response_grid,
     to_sequences,
 )
@@ -215,7 +215,7 @@ def test_model_that_cannot_hold_the_layout_is_refused(data: PuzzleLMData) -> Non
 def test_cli_train_then_eval_on_a_puzzle_dataset(data_dir: Path, tmp_path: Path) -> None:
     import cli
 
-    assert is_puzzle_dataset(data_dir) and not is_puzzle_dataset(data_dir / "train")
+    assert dataset_kind(data_dir) == "puzzle" and dataset_kind(data_dir / "train") is None
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text(yaml.safe_dump({"data_path": "unused", "global_batch_size": 8, "max_steps": 4, "eval_interval": 2,
                                    "lr_warmup_steps": 1, "optimizer": "adamw", "arch": TINY_TEXT}))

@@ -7,11 +7,8 @@ builder's helpers.
 
 from __future__ import annotations
 
-import csv
 import json
-import os
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -19,10 +16,11 @@ import numpy as np
 import pytest
 
 from datasets_build import maze as M
-from datasets_build.common import inverse_dihedral_transform
+from datasets_build import sources
 from hrm_reason.data import load_split
 from hrm_reason.errors import UserError
-from tests.helpers import ref_distances
+from hrm_reason.tasks.dihedral import inverse_dihedral_transform
+from tests.helpers import fake_hub, ref_distances, run_hrm, write_csv_file
 
 REPO = Path(__file__).resolve().parents[1]
 WALL, OPEN, START, GOAL, PATH = 1, 2, 3, 4, 5
@@ -60,7 +58,10 @@ def build(tmp: Path, name: str = "ds", **kw) -> Path:
 
 
 def load(out: Path, split: str) -> dict[str, np.ndarray]:
-    return {k: np.load(out / split / f"all__{k}.npy") for k in ("inputs", "labels", "puzzle_identifiers", "puzzle_indices", "group_indices")}
+    return {
+        k: np.load(out / split / f"all__{k}.npy")
+        for k in ("inputs", "labels", "puzzle_identifiers", "puzzle_indices", "group_indices")
+    }
 
 
 def builder(out: Path, split: str) -> dict:
@@ -72,7 +73,9 @@ def builder(out: Path, split: str) -> dict:
 
 @pytest.mark.parametrize("size,min_path,density", [(9, 27, (0.3, 0.5)), (12, 30, (0.2, 0.45)), (30, 110, (0.3, 0.5))])
 def test_generated_mazes_meet_their_definition(size: int, min_path: int, density: tuple[float, float]) -> None:
-    grids = np.concatenate([M.generate_chunk(7, "train", c, size, min_path, density).grids for c in range(2 if size < 30 else 3)])
+    grids = np.concatenate(
+        [M.generate_chunk(7, "train", c, size, min_path, density).grids for c in range(2 if size < 30 else 3)]
+    )
     assert len(grids) >= 3
     labels, d = M.label_paths(grids)
     lo, hi = M.wall_count_range(size, density)
@@ -124,7 +127,9 @@ def test_pair_draw_is_uniform_over_far_pairs() -> None:
     opens = [tuple(x) for x in np.argwhere(passable)]
     far = {(s, g) for s in opens for g in opens if ref_distances(passable, [s])[g] >= m}
     draws = 12 * len(far) * 10
-    starts, goals, totals = M._draw_pairs(np.repeat(M._pack(passable[None]), draws, axis=0), size, m, np.random.default_rng(2))
+    starts, goals, totals = M._draw_pairs(
+        np.repeat(M._pack(passable[None]), draws, axis=0), size, m, np.random.default_rng(2)
+    )
     assert (totals == len(far)).all()
     counts = Counter(((s // size, s % size), (g // size, g % size)) for s, g in zip(starts, goals))
     assert set(counts) == far
@@ -167,11 +172,19 @@ def test_metadata_statistics_and_strict_split(tmp_path: Path) -> None:
     assert json.loads((out / "identifiers.json").read_text()) == ["<blank>"]
     for split, n in (("train", 20), ("test", 8)):
         raw = json.loads((out / split / "dataset.json").read_text())
-        assert (raw["seq_len"], raw["vocab_size"], raw["pad_id"], raw["ignore_label_id"], raw["num_puzzle_identifiers"]) == (81, 6, 0, 0, 1)
+        assert (
+            raw["seq_len"],
+            raw["vocab_size"],
+            raw["pad_id"],
+            raw["ignore_label_id"],
+            raw["num_puzzle_identifiers"],
+        ) == (81, 6, 0, 0, 1)
         assert (raw["total_groups"], raw["mean_puzzle_examples"], raw["sets"]) == (n, 1.0, ["all"])
         a = load(out, split)
         assert a["inputs"].shape == a["labels"].shape == (n, 81) and a["inputs"].dtype == np.uint8
-        assert np.array_equal(a["puzzle_identifiers"], np.zeros(n)) and np.array_equal(a["puzzle_indices"], np.arange(n + 1))
+        assert np.array_equal(a["puzzle_identifiers"], np.zeros(n)) and np.array_equal(
+            a["puzzle_indices"], np.arange(n + 1)
+        )
         b = raw["builder"]
         assert b["name"] == "maze" and b["counts"]["mazes"] == n and b["min_path_moves"] == 27
         lengths = [shortest(x.reshape(9, 9)) for x in a["inputs"]]
@@ -183,7 +196,9 @@ def test_metadata_statistics_and_strict_split(tmp_path: Path) -> None:
         gen = b["source_detail"][f"{split}_generation"]
         assert gen["layouts_kept"] == n + gen["duplicates_dropped"] and gen["layouts_drawn"] % M.CHUNK == 0
     assert load_split(out, "test").metadata.builder["name"] == "maze"
-    keys = {split: {M.canonical_key(x.reshape(9, 9)) for x in load(out, split)["inputs"]} for split in ("train", "test")}
+    keys = {
+        split: {M.canonical_key(x.reshape(9, 9)) for x in load(out, split)["inputs"]} for split in ("train", "test")
+    }
     assert len(keys["train"]) == 20 and len(keys["test"]) == 8 and not keys["train"] & keys["test"]
 
 
@@ -209,23 +224,6 @@ def test_rebuild_is_byte_identical_and_seed_matters(tmp_path: Path) -> None:
     assert (a / "test/all__inputs.npy").read_bytes() == (d / "test/all__inputs.npy").read_bytes()
 
 
-def test_parallel_generation_gives_the_same_bytes(tmp_path: Path) -> None:
-    kw = {"size": 9, "train_size": 12, "test_size": 4, "seed": 8}
-    a, b = build(tmp_path, "serial", workers=1, **kw), build(tmp_path, "parallel", workers=2, **kw)
-    for rel in ("train/all__inputs.npy", "test/all__labels.npy", "train/dataset.json", "test/dataset.json"):
-        assert (a / rel).read_bytes() == (b / rel).read_bytes()
-
-
-def test_interrupted_build_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def boom(*args, **kwargs):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(M, "write_identifiers", boom)  # after both splits were written into the temp dir
-    with pytest.raises(KeyboardInterrupt):
-        build(tmp_path, train_size=3, test_size=2)
-    assert list(tmp_path.iterdir()) == []
-
-
 def test_existing_output_needs_overwrite(tmp_path: Path) -> None:
     out = build(tmp_path, train_size=3, test_size=2)
     with pytest.raises(UserError, match="--overwrite"):
@@ -242,11 +240,7 @@ def to_text(tokens: np.ndarray) -> str:
 
 
 def write_csv(path: Path, rows: list[tuple[str, str, str, str]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["source", "question", "answer", "rating"])
-        w.writerows(rows)
+    write_csv_file(path, ["source", "question", "answer", "rating"], rows)
 
 
 @pytest.fixture(scope="module")
@@ -269,31 +263,38 @@ def test_csv_source_builds(tmp_path: Path, real_rows: list) -> None:
     assert b["source"] == "csv" and b["counts"]["mazes"] == 2 and b["grid_size"] == 30
     assert b["statistics"]["csv_rating"]["equals_path_moves"] == 2
     # --min-path filters by the BFS length; --train-size caps rows (seeded)
-    cut = min(sorted(int(r[3]) for r in real_rows[:6])[3], max(int(r[3]) for r in real_rows[6:]))  # keeps >= 3 train, >= 1 test
+    cut = min(
+        sorted(int(r[3]) for r in real_rows[:6])[3], max(int(r[3]) for r in real_rows[6:])
+    )  # keeps >= 3 train, >= 1 test
     out2 = build(tmp_path, "cut", source="csv", csv_dir=tmp_path / "csv", size=None, min_path=cut, train_size=2)
     assert load(out2, "train")["inputs"].shape[0] == 2
     assert all(shortest(x.reshape(30, 30)) >= cut for x in load(out2, "train")["inputs"])
 
 
-def test_auto_uses_the_hub_through_an_injected_download(tmp_path: Path, real_rows: list, monkeypatch: pytest.MonkeyPatch) -> None:
-    write_csv(tmp_path / "csv" / "train.csv", real_rows[:6])
-    write_csv(tmp_path / "csv" / "test.csv", real_rows[6:])
-    monkeypatch.setattr(M, "download_hf", lambda: (tmp_path / "csv" / "train.csv", tmp_path / "csv" / "test.csv", "abc123"))
+def test_auto_uses_the_hub_through_an_injected_download(
+    tmp_path: Path, real_rows: list, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, part in (("train.csv", real_rows[:6]), ("test.csv", real_rows[6:])):
+        write_csv(tmp_path / "csv" / name, part)
+    fake_hub(monkeypatch, tmp_path / "csv")
     out = M.build_maze(M.MazeBuildOptions(out=tmp_path / "hf", source="auto", test_size=1), hub_probe=lambda: True)
     b = builder(out, "test")
-    assert b["source"] == "hf" and b["source_detail"] == {"repo": M.HF_REPO, "revision": "abc123"} and b["counts"]["mazes"] == 1
+    assert (b["source"], b["source_detail"], b["counts"]["mazes"]) == (
+        "hf",
+        {"repo": M.HF_REPO, "revision": "abc123"},
+        1,
+    )
 
 
 def test_auto_falls_back_to_generate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def fail() -> None:
-        raise UserError("--source hf: could not download (offline)")
-
-    monkeypatch.setattr(M, "download_hf", fail)
-    out = M.build_maze(M.MazeBuildOptions(out=tmp_path / "fb", size=None, train_size=2, test_size=1), hub_probe=lambda: True)
+    fake_hub(monkeypatch, None)
+    out = M.build_maze(
+        M.MazeBuildOptions(out=tmp_path / "fb", size=None, train_size=2, test_size=1), hub_probe=lambda: True
+    )
     assert builder(out, "train")["source"] == "generate" and builder(out, "train")["grid_size"] == 30
     with pytest.raises(UserError, match="could not download"):  # an explicit --source hf does not fall back
         M.build_maze(M.MazeBuildOptions(out=tmp_path / "hf", source="hf"), hub_probe=lambda: True)
-    assert M.hub_reachable() is False  # HRM_OFFLINE is set by the fixture: no socket is opened
+    assert sources.hub_reachable() is False  # HRM_OFFLINE is set by the fixture: no socket is opened
     out = M.build_maze(M.MazeBuildOptions(out=tmp_path / "auto", size=9, train_size=2, test_size=1))
     assert builder(out, "train")["source"] == "generate"
 
@@ -343,7 +344,10 @@ def test_csv_files_of_different_sizes_and_wrong_options(tmp_path: Path, real_row
     write_csv(tmp_path / "csv" / "train.csv", real_rows[:3])
     small = M.generate_chunk(0, "test", 0, 9, 20, (0.3, 0.5)).grids[:2]
     labels, d = M.label_paths(small)
-    write_csv(tmp_path / "csv" / "test.csv", [(f"s{k}", to_text(x), to_text(y), str(n)) for k, (x, y, n) in enumerate(zip(small, labels, d))])
+    write_csv(
+        tmp_path / "csv" / "test.csv",
+        [(f"s{k}", to_text(x), to_text(y), str(n)) for k, (x, y, n) in enumerate(zip(small, labels, d))],
+    )
     with pytest.raises(UserError, match="test.csv line 2: question has 81 cells, expected 900"):
         build(tmp_path, source="csv", csv_dir=tmp_path / "csv", size=None)
     with pytest.raises(UserError, match="--size 9: .*train.csv holds 30x30 mazes"):
@@ -363,8 +367,7 @@ def test_csv_files_of_different_sizes_and_wrong_options(tmp_path: Path, real_row
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HRM_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-c", "import cli; cli.main()", "build-data", "maze", *args], check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    return run_hrm("build-data", "maze", *args, cwd=REPO, offline=True)
 
 
 def test_cli_errors_are_one_line_and_a_build_prints_a_summary(tmp_path: Path, real_rows: list) -> None:
@@ -373,7 +376,10 @@ def test_cli_errors_are_one_line_and_a_build_prints_a_summary(tmp_path: Path, re
     write_csv(tmp_path / "bad" / "train.csv", rows)
     write_csv(tmp_path / "bad" / "test.csv", real_rows[3:5])
     cases = [
-        (["--source", "csv", "--csv-dir", str(tmp_path / "bad"), "--out", str(tmp_path / "o1")], "train.csv line 3: question has no 'G'"),
+        (
+            ["--source", "csv", "--csv-dir", str(tmp_path / "bad"), "--out", str(tmp_path / "o1")],
+            "train.csv line 3: question has no 'G'",
+        ),
         (["--wall-density", "0.7-0.2", "--out", str(tmp_path / "o2")], "--wall-density 0.7-0.2"),
         (["--size", "100", "--out", str(tmp_path / "o3")], "--size 100"),
         (["--size", "6", "--min-path", "60", "--out", str(tmp_path / "o5")], "--min-path 60"),
@@ -388,4 +394,7 @@ def test_cli_errors_are_one_line_and_a_build_prints_a_summary(tmp_path: Path, re
     res = run_cli("--size", "7", "--train-size", "6", "--test-size", "2", "--aug", "--out", str(tmp_path / "cli"))
     assert res.returncode == 0, res.stderr
     last = res.stdout.strip().splitlines()[-1]
-    assert last.startswith(f"wrote {tmp_path / 'cli'}: 7x7, train 6 mazes / 48 examples (path ") and "test 2 mazes / 2 examples" in last
+    assert (
+        last.startswith(f"wrote {tmp_path / 'cli'}: 7x7, train 6 mazes / 48 examples (path ")
+        and "test 2 mazes / 2 examples" in last
+    )

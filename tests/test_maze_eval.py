@@ -16,7 +16,8 @@ from datasets_build import maze as M
 from hrm_reason.data import load_split
 from hrm_reason.errors import UserError
 from hrm_reason.evaluate import evaluate
-from hrm_reason.maze_eval import (
+from hrm_reason.tasks import task_metrics
+from hrm_reason.tasks.maze import (
     GOAL,
     OPEN,
     PATH,
@@ -28,7 +29,6 @@ from hrm_reason.maze_eval import (
     segment_metrics,
     start_distances,
 )
-from hrm_reason.tasks import task_metrics
 from tests.helpers import ref_distances
 
 # ------------------------------------------------------------------------------------------- independent helpers
@@ -108,7 +108,9 @@ def test_bit_parallel_generator_bfs_matches_plain_bfs() -> None:
             ecc = max(ref.max(), 0)
             assert np.array_equal(M._unpack(wave.reach[b], size), ref >= 0)
             assert wave.ecc[b] == ecc
-            assert np.array_equal(M._unpack(wave.last[b], size), (ref == ecc) if ref.max() >= 0 else np.zeros_like(passable[b]))
+            assert np.array_equal(
+                M._unpack(wave.last[b], size), (ref == ecc) if ref.max() >= 0 else np.zeros_like(passable[b])
+            )
             assert np.array_equal(M._unpack(wave.within[b], size), (ref >= 0) & (ref <= near))
 
 
@@ -186,7 +188,9 @@ def test_broken_paths_are_wrong() -> None:
         wall[tuple(path[0])] = OPEN  # same count, one cell on a wall instead
         cases["wall"] = wall
         cases["nothing"] = grid
-        got = optimal_path_correct(tensor(np.stack([grid] * len(cases))), tensor(np.stack(list(cases.values())))).tolist()
+        got = optimal_path_correct(
+            tensor(np.stack([grid] * len(cases))), tensor(np.stack(list(cases.values())))
+        ).tolist()
         assert dict(zip(cases, got)) == {"label": True, "gap": False, "extra": False, "wall": False, "nothing": False}
 
 
@@ -203,7 +207,8 @@ def test_unreachable_goal_and_adjacent_start_goal() -> None:
 
 
 class Scripted(nn.Module):
-    """A stand-in model: for each input row, a fixed prediction per segment, and q_halt > q_continue from segment `halt`."""
+    """A stand-in model: for each input row, a fixed prediction per segment, and q_halt > q_continue from segment
+    `halt`."""
 
     def __init__(self, script: dict[bytes, list[np.ndarray]], halt: int, vocab: int = 6) -> None:
         super().__init__()
@@ -215,7 +220,14 @@ class Scripted(nn.Module):
     def forward(self, carry: dict[str, int], batch: dict[str, torch.Tensor], halt_max_steps: int):
         m = carry["segment"]
         rows = [self.script.get(x.numpy().astype(np.uint8).tobytes()) for x in batch["inputs"]]
-        preds = torch.stack([torch.from_numpy(r[min(m, len(r) - 1)].astype(np.int64)) if r else torch.zeros_like(batch["inputs"][0], dtype=torch.int64) for r in rows])
+        preds = torch.stack(
+            [
+                torch.from_numpy(r[min(m, len(r) - 1)].astype(np.int64))
+                if r
+                else torch.zeros_like(batch["inputs"][0], dtype=torch.int64)
+                for r in rows
+            ]
+        )
         logits = nn.functional.one_hot(preds, self.vocab).float()
         q = torch.full((preds.shape[0],), 1.0 if m >= self.halt else -1.0)
         return {"segment": m + 1}, {"logits": logits, "q_halt_logits": q, "q_continue_logits": torch.zeros_like(q)}
@@ -240,7 +252,15 @@ def test_evaluate_reports_optimal_path_accuracy_per_segment_and_act(small_datase
     assert 0 < alternatives < len(inputs)
     metrics = task_metrics(split, 4)
     assert len(metrics) == 1 and isinstance(metrics[0], OptimalPathAccuracy)
-    result = evaluate(Scripted(script, halt=1), split, mmax=4, global_batch_size=5, device=torch.device("cpu"), progress=False, metrics=metrics)
+    result = evaluate(
+        Scripted(script, halt=1),
+        split,
+        mmax=4,
+        global_batch_size=5,
+        device=torch.device("cpu"),
+        progress=False,
+        metrics=metrics,
+    )
     n = len(inputs)
     assert result.count == n
     assert result.exact_accuracy == pytest.approx([0.0, 0.0, 1.0, 1.0])
@@ -265,7 +285,13 @@ def _two_rank_worker(rank: int, init_file: str, results: dict) -> None:
     batch = {"inputs": tensor(np.stack([grid, grid]).reshape(2, -1))}
     q = torch.zeros(2)
     for m in range(2):
-        metric.update(m, tensor(np.stack(preds).reshape(2, -1)), {"q_halt_logits": q, "q_continue_logits": q}, batch, torch.tensor([True, rank == 0]))
+        metric.update(
+            m,
+            tensor(np.stack(preds).reshape(2, -1)),
+            {"q_halt_logits": q, "q_continue_logits": q},
+            batch,
+            torch.tensor([True, rank == 0]),
+        )
     results[rank] = metric.result(2)
     torch.distributed.destroy_process_group()
 
@@ -274,7 +300,9 @@ def test_result_sums_counts_across_ranks(tmp_path: Path) -> None:
     ctx = torch.multiprocessing.get_context("spawn")
     with ctx.Manager() as manager:
         results = manager.dict()
-        torch.multiprocessing.start_processes(_two_rank_worker, args=(str(tmp_path / "init"), results), nprocs=2, start_method="spawn")
+        torch.multiprocessing.start_processes(
+            _two_rank_worker, args=(str(tmp_path / "init"), results), nprocs=2, start_method="spawn"
+        )
         # 3 valid rows in all (2 on rank 0, 1 on rank 1), one solved at both segments
         for rank in (0, 1):
             assert results[rank]["optimal_path_accuracy"] == pytest.approx([1 / 3, 1 / 3])

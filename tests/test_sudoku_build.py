@@ -6,20 +6,19 @@ an inverse of each augmentation), not the builder's own helpers.
 
 from __future__ import annotations
 
-import csv
 import itertools
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from datasets_build import sources
 from datasets_build import sudoku as S
-from datasets_build.common import PuzzleDatasetMetadata
+from hrm_reason.data import PuzzleDatasetMetadata
 from hrm_reason.errors import UserError
+from tests.helpers import fake_hub, run_hrm, write_csv_file
 
 REPO = Path(__file__).resolve().parents[1]
 BOXES = [(2, 2), (2, 3), (3, 3)]
@@ -123,7 +122,10 @@ def build(tmp: Path, name: str = "ds", **kw) -> Path:
 
 
 def load(out: Path, split: str) -> dict[str, np.ndarray]:
-    return {k: np.load(out / split / f"all__{k}.npy") for k in ("inputs", "labels", "puzzle_identifiers", "puzzle_indices", "group_indices")}
+    return {
+        k: np.load(out / split / f"all__{k}.npy")
+        for k in ("inputs", "labels", "puzzle_identifiers", "puzzle_indices", "group_indices")
+    }
 
 
 # --------------------------------------------------------------------------------------------------- generator
@@ -215,6 +217,11 @@ def test_built_augmented_examples_are_valid_transforms(tmp_path: Path, r: int, c
 # ---------------------------------------------------------------------------------------------- canonical form
 
 
+def _transform(x: np.ndarray, t: bool, rows: np.ndarray, cols: np.ndarray, digits: np.ndarray) -> np.ndarray:
+    x = x.T if t else x
+    return digits[x[np.ix_(rows, cols)]]
+
+
 @pytest.mark.parametrize("r,c", BOXES)
 def test_canonical_key_is_invariant_under_the_group(r: int, c: int) -> None:
     n = r * c
@@ -227,11 +234,8 @@ def test_canonical_key_is_invariant_under_the_group(r: int, c: int) -> None:
             rows = structured_perms(c, r)[rng.integers(len(structured_perms(c, r)))]
             cols = structured_perms(r, c)[rng.integers(len(structured_perms(r, c)))]
             digits = np.concatenate([[0], rng.permutation(n) + 1])
-            def f(x: np.ndarray) -> np.ndarray:
-                x = x.reshape(n, n)
-                x = x.T if t else x
-                return digits[x[np.ix_(rows, cols)]]
-            assert S.canonical_key(f(g.puzzle), f(g.solution), r, c) == key
+            moved = [_transform(x.reshape(n, n), t, rows, cols, digits) for x in (g.puzzle, g.solution)]
+            assert S.canonical_key(*moved, r, c) == key
 
 
 def test_canonical_key_matches_brute_force_equivalence_4x4() -> None:
@@ -303,8 +307,19 @@ def test_metadata_matches_arrays(tmp_path: Path) -> None:
         raw = json.loads((out / split / "dataset.json").read_text())
         meta = PuzzleDatasetMetadata.model_validate(raw)
         a = load(out, split)
-        assert (meta.seq_len, meta.vocab_size, meta.pad_id, meta.ignore_label_id, meta.blank_identifier_id) == (36, 8, 0, 0, 0)
-        assert (meta.num_puzzle_identifiers, meta.sets, meta.mean_puzzle_examples, meta.total_groups) == (1, ["all"], 1.0, groups)
+        assert (meta.seq_len, meta.vocab_size, meta.pad_id, meta.ignore_label_id, meta.blank_identifier_id) == (
+            36,
+            8,
+            0,
+            0,
+            0,
+        )
+        assert (meta.num_puzzle_identifiers, meta.sets, meta.mean_puzzle_examples, meta.total_groups) == (
+            1,
+            ["all"],
+            1.0,
+            groups,
+        )
         n_ex = groups * per
         assert a["inputs"].shape == a["labels"].shape == (n_ex, 36)
         assert a["inputs"].dtype == np.uint8 and a["puzzle_indices"].dtype == a["group_indices"].dtype == np.int32
@@ -333,23 +348,6 @@ def test_rebuild_is_byte_identical_and_seed_matters(tmp_path: Path) -> None:
     assert (a / "test/all__inputs.npy").read_bytes() != (c / "test/all__inputs.npy").read_bytes()
 
 
-def test_parallel_generation_gives_the_same_bytes(tmp_path: Path) -> None:
-    kw = dict(box="2x3", train_size=30, test_size=10, seed=8)
-    a, b = build(tmp_path, "serial", workers=1, **kw), build(tmp_path, "parallel", workers=2, **kw)
-    for rel in ("train/all__inputs.npy", "test/all__labels.npy", "train/dataset.json", "test/dataset.json"):
-        assert (a / rel).read_bytes() == (b / rel).read_bytes()
-
-
-def test_interrupted_build_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def boom(*args, **kwargs):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(S, "write_identifiers", boom)  # after both splits were written into the temp dir
-    with pytest.raises(KeyboardInterrupt):
-        build(tmp_path, box="2x2", train_size=5, test_size=5)
-    assert list(tmp_path.iterdir()) == []
-
-
 def test_existing_output_needs_overwrite(tmp_path: Path) -> None:
     out = build(tmp_path, box="2x2", train_size=5, test_size=5)
     with pytest.raises(UserError, match="--overwrite"):
@@ -362,11 +360,7 @@ def test_existing_output_needs_overwrite(tmp_path: Path) -> None:
 
 
 def write_csv(path: Path, rows: list[tuple[str, str, str, str]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["source", "q", "a", "rating"])
-        w.writerows(rows)
+    write_csv_file(path, ["source", "q", "a", "rating"], rows)
 
 
 @pytest.fixture(scope="module")
@@ -398,20 +392,23 @@ def test_csv_source_builds(tmp_path: Path, real_rows: list) -> None:
     assert np.load(out2 / "train" / "all__inputs.npy").shape[0] == 2
 
 
-def test_auto_with_csv_dir_and_hf_source_via_injected_download(tmp_path: Path, real_rows: list, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_auto_with_csv_dir_and_hf_source_via_injected_download(
+    tmp_path: Path, real_rows: list, monkeypatch: pytest.MonkeyPatch
+) -> None:
     write_csv(tmp_path / "csv" / "train.csv", real_rows[:6])
     write_csv(tmp_path / "csv" / "test.csv", real_rows[6:])
-    monkeypatch.setattr(S, "download_hf", lambda: (tmp_path / "csv" / "train.csv", tmp_path / "csv" / "test.csv", "abc123"))
+    fake_hub(monkeypatch, tmp_path / "csv")
     out = S.build_sudoku(S.SudokuBuildOptions(out=tmp_path / "hf", source="auto", test_size=1), hub_probe=lambda: True)
     b = json.loads((out / "test" / "dataset.json").read_text())["builder"]
-    assert b["source"] == "hf" and b["source_detail"] == {"repo": S.HF_REPO, "revision": "abc123"} and b["counts"]["originals"] == 1
+    assert (b["source"], b["source_detail"], b["counts"]["originals"]) == (
+        "hf",
+        {"repo": S.HF_REPO, "revision": "abc123"},
+        1,
+    )
 
 
 def test_auto_falls_back_to_generate_when_download_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def fail() -> None:
-        raise UserError("--source hf: could not download (offline)")
-
-    monkeypatch.setattr(S, "download_hf", fail)
+    fake_hub(monkeypatch, None)
     out = S.build_sudoku(S.SudokuBuildOptions(out=tmp_path / "fb", train_size=3, test_size=2), hub_probe=lambda: True)
     assert json.loads((out / "train" / "dataset.json").read_text())["builder"]["source"] == "generate"
     with pytest.raises(UserError, match="could not download"):  # an explicit --source hf does not fall back
@@ -419,7 +416,7 @@ def test_auto_falls_back_to_generate_when_download_fails(tmp_path: Path, monkeyp
 
 
 def test_auto_offline_generates(tmp_path: Path) -> None:
-    assert S.hub_reachable() is False  # HRM_OFFLINE is set by the fixture: no socket is opened
+    assert sources.hub_reachable() is False  # HRM_OFFLINE is set by the fixture: no socket is opened
     out = S.build_sudoku(S.SudokuBuildOptions(out=tmp_path / "auto", train_size=4, test_size=2))
     assert json.loads((out / "train" / "dataset.json").read_text())["builder"]["source"] == "generate"
 
@@ -453,7 +450,10 @@ def test_csv_answer_contradicting_a_given_is_reported(tmp_path: Path, real_rows:
     other = str(int(q[i]) % 9 + 1)
     bad_q = q[:i] + other + q[i + 1 :]  # a given the answer disagrees with
     write_csv(tmp_path / "train.csv", [real_rows[0], (src, bad_q, a, rating)])
-    with pytest.raises(UserError, match=rf"train.csv line 3: answer does not solve the puzzle \(row {i // 9 + 1} column {i % 9 + 1}: given {other}, answer {a[i]}\)"):
+    with pytest.raises(
+        UserError,
+        match=rf"train.csv line 3: answer does not solve the puzzle \(row {i // 9 + 1} column {i % 9 + 1}: given {other}, answer {a[i]}\)",
+    ):
         S.read_sudoku_csv(tmp_path / "train.csv")
 
 
@@ -469,8 +469,7 @@ def test_csv_missing_file_and_wrong_box(tmp_path: Path, real_rows: list) -> None
 
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HRM_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-c", "import cli; cli.main()", "build-data", "sudoku", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    return run_hrm("build-data", "sudoku", *args, cwd=cwd, timeout=120, offline=True)
 
 
 def test_cli_errors_are_one_line(tmp_path: Path, real_rows: list) -> None:
@@ -494,8 +493,25 @@ def test_cli_errors_are_one_line(tmp_path: Path, real_rows: list) -> None:
 
 
 def test_cli_builds_and_prints_summary(tmp_path: Path) -> None:
-    res = run_cli("--source", "generate", "--box", "2x2", "--train-size", "8", "--test-size", "3", "--num-aug", "2", "--out", str(tmp_path / "cli"), cwd=REPO)
+    res = run_cli(
+        "--source",
+        "generate",
+        "--box",
+        "2x2",
+        "--train-size",
+        "8",
+        "--test-size",
+        "3",
+        "--num-aug",
+        "2",
+        "--out",
+        str(tmp_path / "cli"),
+        cwd=REPO,
+    )
     assert res.returncode == 0, res.stderr
-    assert res.stdout.strip().splitlines()[-1] == f"wrote {tmp_path / 'cli'}: train 8 puzzles / 24 examples, test 3 puzzles / 3 examples"
+    assert (
+        res.stdout.strip().splitlines()[-1]
+        == f"wrote {tmp_path / 'cli'}: train 8 puzzles / 24 examples, test 3 puzzles / 3 examples"
+    )
     res = run_cli("--source", "generate", "--box", "2x2", "--out", str(tmp_path / "cli"), cwd=REPO)
     assert res.returncode == 2 and "already exists" in res.stderr

@@ -16,8 +16,17 @@ import numpy as np
 import pytest
 
 from datasets_build.text import STDLIB, TextBuildOptions, build_text, stdlib_files
+from hrm_reason.data import dataset_kind
 from hrm_reason.errors import UserError
-from hrm_reason.lm_data import ByteTokenizer, HFTokenizer, load_text_dataset, train_batch, validation_batches, validation_windows
+from hrm_reason.lm_data import (
+    ByteTokenizer,
+    HFTokenizer,
+    load_text_dataset,
+    train_batch,
+    validation_batches,
+    validation_windows,
+)
+from tests.helpers import write_original_layout
 
 REPO = Path(__file__).resolve().parents[1]
 WORDS = ["alpha", "beta", "gamma", "delta", "épsilon", "ζeta", "日本", "🙂", "omega", "\t", "\n"]
@@ -50,7 +59,9 @@ def tree_bytes(root: Path) -> dict[str, bytes]:
 # ------------------------------------------------------------------------------------------------------- tokenizer
 
 
-@pytest.mark.parametrize("text", ["", "plain ascii", "naïve café 日本語 🙂\x00\r\n\t", "".join(chr(c) for c in range(0x20, 0x3000, 7))])
+@pytest.mark.parametrize(
+    "text", ["", "plain ascii", "naïve café 日本語 🙂\x00\r\n\t", "".join(chr(c) for c in range(0x20, 0x3000, 7))]
+)
 def test_byte_tokenizer_round_trips(text: str) -> None:
     tok = ByteTokenizer()
     ids = tok.encode(text)
@@ -103,7 +114,9 @@ def test_max_bytes_cuts_at_a_character_boundary(tmp_path: Path) -> None:
     assert counts["documents"] == 3 and counts["truncated"] == 1
     assert counts["bytes"] == 699  # 700 would split a character: the cut goes back to 699
     ds = load_text_dataset(out)
-    text = ByteTokenizer().decode(np.concatenate([ds.splits[s].slice(0, len(ds.splits[s])) for s in ("train", "val")]).tolist())
+    text = ByteTokenizer().decode(
+        np.concatenate([ds.splits[s].slice(0, len(ds.splits[s])) for s in ("train", "val")]).tolist()
+    )
     assert "\ufffd" not in text and len(text) == 699 // 3
 
 
@@ -113,7 +126,9 @@ def test_hf_tokenizer_file(corpus: Path, tmp_path: Path) -> None:
 
     tok = tokenizers.Tokenizer(models.WordLevel(unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tok.train([str(p) for p in sorted(corpus.rglob("*.txt"))], trainers.WordLevelTrainer(special_tokens=["[UNK]", "</s>"]))
+    tok.train(
+        [str(p) for p in sorted(corpus.rglob("*.txt"))], trainers.WordLevelTrainer(special_tokens=["[UNK]", "</s>"])
+    )
     path = tmp_path / "tok.json"
     tok.save(str(path))
     out = build(corpus, tmp_path / "hf", tokenizer=path)
@@ -163,8 +178,24 @@ def test_cli_error_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "x.txt").write_bytes(b"\xff\xfe")
     (tmp_path / "y.txt").write_text("ok")
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-c", "import cli; cli.main()", "build-data", "text", "--input", str(tmp_path), "--out", str(tmp_path / "o"), "--quiet"],
-                          capture_output=True, text=True, env=env, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import cli; cli.main()",
+            "build-data",
+            "text",
+            "--input",
+            str(tmp_path),
+            "--out",
+            str(tmp_path / "o"),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert len(lines) == 1 and lines[0].startswith("error: ") and "x.txt: not UTF-8" in lines[0], proc.stderr
@@ -218,3 +249,20 @@ def test_validation_windows_predict_every_token_once(corpus: Path, tmp_path: Pat
     rows = [row for b in batches for row in b.numpy()]
     assert sum(len(r) - 1 for r in rows) == n
     assert np.array_equal(np.concatenate([rows[0]] + [r[1:] for r in rows[1:]]), stream.slice(0, n + 1))
+
+
+def test_dataset_kind_tells_text_from_puzzle_from_neither(corpus: Path, tmp_path: Path) -> None:
+    text = build(corpus, tmp_path / "text")
+    puzzle = write_original_layout(tmp_path / "puzzle")
+    assert dataset_kind(text) == "text"
+    assert dataset_kind(puzzle) == "puzzle"
+    assert dataset_kind(puzzle / "train") is None  # one split is not a dataset
+    assert dataset_kind(tmp_path / "missing") is None
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "dataset.json").write_text("{not json")
+    assert dataset_kind(broken) is None
+    (broken / "dataset.json").write_text("[1, 2]")  # JSON, but not an object
+    assert dataset_kind(broken) is None
+    (broken / "dataset.json").write_text(json.dumps({"kind": "images"}))
+    assert dataset_kind(broken) is None

@@ -18,17 +18,15 @@ from hrm_reason.data import PuzzleDatasetMetadata, load_split
 from hrm_reason.errors import UserError
 from hrm_reason.evaluate import evaluate
 from hrm_reason.models.registry import build_model
+from hrm_reason.tasks.arc import EOS as ARC_EOS
 from hrm_reason.train import train
 from hrm_reason.viz.canvas import DPI, png_bytes
 from hrm_reason.viz.curves import read_metrics, run_figures, smooth
 from hrm_reason.viz.grids import (
-    ARC_EOS,
     GridSpec,
     content_window,
     grid_spec,
-    maze_violations,
     rule_violations,
-    sudoku_violations,
     wrong_cells,
 )
 from hrm_reason.viz.predictions import SegmentTrace, predictions_figure, trace_segments
@@ -38,8 +36,18 @@ from tests.test_cli import assert_one_line_error
 
 
 def metadata(seq_len: int, vocab_size: int, builder: dict | None = None) -> PuzzleDatasetMetadata:
-    return PuzzleDatasetMetadata(pad_id=0, ignore_label_id=0, blank_identifier_id=0, vocab_size=vocab_size, seq_len=seq_len,
-                                 num_puzzle_identifiers=1, total_groups=1, mean_puzzle_examples=1.0, sets=["all"], builder=builder)
+    return PuzzleDatasetMetadata(
+        pad_id=0,
+        ignore_label_id=0,
+        blank_identifier_id=0,
+        vocab_size=vocab_size,
+        seq_len=seq_len,
+        num_puzzle_identifiers=1,
+        total_groups=1,
+        mean_puzzle_examples=1.0,
+        sets=["all"],
+        builder=builder,
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -119,32 +127,33 @@ def test_grid_kind_from_builder_name_or_layout() -> None:
 def test_sudoku_violations_are_repeats_changed_givens_and_holes() -> None:
     spec = grid_spec(CASES["sudoku9"][0])
     puzzle, solution = sudoku_9x9()
-    assert not sudoku_violations(spec, solution, puzzle).any()
+    assert not rule_violations(spec, solution, puzzle).any()
     grid = solution.reshape(9, 9).copy()
-    # Cell (0,1) given? (0+1) is odd: blank, free to change. Write cell (0,0)'s digit there: a repeat in row 0 and box 0.
+    # Cell (0,1) given? (0+1) is odd: blank, free to change. Write cell (0,0)'s digit there: a repeat in row 0 and
+    # box 0.
     grid[0, 1] = grid[0, 0]
-    bad = sudoku_violations(spec, grid.reshape(-1), puzzle).reshape(9, 9)
+    bad = rule_violations(spec, grid.reshape(-1), puzzle).reshape(9, 9)
     # The same digit also sits in column 1 once (every digit is in every column): that cell is a repeat too.
     col_twin = int(np.flatnonzero(solution.reshape(9, 9)[:, 1] == grid[0, 0])[0])
     assert set(zip(*np.nonzero(bad))) == {(0, 0), (0, 1), (col_twin, 1)}
     changed_given, hole = solution.copy(), solution.copy()
     changed_given[0] = solution[0] % 9 + 2  # another digit in cell 0, a given
     hole[1] = 1  # blank token
-    assert sudoku_violations(spec, changed_given, puzzle)[0]
-    assert sudoku_violations(spec, hole, puzzle)[1] and sudoku_violations(spec, hole, puzzle).sum() == 1
+    assert rule_violations(spec, changed_given, puzzle)[0]
+    assert rule_violations(spec, hole, puzzle)[1] and rule_violations(spec, hole, puzzle).sum() == 1
 
 
 def test_maze_violations_are_changed_walls_and_broken_paths() -> None:
     spec = grid_spec(CASES["maze"][0])
     inputs, label = maze()
-    assert not maze_violations(spec, label, inputs).any()
+    assert not rule_violations(spec, label, inputs).any()
     broken = label.reshape(12, 12).copy()
     broken[1, 5] = 2  # cut the path: its two neighbours become dead ends
-    bad = maze_violations(spec, broken.reshape(-1), inputs).reshape(12, 12)
+    bad = rule_violations(spec, broken.reshape(-1), inputs).reshape(12, 12)
     assert set(zip(*np.nonzero(bad))) == {(1, 4), (1, 6)}
     walled = label.reshape(12, 12).copy()
     walled[5, 4] = 2  # a wall removed
-    assert set(zip(*np.nonzero(maze_violations(spec, walled.reshape(-1), inputs).reshape(12, 12)))) == {(5, 4)}
+    assert set(zip(*np.nonzero(rule_violations(spec, walled.reshape(-1), inputs).reshape(12, 12)))) == {(5, 4)}
 
 
 def test_wrong_cells_skip_unsupervised_pad_and_arc_window() -> None:
@@ -175,14 +184,17 @@ def decode(png: bytes) -> np.ndarray:
 
 
 def cell_pixels(fig, spec: GridSpec, tokens: tuple[np.ndarray, ...], cell: int, margin: float, ax=None) -> np.ndarray:
-    """One cell of a panel (default: the last segment's) in the saved PNG, `margin` (in cells) trimmed from each side."""
+    """One cell of a panel (default: the last segment's) in the saved PNG, `margin` (in cells) trimmed from each
+    side."""
     image = decode(png_bytes(fig))
     ax = ax or fig.axes[-3]  # strips: puzzle, segments 1..mmax, answer, q strip
     rows, cols = content_window(spec, *tokens)
     r, c = divmod(cell, spec.side)
     r, c = r - rows.start, c - cols.start
     (x0, y0), (x1, y1) = ax.transData.transform([(c + margin, r + margin), (c + 1 - margin, r + 1 - margin)])
-    top, bottom = (int(np.rint(image.shape[0] - y)) for y in (max(y0, y1), min(y0, y1)))  # display y starts at the bottom
+    top, bottom = (
+        int(np.rint(image.shape[0] - y)) for y in (max(y0, y1), min(y0, y1))
+    )  # display y starts at the bottom
     return image[top:bottom, int(np.rint(min(x0, x1))) : int(np.rint(max(x0, x1)))]
 
 
@@ -196,7 +208,10 @@ def test_puzzle_png_has_the_figure_size(case: str) -> None:
     assert image.shape[:2] == (round(fig.get_figheight() * DPI), round(fig.get_figwidth() * DPI))
     assert image[..., :3].std() > 0.1  # something is drawn
     # The puzzle and the solution differ in the cells to find, so the two panels differ.
-    left, right = (cell_pixels(fig, spec, (inputs, labels), int(np.flatnonzero(labels != inputs)[0]), 0.1, ax) for ax in fig.axes[:2])
+    left, right = (
+        cell_pixels(fig, spec, (inputs, labels), int(np.flatnonzero(labels != inputs)[0]), 0.1, ax)
+        for ax in fig.axes[:2]
+    )
     assert left.shape == right.shape and np.abs(left - right).max() > 0.2
 
 
@@ -218,24 +233,36 @@ def test_wrong_cell_looks_different_from_a_right_one(case: str) -> None:
     q = np.array([0.1, 0.5, 0.9])
 
     def strip(preds: np.ndarray, answer: np.ndarray):
-        fig = predictions_figure(spec, SegmentTrace(Example(0, "all", inputs, answer, 0, ""), preds, q, np.full(mmax, 0.6)), "t")
+        fig = predictions_figure(
+            spec, SegmentTrace(Example(0, "all", inputs, answer, 0, ""), preds, q, np.full(mmax, 0.6)), "t"
+        )
         image = decode(png_bytes(fig))
         assert image.shape[:2] == (round(fig.get_figheight() * DPI), round(fig.get_figwidth() * DPI))
         return fig
 
-    wrong_fig, marked_right_fig, right_fig = strip(one_wrong, labels), strip(one_wrong, answer_matching), strip(all_right, labels)
-    assert wrong_cells(spec, one_wrong[-1], labels).sum() == 1 and not wrong_cells(spec, one_wrong[-1], answer_matching).any()
+    wrong_fig, marked_right_fig, right_fig = (
+        strip(one_wrong, labels),
+        strip(one_wrong, answer_matching),
+        strip(all_right, labels),
+    )
+    assert (
+        wrong_cells(spec, one_wrong[-1], labels).sum() == 1
+        and not wrong_cells(spec, one_wrong[-1], answer_matching).any()
+    )
     grids = (inputs, labels)
     as_wrong = cell_pixels(wrong_fig, spec, grids, wrong_at, 0.02)
     as_right = cell_pixels(marked_right_fig, spec, grids, wrong_at, 0.02)
     assert as_wrong.shape == as_right.shape and as_wrong.size > 0
+
     # PNGs have an adaptive 256-colour palette, so one colour may come out some levels apart in two files (most on
     # antialiased edges): a visible difference is one of more than 0.3 (of 1) in a channel.
     def visible(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.abs(a - b)[..., :3].max(-1) > 0.3
 
     assert visible(as_wrong, as_right).mean() > 0.1  # the marks cover a good part of the cell
-    assert not visible(cell_pixels(wrong_fig, spec, grids, right_at, 0.25), cell_pixels(right_fig, spec, grids, right_at, 0.25)).any()
+    assert not visible(
+        cell_pixels(wrong_fig, spec, grids, right_at, 0.25), cell_pixels(right_fig, spec, grids, right_at, 0.25)
+    ).any()
 
 
 def test_act_halt_is_the_first_segment_with_q_halt_above_q_continue() -> None:
@@ -266,7 +293,10 @@ def test_trace_segments_matches_evaluate(tmp_path: Path) -> None:
     np.testing.assert_allclose(token, result.token_accuracy, atol=1e-6)
     assert len({round(v, 6) for v in token}) > 1  # the segments do change the prediction
     # The marked halting segment is the one ACT evaluation uses (a random Q head, so that they halt before the cap).
-    assert np.mean([t.act_halt for t in traces]) == pytest.approx(result.act_mean_segments) and result.act_mean_segments < 4
+    assert (
+        np.mean([t.act_halt for t in traces]) == pytest.approx(result.act_mean_segments)
+        and result.act_mean_segments < 4
+    )
     np.testing.assert_allclose(traces[0].q_halt, 1 / (1 + np.exp(-traces[0].q_halt_logits)))
 
 
@@ -280,12 +310,19 @@ def write_metrics(run: Path, lines: list[str]) -> None:
 
 
 def test_read_metrics_keeps_last_record_per_step_and_skips_a_partial_last_line(tmp_path: Path) -> None:
-    records = [{"step": 0, "num_params": 10}, {"step": 1, "train/lm_loss": 2.0}, {"step": 2, "train/lm_loss": 1.5},
-               {"step": 2, "eval/exact_accuracy": 0.1}, {"step": 2, "train/lm_loss": 1.4}]  # resumed at step 1
+    records = [
+        {"step": 0, "num_params": 10},
+        {"step": 1, "train/lm_loss": 2.0},
+        {"step": 2, "train/lm_loss": 1.5},
+        {"step": 2, "eval/exact_accuracy": 0.1},
+        {"step": 2, "train/lm_loss": 1.4},
+    ]  # resumed at step 1
     write_metrics(tmp_path / "r", [json.dumps(r) + "\n" for r in records] + ['{"step": 3, "train/lm'])
     got = read_metrics(tmp_path / "r")
     assert [(r["step"], r.get("train/lm_loss")) for r in got] == [(0, None), (1, 2.0), (2, 1.4), (2, None)]
-    write_metrics(tmp_path / "bad", ['{"step": 1, "train/lm_loss": 2.0}\n', "oops\n", '{"step": 2, "train/lm_loss": 1.0}\n'])
+    write_metrics(
+        tmp_path / "bad", ['{"step": 1, "train/lm_loss": 2.0}\n', "oops\n", '{"step": 2, "train/lm_loss": 1.0}\n']
+    )
     with pytest.raises(UserError, match="line 2"):
         read_metrics(tmp_path / "bad")
     write_metrics(tmp_path / "empty", ['{"step": 0, "num_params": 10}\n'])
@@ -295,14 +332,30 @@ def test_read_metrics_keeps_last_record_per_step_and_skips_a_partial_last_line(t
 
 def test_run_pictures_from_metrics_and_eval_json(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    lines = [json.dumps({"step": s, "train/lm_loss": 2 / s, "train/exact_accuracy": s / 100, "train/steps": 3.0, "train/lr": 1e-3}) + "\n"
-             for s in range(1, 101)]
-    lines += [json.dumps({"step": s, "eval/exact_accuracy": s / 200, "eval/act_exact_accuracy": s / 250, "eval/steps": 2.5}) + "\n" for s in (50, 100)]
+    lines = [
+        json.dumps(
+            {"step": s, "train/lm_loss": 2 / s, "train/exact_accuracy": s / 100, "train/steps": 3.0, "train/lr": 1e-3}
+        )
+        + "\n"
+        for s in range(1, 101)
+    ]
+    lines += [
+        json.dumps({"step": s, "eval/exact_accuracy": s / 200, "eval/act_exact_accuracy": s / 250, "eval/steps": 2.5})
+        + "\n"
+        for s in (50, 100)
+    ]
     write_metrics(run, lines)
     (run / "config.yaml").write_text("arch:\n  halt_max_steps: 4\n")
     assert [name for name, _ in run_figures(run, [])] == ["curves.png"]
-    result = {"count": 10, "mmax": 6, "exact_accuracy": [0.1, 0.2, 0.3, 0.4, 0.4, 0.4], "token_accuracy": [0.5] * 6,
-              "act_exact_accuracy": 0.35, "act_mean_segments": 3.5, "extra": {"optimal_path": [0.0, 0.1, 0.2, 0.3, 0.3, 0.3]}}
+    result = {
+        "count": 10,
+        "mmax": 6,
+        "exact_accuracy": [0.1, 0.2, 0.3, 0.4, 0.4, 0.4],
+        "token_accuracy": [0.5] * 6,
+        "act_exact_accuracy": 0.35,
+        "act_mean_segments": 3.5,
+        "extra": {"optimal_path": [0.0, 0.1, 0.2, 0.3, 0.3, 0.3]},
+    }
     (run / "eval16.json").write_text(json.dumps(result))
     (run / "other.json").write_text(json.dumps({"not": "an eval"}))  # ignored when searching the run
     figures = dict(run_figures(run, []))
@@ -363,8 +416,12 @@ def test_viz_commands_write_pngs_and_a_self_contained_page(trained_run: tuple[Pa
 
 def test_viz_errors_are_one_line(trained_run: tuple[Path, Path], tmp_path: Path, hrm) -> None:
     data, run = trained_run
-    assert_one_line_error(hrm("viz", "puzzle", "--data", str(data), "--index", "16", "--out", str(tmp_path)), "--index 16", "16 examples")
-    assert_one_line_error(hrm("viz", "predictions", "--run", str(run), "--index", "-1", "--out", str(tmp_path)), "--index -1")
+    assert_one_line_error(
+        hrm("viz", "puzzle", "--data", str(data), "--index", "16", "--out", str(tmp_path)), "--index 16", "16 examples"
+    )
+    assert_one_line_error(
+        hrm("viz", "predictions", "--run", str(run), "--index", "-1", "--out", str(tmp_path)), "--index -1"
+    )
     (tmp_path / "not-a-run").mkdir()
     assert_one_line_error(hrm("viz", "run", str(tmp_path / "not-a-run")), "metrics.jsonl", "not a run directory")
     assert_one_line_error(hrm("viz", "puzzle", "--data", str(tmp_path / "nothing")), "nothing")
@@ -375,6 +432,12 @@ def test_missing_matplotlib_is_one_line(trained_run: tuple[Path, Path], tmp_path
     data, _ = trained_run
     code = "import sys; sys.modules['matplotlib'] = None; import cli; cli.main()"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    proc = subprocess.run([sys.executable, "-c", code, "viz", "puzzle", "--data", str(data), "--out", str(tmp_path)],
-                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "viz", "puzzle", "--data", str(data), "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
     assert_one_line_error(proc, 'pip install "hrm-reason[viz]"')

@@ -43,7 +43,14 @@ def save_figures(figures: list[tuple[str, Figure]], out_dir: Path) -> list[Path]
 
 
 def panel_figure(
-    n_panels: int, ncols: int, panel: float, *, title_h: float = 0.45, header: str = "", footer: str = "", extra_h: float = 0.0,
+    n_panels: int,
+    ncols: int,
+    panel: float,
+    *,
+    title_h: float = 0.45,
+    header: str = "",
+    footer: str = "",
+    extra_h: float = 0.0,
 ) -> tuple[Figure, list, float]:
     """A figure with a header line, a grid of square panels (each with room for a title above it), a footer text and
     an optional strip of height extra_h at the bottom; returns the figure, the panel axes and the strip's top (in
@@ -69,5 +76,13 @@ def panel_figure(
         top = header_h + r * (title_h + panel + gap) + title_h
         axes.append(fig.add_axes((left / width, 1 - (top + panel) / height, panel / width, panel / height)))
     if footer_lines:
-        fig.text(margin / width, (extra_h + footer_h - 0.06) / height, "\n".join(footer_lines), ha="left", va="top", fontsize=8, color="#444444")
+        fig.text(
+            margin / width,
+            (extra_h + footer_h - 0.06) / height,
+            "\n".join(footer_lines),
+            ha="left",
+            va="top",
+            fontsize=8,
+            color="#444444",
+        )
     return fig, axes, extra_h / height

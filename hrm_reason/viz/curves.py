@@ -17,7 +17,15 @@ from hrm_reason.viz.canvas import new_figure
 
 TRAIN_COLOUR, EVAL_COLOUR, ACT_COLOUR = "#1f77b4", "#d62728", "#2ca02c"
 # eval/* keys with a panel of their own; any other eval/ key with values in [0, 1] joins the exact-accuracy panel.
-KNOWN_EVAL = {"eval/count", "eval/exact_accuracy", "eval/accuracy", "eval/lm_loss", "eval/q_halt_accuracy", "eval/act_exact_accuracy", "eval/steps"}
+KNOWN_EVAL = {
+    "eval/count",
+    "eval/exact_accuracy",
+    "eval/accuracy",
+    "eval/lm_loss",
+    "eval/q_halt_accuracy",
+    "eval/act_exact_accuracy",
+    "eval/steps",
+}
 
 
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
@@ -27,7 +35,9 @@ def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
     if not run_dir.is_dir():
         raise UserError(f"run directory {run_dir} does not exist")
     if not path.is_file():
-        raise UserError(f"{path} not found: {run_dir} is not a run directory written by hrm train (or it has not logged yet)")
+        raise UserError(
+            f"{path} not found: {run_dir} is not a run directory written by hrm train (or it has not logged yet)"
+        )
     text = path.read_text()
     lines = text.splitlines()
     records = []
@@ -134,14 +144,19 @@ def read_eval_json(path: Path) -> dict[str, Any]:
     except json.JSONDecodeError as e:
         raise UserError(f"--eval {path}: not valid JSON ({e.msg} at line {e.lineno})") from None
     if not is_eval_result(result):
-        raise UserError(f"--eval {path}: not a result of hrm eval --json (expected mmax and per-segment exact_accuracy, token_accuracy)")
+        raise UserError(
+            f"--eval {path}: not a result of hrm eval --json (expected mmax and per-segment exact_accuracy, token_accuracy)"
+        )
     return result
 
 
 def is_eval_result(result: Any) -> bool:
     if not isinstance(result, dict) or not isinstance(result.get("mmax"), int):
         return False
-    return all(isinstance(result.get(k), list) and len(result[k]) == result["mmax"] for k in ("exact_accuracy", "token_accuracy"))
+    return all(
+        isinstance(result.get(k), list) and len(result[k]) == result["mmax"]
+        for k in ("exact_accuracy", "token_accuracy")
+    )
 
 
 def find_eval_jsons(run_dir: Path) -> list[Path]:
@@ -179,16 +194,47 @@ def segments_figure(results: dict[str, dict[str, Any]], title: str, trained: int
         label = name if len(results) > 1 else "after m segments"
         ax_exact.plot(x, r["exact_accuracy"], marker="o", ms=4, color=colour, label=label)
         ax_token.plot(x, r["token_accuracy"], marker="o", ms=4, color=colour, label=label)
-        if isinstance(r.get("act_exact_accuracy"), (int, float)) and isinstance(r.get("act_mean_segments"), (int, float)):
-            ax_exact.scatter([r["act_mean_segments"]], [r["act_exact_accuracy"]], marker="*", s=180, color=ACT_COLOUR, zorder=5,
-                             edgecolor="black", linewidth=0.5, label=f"ACT halting: {r['act_exact_accuracy']:.1%} at {r['act_mean_segments']:.1f} segments")
+        if isinstance(r.get("act_exact_accuracy"), (int, float)) and isinstance(
+            r.get("act_mean_segments"), (int, float)
+        ):
+            ax_exact.scatter(
+                [r["act_mean_segments"]],
+                [r["act_exact_accuracy"]],
+                marker="*",
+                s=180,
+                color=ACT_COLOUR,
+                zorder=5,
+                edgecolor="black",
+                linewidth=0.5,
+                label=f"ACT halting: {r['act_exact_accuracy']:.1%} at {r['act_mean_segments']:.1f} segments",
+            )
         for j, (key, values) in enumerate(sorted((r.get("extra") or {}).items())):
-            if isinstance(values, list) and len(values) == r["mmax"] and all(isinstance(v, (int, float)) for v in values):
-                ax_exact.plot(x, values, ls="--", marker=".", color=colour, alpha=0.8 - 0.15 * j, label=f"{key}" + (f" ({name})" if len(results) > 1 else ""))
+            if (
+                isinstance(values, list)
+                and len(values) == r["mmax"]
+                and all(isinstance(v, (int, float)) for v in values)
+            ):
+                ax_exact.plot(
+                    x,
+                    values,
+                    ls="--",
+                    marker=".",
+                    color=colour,
+                    alpha=0.8 - 0.15 * j,
+                    label=f"{key}" + (f" ({name})" if len(results) > 1 else ""),
+                )
     for ax, what in ((ax_exact, "exact accuracy"), (ax_token, "token accuracy")):
         if trained is not None:
             ax.axvline(trained, color="#555555", ls=":", lw=1)
-            ax.text(trained, 0.03, f" trained with {trained}", transform=ax.get_xaxis_transform(), fontsize=8, color="#555555", va="bottom")
+            ax.text(
+                trained,
+                0.03,
+                f" trained with {trained}",
+                transform=ax.get_xaxis_transform(),
+                fontsize=8,
+                color="#555555",
+                va="bottom",
+            )
         ax.set_xlim(0.5, mmax + 0.5)
         ax.set_xticks(np.arange(1, mmax + 1))
         ax.set_xlabel("segments m (inference-time budget)", fontsize=9)

@@ -1,18 +1,15 @@
 """Which grid a dataset holds, how its tokens read, which cells break the puzzle's rules, and how to draw one grid.
 
-Token layouts (reference hrm.md §4.3-4.5), all flattened row-major squares:
-- Sudoku n x n (n = 4, 6, 9): PAD 0, blank 1, digits 1..n as 2..n+1; labels in the same layout.
-- Maze: PAD 0, then "# SGo" as 1..5 (wall, open, start, goal, path); the label is the grid with the path drawn.
-- ARC 30 x 30: PAD 0, EOS 1 (the row below and the column right of the grid), colours 0..9 as 2..11.
-The kind comes from dataset.json `builder.name`; datasets of other tools (no builder record) are recognised by their
-vocabulary and length. Anything else that is square is drawn as token ids.
+Token layouts and rules are those of the task modules (`hrm_reason.tasks.sudoku`, `.maze`, `.arc`), all flattened
+row-major squares. The kind comes from dataset.json `builder.name`; datasets of other tools (no builder record) are
+recognised by their vocabulary and length. Anything else that is square is drawn as token ids.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from matplotlib.axes import Axes
@@ -21,19 +18,32 @@ from matplotlib.patches import Polygon, Rectangle
 
 from hrm_reason.data import PuzzleDatasetMetadata
 from hrm_reason.errors import UserError
+from hrm_reason.tasks import arc, maze, sudoku
 
 GridKind = Literal["sudoku", "maze", "arc", "tokens"]
 
-SUDOKU_BOXES = {4: (2, 2), 6: (2, 3), 9: (3, 3)}
-SUDOKU_BLANK = 1
+MAZE_COLOURS = {
+    maze.PAD: "#d9d9d9",
+    maze.WALL: "#27303a",
+    maze.OPEN: "#ffffff",
+    maze.START: "#2ca02c",
+    maze.GOAL: "#9467bd",
+    maze.PATH: "#3d7fd9",
+}
 
-MAZE_CHARS = "# SGo"  # token id = index + 1
-MAZE_WALL, MAZE_OPEN, MAZE_START, MAZE_GOAL, MAZE_PATH = 1, 2, 3, 4, 5
-MAZE_COLOURS = {0: "#d9d9d9", MAZE_WALL: "#27303a", MAZE_OPEN: "#ffffff", MAZE_START: "#2ca02c", MAZE_GOAL: "#9467bd", MAZE_PATH: "#3d7fd9"}
-
-ARC_PAD, ARC_EOS = 0, 1
 # The standard ARC ten-colour palette (colour 0..9), as in the ARC testing interface.
-ARC_PALETTE = ["#000000", "#0074D9", "#FF4136", "#2ECC40", "#FFDC00", "#AAAAAA", "#F012BE", "#FF851B", "#7FDBFF", "#870C25"]
+ARC_PALETTE = [
+    "#000000",
+    "#0074D9",
+    "#FF4136",
+    "#2ECC40",
+    "#FFDC00",
+    "#AAAAAA",
+    "#F012BE",
+    "#FF851B",
+    "#7FDBFF",
+    "#870C25",
+]
 ARC_EOS_COLOUR = "#e9e3d6"
 
 CHANGED_COLOUR = "#ffbf00"  # amber shade: the cell changed since the previous segment
@@ -56,8 +66,10 @@ class GridSpec:
     @property
     def legend(self) -> str:
         if self.kind == "arc":
-            return ("hatched: changed since the previous segment;  white cross: differs from the answer;  "
-                    "beige: end-of-grid marker (part of the answer)")
+            return (
+                "hatched: changed since the previous segment;  white cross: differs from the answer;  "
+                "beige: end-of-grid marker (part of the answer)"
+            )
         marks = "shaded: changed since the previous segment;  red frame: differs from the answer"
         if self.kind == "sudoku":
             return f"bold: given;  {marks};  red corner: breaks a rule (repeated digit, changed given, empty cell)"
@@ -74,16 +86,20 @@ def grid_spec(metadata: PuzzleDatasetMetadata, source: str = "dataset.json") -> 
     square = side * side == seq_len
     common = {"side": side, "vocab_size": vocab, "ignore_label_id": metadata.ignore_label_id}
     if name and not square:
-        raise UserError(f"{source}: builder '{name}' with seq_len {seq_len}, which is not a square grid: cannot draw it")
-    if name == "sudoku" or (not name and square and vocab == side + 2 and side in SUDOKU_BOXES):
+        raise UserError(
+            f"{source}: builder '{name}' with seq_len {seq_len}, which is not a square grid: cannot draw it"
+        )
+    if name == "sudoku" or (not name and square and vocab == sudoku.vocab_size(side) and side in sudoku.BOX_OF_SIDE):
         return GridSpec("sudoku", box=_sudoku_box(metadata, side), **common)
-    if name == "maze" or (not name and square and vocab == len(MAZE_CHARS) + 1 and side > 9):
+    if name == "maze" or (not name and square and vocab == maze.VOCAB_SIZE and side > 9):
         return GridSpec("maze", **common)
-    if name.startswith("arc") or (not name and seq_len == 900 and vocab == 12):
+    if name.startswith("arc") or (not name and seq_len == arc.MAX_SIZE**2 and vocab == arc.VOCAB_SIZE):
         return GridSpec("arc", **common)
     if square:
         return GridSpec("tokens", **common)
-    raise UserError(f"{source}: seq_len {seq_len} is not a square grid and the dataset has no known builder name: cannot draw it")
+    raise UserError(
+        f"{source}: seq_len {seq_len} is not a square grid and the dataset has no known builder name: cannot draw it"
+    )
 
 
 def _sudoku_box(metadata: PuzzleDatasetMetadata, side: int) -> tuple[int, int] | None:
@@ -92,8 +108,8 @@ def _sudoku_box(metadata: PuzzleDatasetMetadata, side: int) -> tuple[int, int] |
         rows, cols = (int(v) for v in box.split("x"))
         if rows * cols == side:
             return rows, cols
-    if side in SUDOKU_BOXES:
-        return SUDOKU_BOXES[side]
+    if side in sudoku.BOX_OF_SIDE:
+        return sudoku.BOX_OF_SIDE[side]
     root = math.isqrt(side)
     return (root, root) if root * root == side else None
 
@@ -115,40 +131,10 @@ def wrong_cells(spec: GridSpec, preds: np.ndarray, labels: np.ndarray) -> np.nda
 def rule_violations(spec: GridSpec, preds: np.ndarray, inputs: np.ndarray) -> np.ndarray:
     """Cells that break the puzzle's rules whatever the answer is; no rules are known for ARC and raw tokens."""
     if spec.kind == "sudoku":
-        return sudoku_violations(spec, preds, inputs)
+        return sudoku.rule_violations(spec.grid(preds), spec.grid(inputs), spec.box).reshape(-1)
     if spec.kind == "maze":
-        return maze_violations(spec, preds, inputs)
+        return maze.rule_violations(spec.grid(preds), spec.grid(inputs)).reshape(-1)
     return np.zeros(np.asarray(preds).shape, dtype=bool)
-
-
-def sudoku_violations(spec: GridSpec, preds: np.ndarray, inputs: np.ndarray) -> np.ndarray:
-    """A digit repeated in its row, column or box; a given that was changed; a cell without a digit."""
-    n = spec.side
-    grid, given = spec.grid(preds).astype(np.int64), spec.grid(inputs).astype(np.int64)
-    digit = (grid >= 2) & (grid <= n + 1)
-    bad = ~digit | ((given != SUDOKU_BLANK) & (given != grid))
-    units = [(np.s_[r, :]) for r in range(n)] + [(np.s_[:, c]) for c in range(n)]
-    if spec.box is not None:
-        br, bc = spec.box
-        units += [np.s_[r : r + br, c : c + bc] for r in range(0, n, br) for c in range(0, n, bc)]
-    for unit in units:
-        values, is_digit = grid[unit], digit[unit]
-        counts = np.bincount(values[is_digit].ravel(), minlength=n + 2)
-        bad[unit] |= is_digit & (counts[values] > 1)
-    return bad.reshape(-1)
-
-
-def maze_violations(spec: GridSpec, preds: np.ndarray, inputs: np.ndarray) -> np.ndarray:
-    """Walls, start and goal are fixed: changing one is a violation; so is a path cell on a wall, and a broken path:
-    a path cell with fewer than two path/start/goal neighbours, or a start or goal with none."""
-    grid, given = spec.grid(preds), spec.grid(inputs)
-    fixed = np.isin(given, (MAZE_WALL, MAZE_START, MAZE_GOAL))
-    bad = (fixed & (grid != given)) | (~fixed & ~np.isin(grid, (MAZE_OPEN, MAZE_PATH)))
-    on_route = np.pad(np.isin(grid, (MAZE_PATH, MAZE_START, MAZE_GOAL)), 1)
-    neighbours = on_route[:-2, 1:-1].astype(int) + on_route[2:, 1:-1] + on_route[1:-1, :-2] + on_route[1:-1, 2:]
-    bad |= (grid == MAZE_PATH) & (neighbours < 2)
-    bad |= np.isin(grid, (MAZE_START, MAZE_GOAL)) & (neighbours < 1)
-    return bad.reshape(-1)
 
 
 def content_window(spec: GridSpec, *token_arrays: np.ndarray) -> tuple[slice, slice]:
@@ -158,7 +144,7 @@ def content_window(spec: GridSpec, *token_arrays: np.ndarray) -> tuple[slice, sl
         return full
     used = np.zeros((spec.side, spec.side), dtype=bool)
     for tokens in token_arrays:
-        used |= spec.grid(tokens) != ARC_PAD
+        used |= spec.grid(tokens) != arc.PAD
     rows, cols = np.flatnonzero(used.any(1)), np.flatnonzero(used.any(0))
     if rows.size == 0:
         return full
@@ -189,7 +175,11 @@ def draw_grid(
     rows, cols = window
 
     def cut(mask: np.ndarray | None) -> np.ndarray:
-        return np.zeros((rows.stop - rows.start, cols.stop - cols.start), dtype=bool) if mask is None else spec.grid(mask)[window]
+        return (
+            np.zeros((rows.stop - rows.start, cols.stop - cols.start), dtype=bool)
+            if mask is None
+            else spec.grid(mask)[window]
+        )
 
     grid = spec.grid(tokens)[window].astype(np.int64)
     h, w = grid.shape
@@ -207,7 +197,7 @@ def draw_grid(
         ax.imshow(_colours(spec, grid), extent=(0, w, h, 0), interpolation="nearest")
         if spec.kind == "tokens" and max(h, w) <= 12:
             for (r, c), t in np.ndenumerate(grid):
-                ax.text(c + 0.5, r + 0.5, str(t), ha="center", va="center", fontsize=0.45 * cell_pt, color="black")
+                _cell_text(ax, r, c, str(t), fontsize=0.45 * cell_pt, color="black")
         if spec.kind in ("arc", "tokens") and max(h, w) <= 30:
             _grid_lines(ax, h, w, "#606060", 0.3 if cell_pt < 8 else 0.6)
         _shade(ax, cut(changed), alpha=0.6 if spec.kind == "maze" else 0.0, hatch=spec.kind != "maze")
@@ -238,7 +228,11 @@ def _colours(spec: GridSpec, grid: np.ndarray) -> np.ndarray:
         table = {t: to_rgb(c) for t, c in MAZE_COLOURS.items()}
         lookup = lambda t: table.get(t, (1.0, 0.0, 1.0))
     elif spec.kind == "arc":
-        table = {ARC_PAD: (1.0, 1.0, 1.0), ARC_EOS: to_rgb(ARC_EOS_COLOUR), **{i + 2: to_rgb(c) for i, c in enumerate(ARC_PALETTE)}}
+        table = {
+            arc.PAD: (1.0, 1.0, 1.0),
+            arc.EOS: to_rgb(ARC_EOS_COLOUR),
+            **{i + arc.COLOUR_OFFSET: to_rgb(c) for i, c in enumerate(ARC_PALETTE)},
+        }
         lookup = lambda t: table.get(t, (1.0, 0.0, 1.0))
     else:
         from matplotlib import colormaps
@@ -248,7 +242,15 @@ def _colours(spec: GridSpec, grid: np.ndarray) -> np.ndarray:
     return np.array([[lookup(int(t)) for t in row] for row in grid], dtype=np.float32)
 
 
-def _draw_sudoku(ax: Axes, spec: GridSpec, grid: np.ndarray, givens: np.ndarray, changed: np.ndarray, wrong: np.ndarray, cell_pt: float) -> None:
+def _draw_sudoku(
+    ax: Axes,
+    spec: GridSpec,
+    grid: np.ndarray,
+    givens: np.ndarray,
+    changed: np.ndarray,
+    wrong: np.ndarray,
+    cell_pt: float,
+) -> None:
     n = spec.side
     ax.add_patch(Rectangle((0, 0), n, n, facecolor="white", edgecolor="none", zorder=0))
     _shade(ax, changed, alpha=0.55, hatch=False)
@@ -262,12 +264,17 @@ def _draw_sudoku(ax: Axes, spec: GridSpec, grid: np.ndarray, givens: np.ndarray,
     _border(ax, n, n)
     _frames(ax, wrong, cell_pt)
     for (r, c), t in np.ndenumerate(grid):
-        if t == SUDOKU_BLANK:
+        if t == sudoku.BLANK:
             continue
         label = str(t - 1) if 2 <= t <= n + 1 else "?"
         colour = WRONG_COLOUR if wrong[r, c] else (GIVEN_COLOUR if givens[r, c] else FILLED_COLOUR)
-        ax.text(c + 0.5, r + 0.53, label, ha="center", va="center", fontsize=0.55 * cell_pt,
-                fontweight="bold" if givens[r, c] else "normal", color=colour, zorder=5)
+        weight = "bold" if givens[r, c] else "normal"
+        _cell_text(ax, r + 0.03, c, label, fontsize=0.55 * cell_pt, fontweight=weight, color=colour, zorder=5)
+
+
+def _cell_text(ax: Axes, r: float, c: float, text: str, **style: Any) -> None:
+    """`text` centred on the cell at row r, column c (fractional rows nudge it down)."""
+    ax.text(c + 0.5, r + 0.5, text, ha="center", va="center", **style)
 
 
 def _grid_lines(ax: Axes, h: int, w: int, colour: str, lw: float) -> None:
@@ -287,7 +294,9 @@ def _shade(ax: Axes, mask: np.ndarray, alpha: float, hatch: bool) -> None:
     if not cells:
         return
     if hatch:
-        collection = PatchCollection(cells, facecolor="none", edgecolor=CHANGED_COLOUR, hatch="////", linewidth=0, zorder=3)
+        collection = PatchCollection(
+            cells, facecolor="none", edgecolor=CHANGED_COLOUR, hatch="////", linewidth=0, zorder=3
+        )
     else:
         collection = PatchCollection(cells, facecolor=CHANGED_COLOUR, edgecolor="none", alpha=alpha, zorder=1)
     ax.add_collection(collection)
@@ -295,12 +304,20 @@ def _shade(ax: Axes, mask: np.ndarray, alpha: float, hatch: bool) -> None:
 
 def _endpoints(ax: Axes, grid: np.ndarray, cell_pt: float) -> None:
     """Start and goal as lettered discs larger than a cell: on a 30 x 30 maze a single cell is hard to spot."""
-    for token, letter in ((MAZE_START, "S"), (MAZE_GOAL, "G")):
+    for token, letter in ((maze.START, "S"), (maze.GOAL, "G")):
         rows, cols = np.nonzero(grid == token)
         if rows.size:
-            ax.scatter(cols + 0.5, rows + 0.5, s=(1.9 * cell_pt) ** 2, color=MAZE_COLOURS[token], edgecolors="white", linewidths=1, zorder=5)
+            ax.scatter(
+                cols + 0.5,
+                rows + 0.5,
+                s=(1.9 * cell_pt) ** 2,
+                color=MAZE_COLOURS[token],
+                edgecolors="white",
+                linewidths=1,
+                zorder=5,
+            )
             for r, c in zip(rows, cols):
-                ax.text(c + 0.5, r + 0.55, letter, ha="center", va="center", fontsize=1.2 * cell_pt, color="white", fontweight="bold", zorder=6)
+                _cell_text(ax, r + 0.05, c, letter, fontsize=1.2 * cell_pt, color="white", fontweight="bold", zorder=6)
 
 
 def _frames(ax: Axes, mask: np.ndarray, cell_pt: float) -> None:
@@ -316,7 +333,11 @@ def _crosses(ax: Axes, mask: np.ndarray, cell_pt: float) -> None:
     from matplotlib.collections import LineCollection
 
     d = 0.22
-    lines = [seg for r, c in zip(*np.nonzero(mask)) for seg in ([(c + d, r + d), (c + 1 - d, r + 1 - d)], [(c + d, r + 1 - d), (c + 1 - d, r + d)])]
+    lines = [
+        seg
+        for r, c in zip(*np.nonzero(mask))
+        for seg in ([(c + d, r + d), (c + 1 - d, r + 1 - d)], [(c + d, r + 1 - d), (c + 1 - d, r + d)])
+    ]
     if lines:
         lw = float(np.clip(0.1 * cell_pt, 0.8, 2.5))
         ax.add_collection(LineCollection(lines, colors="black", linewidths=lw * 2.2, zorder=6))

@@ -38,32 +38,48 @@ def _eval_table(name: str, result: dict[str, Any]) -> str:
         for m, (e, t) in enumerate(zip(result["exact_accuracy"], result["token_accuracy"]))
     )
     act = ""
-    if isinstance(result.get("act_exact_accuracy"), (int, float)) and isinstance(result.get("act_mean_segments"), (int, float)):
+    if isinstance(result.get("act_exact_accuracy"), (int, float)) and isinstance(
+        result.get("act_mean_segments"), (int, float)
+    ):
         act = f"<p>ACT halting: exact {result['act_exact_accuracy']:.1%} with {result['act_mean_segments']:.2f} segments on average.</p>"
-    return (f"<h3>{html.escape(name)} ({result.get('count', '?')} examples)</h3>{act}"
-            f"<table><tr><th>segments</th><th>exact</th><th>token</th></tr>{rows}</table>")
+    return (
+        f"<h3>{html.escape(name)} ({result.get('count', '?')} examples)</h3>{act}"
+        f"<table><tr><th>segments</th><th>exact</th><th>token</th></tr>{rows}</table>"
+    )
 
 
-def run_page(run_dir: Path, eval_jsons: list[Path], data: Path | None, start: int, count: int, mmax: int | None, device_name: str) -> str:
+def run_page(
+    run_dir: Path, eval_jsons: list[Path], data: Path | None, start: int, count: int, mmax: int | None, device_name: str
+) -> str:
     run_dir = Path(run_dir)
     records = read_metrics(run_dir)  # a run without metrics is a one-line error, as in `hrm viz run`
     figures = dict(run_figures(run_dir, eval_jsons))
     parts = [f"<h1>{html.escape(run_dir.name)}</h1>"]
     last_eval = next((r for r in reversed(records) if "eval/exact_accuracy" in r), None)
     if last_eval is not None:
-        parts.append(f"<p>Last evaluation at step {last_eval['step']}: exact accuracy {last_eval['eval/exact_accuracy']:.1%} "
-                     f"at the trained number of segments.</p>")
+        parts.append(
+            f"<p>Last evaluation at step {last_eval['step']}: exact accuracy {last_eval['eval/exact_accuracy']:.1%} "
+            f"at the trained number of segments.</p>"
+        )
     parts += ["<h2>Training and evaluation curves</h2>", _img(figures["curves.png"], "training curves")]
     if "segments.png" in figures:
         parts += ["<h2>Accuracy against segments</h2>", _img(figures["segments.png"], "accuracy against segments")]
         for path in eval_jsons or find_eval_jsons(run_dir):
             parts.append(_eval_table(path.stem, read_eval_json(path)))
     if count > 0:
-        parts += ["<h2>Predictions after each segment</h2>",
-                  '<p class="note">Every panel is the argmax after that segment; see the legend under each strip.</p>']
-        parts += [_img(fig, name) for name, fig in prediction_figures(run_dir, None, data, start, count, mmax, device_name)]
+        parts += [
+            "<h2>Predictions after each segment</h2>",
+            '<p class="note">Every panel is the argmax after that segment; see the legend under each strip.</p>',
+        ]
+        parts += [
+            _img(fig, name) for name, fig in prediction_figures(run_dir, None, data, start, count, mmax, device_name)
+        ]
     config = run_dir / "config.yaml"
     if config.is_file():
-        parts.append(f"<h2>Config</h2><details><summary>config.yaml</summary><pre>{html.escape(config.read_text())}</pre></details>")
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(run_dir.name)} - hrm-reason</title>'
-            f"<style>{STYLE}</style></head><body>\n" + "\n".join(parts) + "\n</body></html>\n")
+        parts.append(
+            f"<h2>Config</h2><details><summary>config.yaml</summary><pre>{html.escape(config.read_text())}</pre></details>"
+        )
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(run_dir.name)} - hrm-reason</title>'
+        f"<style>{STYLE}</style></head><body>\n" + "\n".join(parts) + "\n</body></html>\n"
+    )

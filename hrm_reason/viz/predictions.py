@@ -82,7 +82,9 @@ def predictions_figure(spec: GridSpec, trace: SegmentTrace, title: str, trained_
     ex, mmax = trace.example, trace.mmax
     rows = -(-(mmax + 2) // 9)  # at most 9 panels a row, rows filled evenly
     ncols = -(-(mmax + 2) // rows)
-    fig, axes, strip_top = panel_figure(mmax + 2, ncols, PANEL_INCHES[spec.kind], header=title, footer=spec.legend, extra_h=1.6)
+    fig, axes, strip_top = panel_figure(
+        mmax + 2, ncols, PANEL_INCHES[spec.kind], header=title, footer=spec.legend, extra_h=1.6
+    )
     window = content_window(spec, ex.inputs, ex.labels)
     givens = (ex.inputs >= 2) if spec.kind == "sudoku" else None
     solved = []
@@ -94,12 +96,25 @@ def predictions_figure(spec: GridSpec, trace: SegmentTrace, title: str, trained_
         pred = trace.preds[m]
         wrong = wrong_cells(spec, pred, ex.labels)
         solved.append(not wrong.any())
-        draw_grid(axes[m + 1], spec, pred, givens=givens, changed=pred != previous, wrong=wrong,
-                  violations=rule_violations(spec, pred, ex.inputs), window=window)
+        draw_grid(
+            axes[m + 1],
+            spec,
+            pred,
+            givens=givens,
+            changed=pred != previous,
+            wrong=wrong,
+            violations=rule_violations(spec, pred, ex.inputs),
+            window=window,
+        )
         halt = m + 1 == trace.act_halt
         status = "solved" if solved[-1] else f"{int(wrong.sum())} wrong"
-        axes[m + 1].set_title(f"segment {m + 1}{' (halt)' if halt else ''}\nq_halt {trace.q_halt[m]:.2f} · {status}", fontsize=8, pad=8,
-                              color=SOLVED_COLOUR if solved[-1] else UNSOLVED_COLOUR, fontweight="bold" if halt else "normal")
+        axes[m + 1].set_title(
+            f"segment {m + 1}{' (halt)' if halt else ''}\nq_halt {trace.q_halt[m]:.2f} · {status}",
+            fontsize=8,
+            pad=8,
+            color=SOLVED_COLOUR if solved[-1] else UNSOLVED_COLOUR,
+            fontweight="bold" if halt else "normal",
+        )
         if halt:
             axes[m + 1].add_patch(_axes_frame(axes[m + 1]))
         previous = pred
@@ -112,7 +127,9 @@ def predictions_figure(spec: GridSpec, trace: SegmentTrace, title: str, trained_
 def _axes_frame(ax):
     from matplotlib.patches import Rectangle
 
-    return Rectangle((-0.03, -0.03), 1.06, 1.06, transform=ax.transAxes, fill=False, edgecolor="#333333", lw=2.5, clip_on=False)
+    return Rectangle(
+        (-0.03, -0.03), 1.06, 1.06, transform=ax.transAxes, fill=False, edgecolor="#333333", lw=2.5, clip_on=False
+    )
 
 
 def _q_strip(fig: Figure, top: float, trace: SegmentTrace, solved: list[bool], trained_segments: int | None) -> None:
@@ -131,7 +148,9 @@ def _q_strip(fig: Figure, top: float, trace: SegmentTrace, solved: list[bool], t
     ax.set_xlim(0.5, trace.mmax + 0.5)
     ax.margins(y=0.25)
     ax.set_xticks(x)
-    ax.set_xlabel("segment (green: exact answer, red: not; dotted: ACT halts, the first q_halt > q_continue)", fontsize=8)
+    ax.set_xlabel(
+        "segment (green: exact answer, red: not; dotted: ACT halts, the first q_halt > q_continue)", fontsize=8
+    )
     ax.set_ylabel("Q logit", fontsize=8)
     ax.tick_params(labelsize=7)
     ax.grid(axis="y", alpha=0.3)
@@ -139,7 +158,13 @@ def _q_strip(fig: Figure, top: float, trace: SegmentTrace, solved: list[bool], t
 
 
 def prediction_figures(
-    path: Path, config_path: Path | None, data: Path | None, start: int, count: int, mmax: int | None, device_name: str,
+    path: Path,
+    config_path: Path | None,
+    data: Path | None,
+    start: int,
+    count: int,
+    mmax: int | None,
+    device_name: str,
 ) -> list[tuple[str, Figure]]:
     """Test examples start..start+count-1 through a checkpoint (mmax default: the trained halt_max_steps)."""
     from hrm_reason.inference import load_model_for_eval
@@ -156,7 +181,9 @@ def prediction_figures(
     traces = trace_segments(model, examples, mmax, device)
     trained = config.arch.halt_max_steps
     return [
-        (f"predictions_test_{t.example.index:06d}.png",
-         predictions_figure(spec, t, f"{example_title('test', t.example)}: prediction after each segment", trained))
+        (
+            f"predictions_test_{t.example.index:06d}.png",
+            predictions_figure(spec, t, f"{example_title('test', t.example)}: prediction after each segment", trained),
+        )
         for t in traces
     ]

@@ -38,10 +38,16 @@ def get_example(split: PuzzleSplit, index: int, split_name: str, identifiers: li
             local = index - offset
             puzzle = int(np.searchsorted(s.puzzle_indices, local, side="right") - 1)
             ident = int(s.puzzle_identifiers[puzzle])
-            name = identifiers[ident] if identifiers and ident < len(identifiers) and ident != split.metadata.blank_identifier_id else ""
+            name = (
+                identifiers[ident]
+                if identifiers and ident < len(identifiers) and ident != split.metadata.blank_identifier_id
+                else ""
+            )
             return Example(index, set_name, np.asarray(s.inputs[local]), np.asarray(s.labels[local]), ident, name)
         offset += n
-    raise UserError(f"--index {index}: the {split_name} split of {split.path.parent} has {split.num_examples} examples (0..{split.num_examples - 1})")
+    raise UserError(
+        f"--index {index}: the {split_name} split of {split.path.parent} has {split.num_examples} examples (0..{split.num_examples - 1})"
+    )
 
 
 def read_identifiers(data_dir: Path) -> list[str] | None:
@@ -59,8 +65,12 @@ def example_title(split_name: str, example: Example) -> str:
 
 
 def puzzle_figure(spec: GridSpec, example: Example, title: str) -> Figure:
-    legend = {"sudoku": "bold: given digits;  blue: digits to find", "maze": "S: start;  G: goal;  blue: the path;  dark: walls",
-              "arc": "the ten ARC colours;  beige: end-of-grid marker", "tokens": "token ids"}[spec.kind]
+    legend = {
+        "sudoku": "bold: given digits;  blue: digits to find",
+        "maze": "S: start;  G: goal;  blue: the path;  dark: walls",
+        "arc": "the ten ARC colours;  beige: end-of-grid marker",
+        "tokens": "token ids",
+    }[spec.kind]
     fig, (ax_in, ax_out), _ = panel_figure(2, 2, PANEL_INCHES[spec.kind], title_h=0.3, header=title, footer=legend)
     givens = _givens(spec, example.inputs)
     windows = content_window(spec, example.inputs), content_window(spec, example.labels)
@@ -86,4 +96,7 @@ def puzzle_figures(data_dir: Path, split_name: str, start: int, count: int) -> l
     spec = grid_spec(split.metadata, str(split.path / "dataset.json"))
     identifiers = read_identifiers(data_dir)
     examples = [get_example(split, i, split_name, identifiers) for i in range(start, start + count)]
-    return [(f"puzzle_{split_name}_{ex.index:06d}.png", puzzle_figure(spec, ex, example_title(split_name, ex))) for ex in examples]
+    return [
+        (f"puzzle_{split_name}_{ex.index:06d}.png", puzzle_figure(spec, ex, example_title(split_name, ex)))
+        for ex in examples
+    ]

@@ -1,37 +1,136 @@
-"""ARC voting (reference hrm.md §5.2, trm.md §3): every augmented variant of a test input votes for its answer.
+"""ARC: the token layout, the augmentations and their inverses, and voting over augmented predictions.
 
-Each variant's prediction after the last segment is cropped at the EOS border, mapped back through the inverse
-augmentation (inverse transform, then inverse colour map) and counted under the original test input; candidates are
-ranked by vote count, ties broken by the mean sigmoid(q_halt). pass@k: the answer is among the top k; a task counts
-only when all its test inputs are solved (HRM's rule). The top two candidates per test input form a Kaggle
-`submission.json`.
+Written once here for the builder (datasets_build/arc.py), evaluation and the pictures (hrm_reason/viz); the
+decisions are in docs/data.md ("ARC") and docs/training.md ("ARC voting").
+
+Layout: each grid sits in a `size` x `size` canvas (30 x 30 by default), PAD 0, EOS 1, colour c -> c + 2, an EOS row
+below and an EOS column right of the grid (the corner stays PAD). An augmentation is a colour map with black fixed,
+then a dihedral transform; its puzzle identifier is named `{task}_t{t}_{colour map digits}` (the original is `{task}`).
+
+Voting: every augmented variant of a test input votes for its answer. Each variant's prediction after the last segment
+is cropped at the EOS border, mapped back through the inverse augmentation (inverse transform, then inverse colour map)
+and counted under the original test input; candidates are ranked by vote count, ties broken by the mean
+sigmoid(q_halt). pass@k: the answer is among the top k; a task counts only when all its test inputs are solved (HRM's
+rule). The top two candidates per test input form a Kaggle `submission.json`.
 
 Predictions are reduced on the fly (grid bytes -> [votes, sum of q]), never stored as logits: the original notebook
-needed a ~9 GB dump. The inverse augmentation comes from the format itself: identifier names
-`{task}_t{t}_{colour map}` in identifiers.json and the task list in the test split's `builder` record.
+needed a ~9 GB dump. The inverse augmentation comes from the format itself: identifier names in identifiers.json and
+the task list in the test split's `builder` record.
 """
 
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from torch import Tensor
 
-from datasets_build.arc import AUG_NAME
-from datasets_build.common import inverse_dihedral_transform
 from hrm_reason.data import PuzzleSplit
 from hrm_reason.errors import UserError
+from hrm_reason.jsonfile import read_json
+from hrm_reason.tasks.dihedral import SWAPS_AXES, dihedral_transform, inverse_dihedral_transform
 
+MAX_SIZE = 30  # the ARC format: grids of 1x1 up to 30x30
+PAD, EOS, COLOUR_OFFSET = 0, 1, 2  # tokens: colour c is c + 2
+VOCAB_SIZE = 12
+AUG_NAME = re.compile(r"^(?P<task>.+)_t(?P<t>[0-7])_(?P<colours>0[1-9]{9})$")
+IDENTITY_COLOURS = np.arange(10, dtype=np.uint8)
 PASS_KS = (1, 2, 10, 100, 1000)
 SUBMISSION_ATTEMPTS = 2
-IDENTITY = np.arange(10, dtype=np.uint8)
+
+
+# ------------------------------------------------------------------------------------------------ augmentation
+
+
+def augment_grid(grid: np.ndarray, t: int, colours: np.ndarray) -> np.ndarray:
+    """Colour map, then dihedral transform t (they commute): `dihedral_transform(colours[grid], t)`."""
+    return dihedral_transform(colours[grid], t)
+
+
+def inverse_augment(grid: np.ndarray, t: int, colours: np.ndarray) -> np.ndarray:
+    """Undo `augment_grid(., t, colours)`: the inverse transform, then the inverse colour map."""
+    return np.argsort(colours).astype(np.uint8)[inverse_dihedral_transform(grid, t)]
+
+
+def augmentation_name(name: str, t: int, colours: np.ndarray) -> str:
+    return f"{name}_t{t}_{''.join(str(int(c)) for c in colours)}"
+
+
+def parse_identifier(name: str) -> tuple[str, int, np.ndarray]:
+    """`{task}_t{t}_{colours}` -> (task, t, colour map); the original puzzle's name is just `{task}`."""
+    m = AUG_NAME.match(name)
+    if m is None:
+        return name, 0, IDENTITY_COLOURS
+    return m["task"], int(m["t"]), np.frombuffer(m["colours"].encode(), dtype=np.uint8) - ord("0")
 
 
 # ------------------------------------------------------------------------------------------------------- grids
+
+
+def grid_key(grid: np.ndarray) -> bytes:
+    """Exact identity of a grid (shape and colours); the vote tables are keyed by it."""
+    return bytes(grid.shape) + np.ascontiguousarray(grid, dtype=np.uint8).tobytes()
+
+
+def grid_from_key(key: bytes) -> np.ndarray:
+    return np.frombuffer(key[2:], dtype=np.uint8).reshape(key[0], key[1])
+
+
+def encode_pairs(
+    pairs: Sequence[tuple[np.ndarray, np.ndarray]],
+    plan: Sequence[tuple[int, np.ndarray]],
+    size: int,
+    rng: np.random.Generator | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Tokens of every (variant, pair): [len(plan) * len(pairs), size*size] inputs and labels, variant-major.
+
+    With `rng` (train split) each pair of a variant gets a random top-left offset shared by its input and output, except
+    one random pair per variant kept at (0, 0), as the original; without it every grid sits at the top-left.
+    """
+    A, E = len(plan), len(pairs)
+    inputs = np.zeros((A, E, size, size), dtype=np.uint8)
+    labels = np.zeros_like(inputs)
+    ts = np.array([t for t, _ in plan])
+    colours = np.stack([c for _, c in plan])
+    swapped = np.isin(ts, SWAPS_AXES)  # transforms that exchange height and width
+    heights = np.array(
+        [[max(a.shape[0], b.shape[0]) for a, b in pairs], [max(a.shape[1], b.shape[1]) for a, b in pairs]]
+    )
+    rows_needed = np.where(swapped[:, None], heights[1][None], heights[0][None])  # [A, E]
+    cols_needed = np.where(swapped[:, None], heights[0][None], heights[1][None])
+    if rng is not None:
+        keep = rng.integers(0, E, size=A)
+        off_r = rng.integers(0, size - rows_needed + 1)
+        off_c = rng.integers(0, size - cols_needed + 1)
+        off_r[np.arange(A), keep] = 0
+        off_c[np.arange(A), keep] = 0
+    else:
+        off_r = np.zeros((A, E), dtype=np.int64)
+        off_c = np.zeros((A, E), dtype=np.int64)
+    for e, pair in enumerate(pairs):
+        for grid, canvas in zip(pair, (inputs, labels)):
+            for t in np.unique(ts).tolist():
+                idx = np.flatnonzero(ts == t)
+                g = dihedral_transform(grid, t)
+                h, w = g.shape
+                values = colours[idx][:, g] + COLOUR_OFFSET  # [n, h, w]
+                r0, c0 = off_r[idx, e], off_c[idx, e]
+                rr = r0[:, None] + np.arange(h)  # [n, h]
+                cc = c0[:, None] + np.arange(w)  # [n, w]
+                n = idx[:, None, None]
+                canvas[n, e, rr[:, :, None], cc[:, None, :]] = values
+                below, right = r0 + h, c0 + w  # EOS row under the grid, EOS column right of it; the corner stays PAD
+                m = below < size
+                canvas[idx[m][:, None], e, below[m][:, None], cc[m]] = EOS
+                m = right < size
+                canvas[idx[m][:, None], e, rr[m], right[m][:, None]] = EOS
+    return inputs.reshape(A * E, size * size), labels.reshape(A * E, size * size)
 
 
 def crop_sizes(tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -49,31 +148,9 @@ def crop_sizes(tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def crop(tokens: np.ndarray) -> np.ndarray:
-    """One [S, S] canvas -> its grid of colours 0..9."""
+    """One [S, S] canvas -> its grid of colours 0..9 (the inverse of encode_pairs for a grid at the top-left)."""
     h, w = crop_sizes(tokens[None])
     return (tokens[: h[0], : w[0]] - 2).astype(np.uint8)
-
-
-def grid_key(grid: np.ndarray) -> bytes:
-    """Exact identity of a grid (shape and colours); the vote tables are keyed by it."""
-    return bytes(grid.shape) + np.ascontiguousarray(grid, dtype=np.uint8).tobytes()
-
-
-def grid_from_key(key: bytes) -> np.ndarray:
-    return np.frombuffer(key[2:], dtype=np.uint8).reshape(key[0], key[1])
-
-
-def parse_identifier(name: str) -> tuple[str, int, np.ndarray]:
-    """`{task}_t{t}_{colours}` -> (task, t, colour map); the original puzzle's name is just `{task}`."""
-    m = AUG_NAME.match(name)
-    if m is None:
-        return name, 0, IDENTITY
-    return m["task"], int(m["t"]), np.frombuffer(m["colours"].encode(), dtype=np.uint8) - ord("0")
-
-
-def inverse_augment(grid: np.ndarray, t: int, colours: np.ndarray) -> np.ndarray:
-    """Undo `colours[...]` followed by dihedral transform t: the inverse transform, then the inverse colour map."""
-    return np.argsort(colours).astype(np.uint8)[inverse_dihedral_transform(grid, t)]
 
 
 # ------------------------------------------------------------------------------------------------- test split
@@ -81,7 +158,8 @@ def inverse_augment(grid: np.ndarray, t: int, colours: np.ndarray) -> np.ndarray
 
 @dataclass
 class ArcTestSet:
-    """What voting needs to know about an ARC test split: tasks, answers, and how to undo each identifier's augmentation."""
+    """What voting needs to know about an ARC test split: tasks, answers, and how to undo each identifier's
+    augmentation."""
 
     size: int  # canvas side
     tasks: list[dict[str, Any]]  # builder record entries, in group order
@@ -96,33 +174,34 @@ class ArcTestSet:
         builder = split.metadata.builder or {}
         where = split.path / "dataset.json"
         if builder.get("name") != "arc" or "tasks" not in builder or "grid_size" not in builder:
-            raise UserError(f"{where}: not an ARC dataset built by `hrm build-data arc` (builder.name 'arc' with a task list)")
+            raise UserError(
+                f"{where}: not an ARC dataset built by `hrm build-data arc` (builder.name 'arc' with a task list)"
+            )
         if builder.get("translation", False):
             raise UserError(f"{where}: this split is translated; voting needs grids at the top-left (the test split)")
         if list(split.sets) != ["all"]:
             raise UserError(f"{where}: expected the one set 'all', found {list(split.sets)}")
         ids_path = split.path.parent / "identifiers.json"
-        try:
-            names = json.loads(ids_path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise UserError(f"{ids_path} not found: ARC voting reads the augmentation of each puzzle from it") from None
-        except json.JSONDecodeError as e:
-            raise UserError(f"{ids_path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+        names = read_json(ids_path, "ARC voting reads the augmentation of each puzzle from it")
         s, size, tasks = split.sets["all"], int(builder["grid_size"]), list(builder["tasks"])
         if len(tasks) != s.group_indices.size - 1:
-            raise UserError(f"{where}: builder.tasks lists {len(tasks)} tasks but the split has {s.group_indices.size - 1} groups")
+            raise UserError(
+                f"{where}: builder.tasks lists {len(tasks)} tasks but the split has {s.group_indices.size - 1} groups"
+            )
         n_ids = len(names)
         task_of = np.full(n_ids, -1, dtype=np.int64)
         transform_of = np.zeros(n_ids, dtype=np.int64)
-        inverse_colours = np.tile(IDENTITY, (n_ids, 1))
+        inverse_colours = np.tile(IDENTITY_COLOURS, (n_ids, 1))
         test_inputs, answers = [], []
         for g, task in enumerate(tasks):
             puzzles = range(int(s.group_indices[g]), int(s.group_indices[g + 1]))
             for p in puzzles:
                 ident = int(s.puzzle_identifiers[p])
-                name, t, colours = parse_identifier(names[ident]) if 0 < ident < n_ids else (None, 0, IDENTITY)
+                name, t, colours = parse_identifier(names[ident]) if 0 < ident < n_ids else (None, 0, IDENTITY_COLOURS)
                 if name != task["name"]:
-                    raise UserError(f"{ids_path}: identifier {ident} is {names[ident] if ident < n_ids else '?'!r}, expected a variant of task {task['name']!r}")
+                    raise UserError(
+                        f"{ids_path}: identifier {ident} is {names[ident] if ident < n_ids else '?'!r}, expected a variant of task {task['name']!r}"
+                    )
                 task_of[ident], transform_of[ident], inverse_colours[ident] = g, t, np.argsort(colours)
             first = puzzles[0]
             if names[int(s.puzzle_identifiers[first])] != task["name"]:
@@ -144,7 +223,8 @@ VoteTable = dict[tuple[int, int], dict[bytes, list[float]]]  # (task, test input
 
 
 def rank_candidates(table: dict[bytes, list[float]]) -> list[tuple[bytes, int, float]]:
-    """(grid, votes, mean q), best first: most votes, then highest mean q, then grid bytes (a fixed order for full ties)."""
+    """(grid, votes, mean q), best first: most votes, then highest mean q, then grid bytes (a fixed order for full
+    ties)."""
     ranked = [(key, int(c), q / c) for key, (c, q) in table.items()]
     ranked.sort(key=lambda r: (-r[1], -r[2], r[0]))
     return ranked
@@ -162,7 +242,9 @@ def merge_votes(tables: list[VoteTable]) -> VoteTable:
     return merged
 
 
-def score(testset: ArcTestSet, votes: VoteTable, pass_ks: tuple[int, ...] = PASS_KS) -> tuple[dict[str, float], dict[str, Any], dict[str, Any]]:
+def score(
+    testset: ArcTestSet, votes: VoteTable, pass_ks: tuple[int, ...] = PASS_KS
+) -> tuple[dict[str, float], dict[str, Any], dict[str, Any]]:
     """pass@k over the tasks with known answers, per-task results and the Kaggle submission."""
     solved_counts = dict.fromkeys(pass_ks, 0)
     scored = 0
@@ -174,25 +256,37 @@ def score(testset: ArcTestSet, votes: VoteTable, pass_ks: tuple[int, ...] = PASS
             ranked = rank_candidates(votes.get((g, k), {}))
             answer = testset.answers[g][k]
             rank = next((i + 1 for i, (key, _, _) in enumerate(ranked) if key == answer), None)
-            tests.append({
-                "answer_rank": rank,
-                "votes": sum(c for _, c, _ in ranked),
-                "candidates": len(ranked),
-                "top": [{"votes": c, "mean_q": round(q, 6), "correct": key == answer if answer is not None else None}
-                        for key, c, q in ranked[:SUBMISSION_ATTEMPTS]],
-            })
+            tests.append(
+                {
+                    "answer_rank": rank,
+                    "votes": sum(c for _, c, _ in ranked),
+                    "candidates": len(ranked),
+                    "top": [
+                        {"votes": c, "mean_q": round(q, 6), "correct": key == answer if answer is not None else None}
+                        for key, c, q in ranked[:SUBMISSION_ATTEMPTS]
+                    ],
+                }
+            )
             grids = [grid_from_key(key) for key, _, _ in ranked[:SUBMISSION_ATTEMPTS]]
             grids = [g_ if g_.size else np.zeros((1, 1), dtype=np.uint8) for g_ in grids]  # an empty crop is no grid
             grids += [grids[0] if grids else np.zeros((1, 1), dtype=np.uint8)] * (SUBMISSION_ATTEMPTS - len(grids))
             attempts.append({f"attempt_{i + 1}": grid.tolist() for i, grid in enumerate(grids)})
         submission[task["name"]] = attempts
         known = task.get("answers", True)
-        solved = {str(K): known and all(t["answer_rank"] is not None and t["answer_rank"] <= K for t in tests) for K in pass_ks}
+        solved = {
+            str(K): known and all(t["answer_rank"] is not None and t["answer_rank"] <= K for t in tests)
+            for K in pass_ks
+        }
         if known:
             scored += 1
             for K in pass_ks:
                 solved_counts[K] += solved[str(K)]
-        per_task[task["name"]] = {"id": task.get("id", task["name"]), "answers_known": known, "solved": solved, "test_inputs": tests}
+        per_task[task["name"]] = {
+            "id": task.get("id", task["name"]),
+            "answers_known": known,
+            "solved": solved,
+            "test_inputs": tests,
+        }
     metrics = {f"pass@{K}": solved_counts[K] / scored if scored else 0.0 for K in pass_ks}
     return metrics, per_task, submission
 
@@ -206,8 +300,9 @@ class ArcVoting:
         self.rows = 0
         self.unmatched = 0  # rows whose input did not map back to a known test input (should stay 0)
 
-    def update(self, segment: int, preds: torch.Tensor, out: dict[str, torch.Tensor], batch: dict[str, torch.Tensor],
-               valid: torch.Tensor) -> None:
+    def update(
+        self, segment: int, preds: Tensor, out: dict[str, Tensor], batch: dict[str, Tensor], valid: Tensor
+    ) -> None:
         if segment != self.final_segment:
             return
         rows = valid.nonzero().squeeze(1)
@@ -248,8 +343,13 @@ class ArcVoting:
         metrics, per_task, submission = score(self.testset, votes, self.pass_ks)
         return {
             **metrics,
-            "arc_voting": {"tasks_scored": sum(t["answers_known"] for t in per_task.values()), "rows": rows,
-                           "unmatched_rows": unmatched, "pass_ks": list(self.pass_ks), "tasks": per_task},
+            "arc_voting": {
+                "tasks_scored": sum(t["answers_known"] for t in per_task.values()),
+                "rows": rows,
+                "unmatched_rows": unmatched,
+                "pass_ks": list(self.pass_ks),
+                "tasks": per_task,
+            },
             "arc_submission": submission,
         }
 
@@ -267,5 +367,6 @@ def require_arc_dataset(data_dir: str | Path, flag: str) -> None:
     except (OSError, json.JSONDecodeError):
         return  # the evaluation itself reports a missing or broken dataset
     if name != "arc":
-        raise UserError(f"{flag}: {meta} is not an ARC dataset (builder.name {name!r}); build one with hrm build-data arc")
-
+        raise UserError(
+            f"{flag}: {meta} is not an ARC dataset (builder.name {name!r}); build one with hrm build-data arc"
+        )

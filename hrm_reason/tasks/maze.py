@@ -1,4 +1,8 @@
-"""Optimal-path accuracy for maze datasets: any shortest S-G path counts, not only the labelled one.
+"""Maze: the token layout, the rules of a path, and optimal-path accuracy (any shortest S-G path counts).
+
+Tokens are those of the original builder (docs/data.md, "Maze"): PAD 0, '#' 1, ' ' 2, 'S' 3, 'G' 4, 'o' 5; the label is
+the grid with the cells of one shortest path marked 'o'. Written once here for the builder (datasets_build/maze.py),
+evaluation and the pictures (hrm_reason/viz).
 
 The paper scores a maze as solved when the predicted path is "valid and optimal"; exact match against one labelled
 path marks every other shortest path wrong. Here a prediction is correct when the cells it marks as path ('o') are
@@ -9,8 +13,6 @@ a shortest path; conversely any shortest path passes. Cells not marked 'o' are n
 The check is local once the BFS distance `lvl` from S is known: every marked cell c needs a neighbour in
 {S} + marked cells at distance lvl(c) - 1, and G needs one at d - 1; following those links back from G reaches S in
 d steps. The BFS runs once per batch (a wavefront over all mazes of the batch at once) and serves every segment.
-
-Tokens are those of the original builder (reference hrm.md §4.4): PAD 0, '#' 1, ' ' 2, 'S' 3, 'G' 4, 'o' 5.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from torch import Tensor
 
 from hrm_reason.data import PuzzleSplit
 from hrm_reason.errors import UserError
@@ -30,11 +34,27 @@ PAD, WALL, OPEN, START, GOAL, PATH = 0, 1, 2, 3, 4, 5
 VOCAB_SIZE = len(CHARSET) + 1
 MAX_SIDE = 62  # one int64 per grid row, sign bit never set
 
+TOKEN_OF = np.zeros(256, dtype=np.uint8)  # ASCII byte -> token; 0: not a maze character
+TOKEN_OF[np.frombuffer(CHARSET.encode("ascii"), dtype=np.uint8)] = np.arange(1, len(CHARSET) + 1, dtype=np.uint8)
+
 
 def grid_side(seq_len: int) -> int | None:
     """Side of the square grid a sequence of this length holds, or None when it is not a square."""
     side = math.isqrt(seq_len)
     return side if side * side == seq_len else None
+
+
+def rule_violations(grid: np.ndarray, given: np.ndarray) -> np.ndarray:
+    """[H, W] tokens of a prediction and of its maze -> [H, W] bool. Walls, start and goal are fixed: changing one is a
+    violation; so is a path cell on a wall, and a broken path: a path cell with fewer than two path/start/goal
+    neighbours, or a start or goal with none."""
+    fixed = np.isin(given, (WALL, START, GOAL))
+    bad = (fixed & (grid != given)) | (~fixed & ~np.isin(grid, (OPEN, PATH)))
+    on_route = np.pad(np.isin(grid, (PATH, START, GOAL)), 1)
+    neighbours = on_route[:-2, 1:-1].astype(int) + on_route[2:, 1:-1] + on_route[1:-1, :-2] + on_route[1:-1, 2:]
+    bad |= (grid == PATH) & (neighbours < 2)
+    bad |= np.isin(grid, (START, GOAL)) & (neighbours < 1)
+    return bad
 
 
 def _pack_rows(mask: torch.Tensor) -> torch.Tensor:
@@ -134,8 +154,9 @@ class OptimalPathAccuracy:
         self._lvl: torch.Tensor | None = None
         self._act_done: torch.Tensor | None = None
 
-    def update(self, segment: int, preds: torch.Tensor, out: dict[str, torch.Tensor], batch: dict[str, torch.Tensor],
-               valid: torch.Tensor) -> None:
+    def update(
+        self, segment: int, preds: Tensor, out: dict[str, Tensor], batch: dict[str, Tensor], valid: Tensor
+    ) -> None:
         inputs = batch["inputs"]
         if self.sums is None:
             self.sums = torch.zeros(self.mmax + 2, dtype=torch.float64, device=preds.device)
@@ -149,14 +170,20 @@ class OptimalPathAccuracy:
         ok = valid & optimal_path_correct(self._grids, preds.view(-1, self.side, self.side), self._lvl)
         self.sums[segment] += ok.sum()
         # ACT: the segment where the example halts, by the rule `evaluate` uses (q_halt > q_continue, or the last)
-        halt = valid & ~self._act_done & ((out["q_halt_logits"] > out["q_continue_logits"]) | (segment == self.mmax - 1))
+        halt = (
+            valid & ~self._act_done & ((out["q_halt_logits"] > out["q_continue_logits"]) | (segment == self.mmax - 1))
+        )
         self.sums[self.mmax] += (halt & ok).sum()
         self._act_done |= halt
 
     def result(self, world_size: int) -> dict[str, Any]:
         sums = self.sums
         if sums is None:
-            device = torch.device("cuda", torch.cuda.current_device()) if world_size > 1 and dist.get_backend() == "nccl" else torch.device("cpu")
+            device = (
+                torch.device("cuda", torch.cuda.current_device())
+                if world_size > 1 and dist.get_backend() == "nccl"
+                else torch.device("cpu")
+            )
             sums = torch.zeros(self.mmax + 2, dtype=torch.float64, device=device)
         if world_size > 1:
             sums = sums.clone()

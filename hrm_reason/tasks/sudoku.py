@@ -1,0 +1,183 @@
+"""Sudoku: the token layout, the board geometry, the augmentation group with its inverse, and the rules.
+
+Written once here for the builder (datasets_build/sudoku.py), evaluation and the pictures (hrm_reason/viz).
+
+Boards of side n = r*c (4x4, 6x6, 9x9) have boxes of r rows x c columns; the n/r = c *bands* are r rows tall and the
+n/c = r *stacks* are c columns wide. Cells hold 0 for a blank and 1..n for a digit. Tokens are value + 1, as the
+original builder: PAD 0, blank 1, digit d -> d + 1, vocab n + 2; every cell of the label is supervised (docs/data.md).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+
+BOXES: dict[str, tuple[int, int]] = {"2x2": (2, 2), "2x3": (2, 3), "3x3": (3, 3)}
+BOX_OF_SIDE: dict[int, tuple[int, int]] = {r * c: (r, c) for r, c in BOXES.values()}
+PAD, BLANK = 0, 1  # tokens; a digit d is d + 1
+
+
+def to_tokens(values: np.ndarray) -> np.ndarray:
+    """Cell values (0 blank, 1..n) -> tokens, keeping the dtype."""
+    return values + 1
+
+
+def vocab_size(n: int) -> int:
+    return n + 2
+
+
+# ---------------------------------------------------------------------------------------------------------- geometry
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Static structure of one board shape, computed once per shape (pure data, safe to cache)."""
+
+    r: int
+    c: int
+    n: int
+    cells: int
+    full: int  # bitmask with all n digits
+    units: tuple[tuple[int, ...], ...]  # rows, columns, boxes (cell indices)
+    cell_units: tuple[tuple[int, int, int], ...]  # per cell: index of its row, column and box in `units`
+    peers: tuple[tuple[int, ...], ...]
+    col_perms: np.ndarray  # [r! * (c!)^r, n]: every stack permutation x column-in-stack permutation
+
+
+@cache
+def geometry(r: int, c: int) -> Geometry:
+    n = r * c
+    rows = [tuple(i * n + j for j in range(n)) for i in range(n)]
+    cols = [tuple(i * n + j for i in range(n)) for j in range(n)]
+    boxes = [
+        tuple((band * r + i) * n + stack * c + j for i in range(r) for j in range(c))
+        for band in range(c)
+        for stack in range(r)
+    ]
+    units = tuple(rows + cols + boxes)
+    peers = []
+    for cell in range(n * n):
+        near = set().union(*(u for u in units if cell in u))
+        near.discard(cell)
+        peers.append(tuple(sorted(near)))
+    col_perms = np.array(
+        [
+            [stack * c + within[k][j] for k, stack in enumerate(stacks) for j in range(c)]
+            for stacks in itertools.permutations(range(r))
+            for within in itertools.product(itertools.permutations(range(c)), repeat=r)
+        ],
+        dtype=np.intp,
+    )
+    col_perms.setflags(write=False)
+    cell_units = tuple(
+        (cell // n, n + cell % n, 2 * n + (cell // n // r) * r + (cell % n) // c) for cell in range(n * n)
+    )
+    assert all(cell in units[k] for cell, ks in enumerate(cell_units) for k in ks)
+    return Geometry(r, c, n, n * n, (1 << n) - 1, units, cell_units, tuple(peers), col_perms)
+
+
+# ------------------------------------------------------------------------------------------------------------- rules
+
+
+def is_valid_solution(grid: np.ndarray, r: int, c: int) -> bool:
+    """A complete grid whose every row, column and box holds each digit 1..n exactly once."""
+    geo = geometry(r, c)
+    flat = np.asarray(grid).reshape(-1)
+    if flat.size != geo.cells or flat.min() < 1 or flat.max() > geo.n:
+        return False
+    want = np.arange(1, geo.n + 1)
+    return all(np.array_equal(np.sort(flat[list(u)]), want) for u in geo.units)
+
+
+def unit_error(grid: np.ndarray, geo: Geometry) -> str | None:
+    """Name the first row/column/box that does not hold every digit once (1-based), or None if the grid is valid."""
+    names = (
+        [f"row {i + 1}" for i in range(geo.n)]
+        + [f"column {i + 1}" for i in range(geo.n)]
+        + [f"box {i + 1}" for i in range(geo.n)]
+    )
+    want = np.arange(1, geo.n + 1)
+    for name, unit in zip(names, geo.units):
+        if not np.array_equal(np.sort(grid[list(unit)]), want):
+            return f"{name} does not hold each digit 1-{geo.n} once"
+    return None
+
+
+def rule_violations(grid: np.ndarray, given: np.ndarray, box: tuple[int, int] | None) -> np.ndarray:
+    """[n, n] tokens of a prediction and of its puzzle -> [n, n] bool: a digit repeated in its row, column or box; a
+    given that was changed; a cell without a digit. `box` None checks rows and columns only."""
+    n = grid.shape[-1]
+    grid, given = grid.astype(np.int64), given.astype(np.int64)
+    digit = (grid >= 2) & (grid <= n + 1)
+    bad = ~digit | ((given != BLANK) & (given != grid))
+    units = [(np.s_[r, :]) for r in range(n)] + [(np.s_[:, c]) for c in range(n)]
+    if box is not None:
+        br, bc = box
+        units += [np.s_[r : r + br, c : c + bc] for r in range(0, n, br) for c in range(0, n, bc)]
+    for unit in units:
+        values, is_digit = grid[unit], digit[unit]
+        counts = np.bincount(values[is_digit].ravel(), minlength=n + 2)
+        bad[unit] |= is_digit & (counts[values] > 1)
+    return bad
+
+
+# -------------------------------------------------------------------------------------------------- augmentation
+
+
+@dataclass(frozen=True)
+class GridTransforms:
+    """A batch of augmentation-group elements, applied as in the original `shuffle_sudoku`:
+    optional transpose, then new[i, j] = old[row_perm[i], col_perm[j]], then digit_map (with 0 -> 0)."""
+
+    digit_map: np.ndarray  # [B, n+1] uint8
+    transpose: np.ndarray  # [B] bool
+    row_perm: np.ndarray  # [B, n]
+    col_perm: np.ndarray  # [B, n]
+
+    def __len__(self) -> int:
+        return self.digit_map.shape[0]
+
+
+def random_transforms(rng: np.random.Generator, r: int, c: int, count: int) -> GridTransforms:
+    """`count` random group elements. Row order = shuffled bands, each with its rows shuffled; columns likewise.
+    Transpose (p=0.5) only for square boxes: transposing a 2x3-box board gives 3x2 boxes, a different puzzle family."""
+    n = r * c
+    digits = np.argsort(rng.random((count, n)), axis=1) + 1
+    digit_map = np.concatenate([np.zeros((count, 1), dtype=np.uint8), digits.astype(np.uint8)], axis=1)
+    transpose = rng.random(count) < 0.5 if r == c else np.zeros(count, dtype=bool)
+    bands = np.argsort(rng.random((count, c)), axis=1)
+    rows_in_band = np.argsort(rng.random((count, c, r)), axis=2)
+    stacks = np.argsort(rng.random((count, r)), axis=1)
+    cols_in_stack = np.argsort(rng.random((count, r, c)), axis=2)
+    row_perm = (bands[:, :, None] * r + rows_in_band).reshape(count, n)
+    col_perm = (stacks[:, :, None] * c + cols_in_stack).reshape(count, n)
+    return GridTransforms(digit_map, transpose, row_perm, col_perm)
+
+
+def apply_transforms(grids: np.ndarray, tf: GridTransforms) -> np.ndarray:
+    """Transform [n, n] (one grid for every element) or [B, n, n] grids; returns [B, n, n] uint8."""
+    B, n = len(tf), tf.row_perm.shape[1]
+    g = np.broadcast_to(np.asarray(grids), (B, n, n))
+    g = np.where(tf.transpose[:, None, None], g.transpose(0, 2, 1), g)
+    moved = g[np.arange(B)[:, None, None], tf.row_perm[:, :, None], tf.col_perm[:, None, :]]
+    return np.take_along_axis(tf.digit_map, moved.reshape(B, -1).astype(np.intp), axis=1).reshape(B, n, n)
+
+
+def inverse_transforms(tf: GridTransforms) -> GridTransforms:
+    """The elements that undo `tf`: apply_transforms(apply_transforms(g, tf), inverse_transforms(tf)) == g.
+
+    Forward: g1 = transpose?(g), g2[i, j] = g1[row_perm[i], col_perm[j]], then the digit map. Backward the position
+    permutations invert (argsort) and, when transposed, trade places, since a transpose after permuting rows by a and
+    columns by b equals permuting rows by b and columns by a after it; the digit map inverts (0 stays 0).
+    """
+    inv_rows, inv_cols = np.argsort(tf.row_perm, axis=1), np.argsort(tf.col_perm, axis=1)
+    t = tf.transpose[:, None]
+    return GridTransforms(
+        digit_map=np.argsort(tf.digit_map, axis=1).astype(np.uint8),
+        transpose=tf.transpose.copy(),
+        row_perm=np.where(t, inv_cols, inv_rows),
+        col_perm=np.where(t, inv_rows, inv_cols),
+    )
