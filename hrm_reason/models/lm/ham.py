@@ -49,8 +49,8 @@ from torch import nn
 
 from hrm_reason.errors import UserError
 from hrm_reason.losses import next_token_ce
-from hrm_reason.models.layers import CastedLinear, RotaryEmbedding, trunc_normal_init_
-from hrm_reason.models.lm.gated_delta import chunk_gated_delta_rule, fla_gated_delta_rule, sequential_gated_delta_rule, wide
+from hrm_reason.models.layers import CastedLinear, RMSNorm, RotaryEmbedding, SwiGLU, trunc_normal_init_, wide
+from hrm_reason.models.lm.gated_delta import chunk_gated_delta_rule, fla_gated_delta_rule, sequential_gated_delta_rule
 from hrm_reason.models.lm.output import LMOutput
 
 
@@ -218,31 +218,6 @@ def pack_selected(keys: torch.Tensor, values: torch.Tensor, valid: torch.Tensor)
     idx_k = order[:, None, :, None].expand(-1, keys.shape[1], -1, keys.shape[-1])
     idx_v = order[:, None, :, None].expand(-1, values.shape[1], -1, values.shape[-1])
     return keys.gather(2, idx_k), values.gather(2, idx_v), valid.gather(1, order)
-
-
-class RMSNorm(nn.Module):
-    """RMSNorm with a learnable scale (HAM's pre-norm blocks are affine), computed in fp32."""
-
-    def __init__(self, dim: int, eps: float) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(dim))
-        self.eps = eps
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.rms_norm(wide(x), (x.shape[-1],), wide(self.weight), self.eps).to(x.dtype)
-
-
-class SwiGLU(nn.Module):
-    """SwiGLU with an explicit width (HAM: d_int = (2/3)(15/7) d, not the puzzle models' rounding to 256)."""
-
-    def __init__(self, hidden_size: int, intermediate_size: int) -> None:
-        super().__init__()
-        self.gate_up_proj = CastedLinear(hidden_size, 2 * intermediate_size)
-        self.down_proj = CastedLinear(intermediate_size, hidden_size)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
-        return self.down_proj(F.silu(gate) * up)
 
 
 @dataclass

@@ -33,13 +33,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from torch import nn
 
 from hrm_reason.losses import next_token_ce
-from hrm_reason.models.layers import CastedLinear, RotaryEmbedding
+from hrm_reason.models.layers import CastedLinear, RMSNorm, RotaryEmbedding
 from hrm_reason.models.lm.lm_blocks import (
     CacheCursor,
     CausalAttnBlock,
     KVCache,
     begin_forward,
-    RMSNorm,
     causal_attn_block_param_count,
     global_rng_untouched,
     init_block_,
