@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 import torch
 
-from hrm_reason.config import ArchConfig
 from hrm_reason.data import PuzzleDatasetMetadata
-from hrm_reason.losses import act_loss
+from hrm_reason.models.act import act_loss
 from hrm_reason.models.hrm import HRM, HRMConfig
 from hrm_reason.models.layers import swiglu_intermediate_size, trunc_normal_init_
-from hrm_reason.models.registry import build_model
+from hrm_reason.models.registry import arch_config, build_model
 
 CPU = torch.device("cpu")
 
@@ -186,7 +186,7 @@ def test_q_target_is_next_segments_q_values() -> None:
         with torch.no_grad():
             _, _, (nh, nc) = model.inner(carry.inner_carry, carry.current_data)
         expected = torch.sigmoid(nh) if step == 2 else torch.sigmoid(torch.maximum(nh, nc))
-        torch.testing.assert_close(out["target_q_continue"], expected)
+        torch.testing.assert_close(out.target_q_continue, expected)
 
 
 def test_next_segment_q_target_trains_last_steps_prediction_with_this_steps_values() -> None:
@@ -200,7 +200,7 @@ def test_next_segment_q_target_trains_last_steps_prediction_with_this_steps_valu
         model.inner.q_head.bias.copy_(torch.tensor([0.0, 0.5]))
     b = batch(n=8)
     carry, out = model(model.initial_carry(b), b)
-    assert not out["target_q_continue_mask"].any()  # the first segment continues nothing
+    assert not out.target_q_continue_mask.any()  # the first segment continues nothing
     previous = carry
     previous.halted = torch.arange(8) % 3 == 0  # some rows start a new example, the others go on
     calls = []
@@ -209,16 +209,16 @@ def test_next_segment_q_target_trains_last_steps_prediction_with_this_steps_valu
     hook.remove()
     assert len(calls) == 1  # one segment, no extra forward for the target
     went_on = ~previous.halted
-    assert went_on.any() and torch.equal(out["target_q_continue_mask"], went_on)
+    assert went_on.any() and torch.equal(out.target_q_continue_mask, went_on)
     with torch.no_grad():
         prediction = model.inner.q_head(previous.inner_carry.z_H[:, 0])[:, 1]
-        target = torch.sigmoid(torch.maximum(out["q_halt_logits"], out["q_continue_logits"]))
+        target = torch.sigmoid(torch.maximum(out.q_halt_logits, out.q_continue_logits))
     expected = torch.nn.functional.binary_cross_entropy_with_logits(prediction, target, reduction="none")[went_on].sum()
     _, m = act_loss(out, carry.current_data["labels"], carry.halted, carry.steps, "softmax_cross_entropy")
     torch.testing.assert_close(m["q_continue_loss"], expected)
 
     model.zero_grad()
-    outputs = {**out, "logits": out["logits"].detach(), "q_halt_logits": out["q_halt_logits"].detach()}
+    outputs = dataclasses.replace(out, logits=out.logits.detach(), q_halt_logits=out.q_halt_logits.detach())
     total, _ = act_loss(outputs, carry.current_data["labels"], carry.halted, carry.steps, "softmax_cross_entropy")
     total.backward()
     with_grad = {name for name, p in model.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
@@ -226,7 +226,7 @@ def test_next_segment_q_target_trains_last_steps_prediction_with_this_steps_valu
 
 
 def test_build_model_is_seeded_and_leaves_global_rng_alone() -> None:
-    arch = ArchConfig(hidden_size=32, num_heads=2, H_layers=1, L_layers=1)
+    arch = arch_config(dict(hidden_size=32, num_heads=2, H_layers=1, L_layers=1))
     state = torch.random.get_rng_state()
     a = build_model(arch, meta(6, 16), CPU, seed=3)
     b = build_model(arch, meta(6, 16), CPU, seed=3)
