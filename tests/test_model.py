@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -12,6 +14,7 @@ from hrm_reason.data import PuzzleDatasetMetadata
 from hrm_reason.models.act import act_loss
 from hrm_reason.models.hrm import HRM, HRMConfig
 from hrm_reason.models.layers import swiglu_intermediate_size, trunc_normal_init_
+from hrm_reason.models import registry
 from hrm_reason.models.registry import arch_config, build_model
 
 CPU = torch.device("cpu")
@@ -259,3 +262,38 @@ def test_rotary_embedding_matches_rotate_half_definition() -> None:
     q, k = torch.randn(dim).expand(seq, dim), torch.randn(dim).expand(seq, dim)
     rq, rk = (apply_rotary_pos_emb(t, *RotaryEmbedding(dim, seq, base)()) for t in (q, k))
     torch.testing.assert_close(rq[3] @ rk[1], rq[4] @ rk[2])
+
+
+# --- every registered model: its own options only ------------------------------------------------------------------
+
+# For each model, its quick config and an option of another model (which the model does not read).
+FOREIGN_OPTION = {
+    "hrm": ("sudoku_quick.yaml", "arch.unitf_steps=3", "unitf_steps is an option of unitf, not hrm"),
+    "transformer": ("transformer_quick.yaml", "arch.H_cycles=7", "H_cycles is an option of hrm, trm, hrm_text, not transformer"),
+    "unitf": ("unitf_quick.yaml", "arch.mlp_t=true", "mlp_t is an option of trm, not unitf"),
+    "trm": ("trm_quick.yaml", "arch.q_target=next_segment", "q_target is an option of hrm, transformer, unitf, not trm"),
+    "hrm_lm": ("hrm_lm_quick.yaml", "arch.M=3", "M is an option of unitf_lm, not hrm_lm"),
+    "unitf_lm": ("unitf_lm_quick.yaml", "arch.N=2", "N is an option of hrm_lm, not unitf_lm"),
+    "hrm_text": ("hrm_text_lm_quick.yaml", "arch.router=fit_error", "router is an option of ham_lm, not hrm_text"),
+    "ham_lm": ("ham_lm_quick.yaml", "arch.L_bp_cycles=[1]", "L_bp_cycles is an option of hrm_text, not ham_lm"),
+}
+
+
+def test_every_registered_model_has_an_option_error_case() -> None:
+    assert set(FOREIGN_OPTION) == set(registry.MODELS)
+
+
+@pytest.mark.parametrize("name", list(FOREIGN_OPTION))
+def test_an_option_of_another_model_is_a_one_line_error(name: str, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    import cli
+
+    config, option, message = FOREIGN_OPTION[name]
+    repo = Path(__file__).resolve().parents[1]
+    monkeypatch.setattr(sys, "argv", ["hrm", "train", "--config", str(repo / "configs" / config), option, "data_path=/nonexistent"])
+    with pytest.raises(SystemExit) as exit_:
+        cli.main()
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.count("\n") == 1, err
+    key = option.removeprefix("arch.").partition("=")[0]
+    assert err.startswith("error: ") and f"field 'arch.{key}': {message}" in err, err

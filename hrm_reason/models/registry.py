@@ -93,10 +93,12 @@ def head_classes(name: Any) -> tuple[type[BaseModel], type]:
     return model_classes(name, "lm")
 
 
-def flop_count(config: Any) -> Any:
-    """The model's FLOP count from its (resolved) config: flops.ACTFlops per example or flops.LMFlops per token."""
+def flop_count(config: Any, seq_len: int | None = None) -> Any:
+    """The model's FLOP count from its (resolved) config: flops.ACTFlops per example, or flops.LMFlops per token of
+    windows of `seq_len` tokens."""
     spec = _spec(config.name)
-    return _load(config.name, spec.module, spec.flops)(config)
+    count = _load(config.name, spec.module, spec.flops)
+    return count(config) if spec.family == "act" else count(config, seq_len)
 
 
 def checkpoint_adapter(name: str) -> Any:

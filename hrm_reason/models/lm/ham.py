@@ -49,6 +49,7 @@ from torch import nn
 
 from hrm_reason.errors import UserError
 from hrm_reason.losses import next_token_ce
+from hrm_reason.models.flops import LMFlops, attention, linear, swiglu
 from hrm_reason.models.layers import CastedLinear, RMSNorm, RotaryEmbedding, SwiGLU, trunc_normal_init_, wide
 from hrm_reason.models.lm.gated_delta import chunk_gated_delta_rule, fla_gated_delta_rule, sequential_gated_delta_rule
 from hrm_reason.models.lm.output import LMOutput
@@ -531,3 +532,21 @@ class HAMLM(nn.Module):
         grads = (-c.threshold_gain * gaps).clamp(-c.threshold_clip, c.threshold_clip)
         for layer, grad in zip(self.layers, grads.tolist()):
             layer.mixer.threshold_step(grad)
+
+
+def ham_lm_flops(config: HAMLMConfig, seq_len: int) -> LMFlops:
+    """Per token and layer: the shared and gate projections, both causal convolutions, the chunked Gated DeltaNet
+    (intra-chunk products, state reads and writes, and the fit error it also computes), softmax attention over every
+    key (an upper bound: only the routed keys count), the SwiGLU; then the head. A backward is 2x all of it."""
+    d, dqk, dv, C = config.hidden_size, config.qk_dim, config.v_dim, config.chunk_size
+    h_rnn, h_kv = config.num_rnn_heads, config.num_kv_heads
+    dk, dvh = config.rnn_head_qk_dim, config.rnn_head_v_dim
+    projections = (linear(d, 2 * dqk + dv) + 2 * linear(d, h_rnn) + linear(d, dv) + linear(d, h_rnn) + linear(d, h_kv)
+                   + linear(dv, d) + (linear(d, 1) if config.router == "input_shallow" else 0))
+    if config.router == "input_deep":
+        projections += linear(d, config.router_hidden) + linear(config.router_hidden, config.router_hidden) + linear(config.router_hidden, 1)
+    conv = 2 * 2 * (2 * dqk + dv) * config.conv_size
+    recurrence = h_rnn * (4 * C * dk + 4 * C * dvh + 8 * dk * dvh) if config.recurrence == "chunk" else 0
+    layer = projections + conv + recurrence + attention(dqk, dv, seq_len) + swiglu(d, config.ffn_size)
+    forward = config.num_layers * layer + linear(d, config.vocab_size)
+    return LMFlops(train_step=float(3 * forward), forward=float(forward))

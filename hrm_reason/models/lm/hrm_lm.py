@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from torch import nn
 
 from hrm_reason.losses import next_token_ce
+from hrm_reason.models.flops import LMFlops, causal_block_flops, linear
 from hrm_reason.models.layers import CastedLinear, RMSNorm, RotaryEmbedding
 from hrm_reason.models.lm.lm_blocks import (
     CacheCursor,
@@ -250,3 +251,18 @@ class HRMLM(nn.Module):
         loss = torch.stack(pass_losses).mean() if pass_losses else None  # Eq. 23: (1/S) sum_s L_s
         cache = cursor.finish(input_ids.shape[1]) if (cursor is not None and use_cache) else None
         return LMOutput(logits=logits, loss=loss, metrics=metrics, past_key_values=cache)
+
+
+def hrm_lm_flops(config: HRMLMConfig, seq_len: int) -> LMFlops:
+    """Per token: the input block once, then per pass M L-steps and N H-steps (gates, projections, block) and the
+    fused readout; a backward covers the input block and the last K steps of every pass and the readouts."""
+    d, V = config.hidden_size, config.vocab_size
+    block = causal_block_flops(d, 4 * d, seq_len)
+    L_step = 2 * linear(3 * d, d) + block + linear(d, d)
+    H_step = 2 * linear(2 * d, d) + block + linear(d, d)
+    readout = linear(3 * d, 3) + (linear(d, d) if config.out_proj else 0) + linear(d, V)
+    window = min(config.K, config.M)
+    steps_with_grad = window * L_step + sum(1 for i in range(config.M - window + 1, config.M + 1) if i % config.T == 0) * H_step
+    one_pass = config.M * L_step + config.N * H_step
+    train = block + config.S * (one_pass + readout) + 2 * (block + config.S * (steps_with_grad + readout))
+    return LMFlops(train_step=float(train), forward=float(block + config.S * one_pass + readout))

@@ -42,6 +42,7 @@ from torch import nn
 
 from hrm_reason.errors import UserError
 from hrm_reason.losses import next_token_ce
+from hrm_reason.models.flops import LMFlops, attention, linear
 from hrm_reason.models.layers import RotaryEmbedding, apply_rotary_pos_emb, rms_norm
 from hrm_reason.models.lm.output import LMOutput
 from hrm_reason.models.masks import build_mask
@@ -336,3 +337,15 @@ class HRMText(nn.Module):
             out.metrics["ce"] = ce.detach()
         return out
 
+
+
+def hrm_text_flops(config: HRMTextConfig, seq_len: int) -> LMFlops:
+    """Per token: H_cycles * (L_cycles + 1) stack applications (q, k, v, gate, o projections, attention, MLP) and the
+    head; a backward covers the H applications, the L applications L_bp_cycles keeps, and the head."""
+    d, hd = config.hidden_size, config.num_attention_heads * config.head_dim
+    layer = 4 * linear(d, hd) + linear(hd, d) + attention(hd, hd, seq_len) + 3 * linear(d, config.intermediate_size)
+    stack, head = config.num_layers_per_stack * layer, linear(d, config.vocab_size)
+    calls = config.H_cycles * (config.L_cycles + 1)
+    with_grad = sum(1 + sum(config.L_grad(h, l) for l in range(config.L_cycles)) for h in range(config.H_cycles))
+    forward = calls * stack + head
+    return LMFlops(train_step=float(forward + 2 * (with_grad * stack + head)), forward=float(forward))

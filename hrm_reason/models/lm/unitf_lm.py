@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from torch import nn
 
 from hrm_reason.losses import next_token_ce
+from hrm_reason.models.flops import LMFlops, causal_block_flops, linear
 from hrm_reason.models.layers import RotaryEmbedding
 from hrm_reason.models.lm.lm_blocks import (
     CausalAttnBlock,
@@ -118,3 +119,11 @@ class UniTFLM(nn.Module):
             metrics = {"ce": loss.detach()}
         cache = cursor.finish(input_ids.shape[1]) if (cursor is not None and use_cache) else None
         return LMOutput(logits=logits, loss=loss, metrics=metrics, past_key_values=cache)
+
+
+def unitf_lm_flops(config: UniTFLMConfig, seq_len: int) -> LMFlops:
+    """Per token: M applications of the block and the tied head; a backward covers the last K and the head."""
+    d = config.hidden_size
+    block, head = causal_block_flops(d, 4 * d, seq_len), linear(d, config.vocab_size)
+    forward = config.M * block + head
+    return LMFlops(train_step=float(forward + 2 * (min(config.K, config.M) * block + head)), forward=float(forward))
