@@ -228,7 +228,7 @@ def test_trm_token_mlp_mixes_positions_and_paper_sizes() -> None:
             model = build_model(arch_config(dict(name="trm", L_layers=2, puzzle_emb_len=16, **arch)), meta(12, 81, 1), torch.device("meta"), 0)
         return sum(p.numel() for p in model.parameters())
 
-    # The TRM paper's sizes (reference trm.md §6.3: 6.83M attention, 5.03M MLP on Sudoku; one q logit here).
+    # The TRM paper's sizes (the TRM paper: 6.83M attention, 5.03M MLP on Sudoku; one q logit here).
     assert count() == 2 * 3_407_872 + 2 * 12 * 512 + 513
     assert count(mlp_t=True, pos_encodings="none") == 2 * (148_992 + 2_359_296) + 2 * 12 * 512 + 513
 

@@ -1,4 +1,4 @@
-"""HAM-LM: a stack of Hybrid Associative Memory layers (the HAM paper; lm_variants.md section C).
+"""HAM-LM: a stack of Hybrid Associative Memory layers (the HAM paper; docs/models.md §HAM).
 
 Each HAM layer runs two memories on the same shared q/k/v projections. A Gated DeltaNet recurrence (the RNN path)
 reads every token. Softmax attention (the KV path) keeps only the tokens the RNN predicts badly: those whose routing
@@ -30,7 +30,7 @@ Choices where the paper is silent or inconsistent (one line each):
   shallow router (d weights, no bias) is in the paper's parameter table.
 - Init follows Qwen3-Next: A ~ U(0.01, 16), A_log = log A, dt_bias = 1. Linears use truncated LeCun normal.
 - SwiGLU width: the paper's FFN table has d_int = (2/3) r d with r = 15/7, i.e. (10/7) d = 2560 at d = 1792, which
-  reproduces its 805M total. lm_variants.md C.1 says (15/7) d = 3840; that would give 970M, so it is not used.
+  reproduces its 805M total. (15/7) d = 3840, read elsewhere,; that would give 970M, so it is not used.
 - rho_KV counts every position as a token; the LM heads take no padding mask.
 """
 
@@ -82,7 +82,7 @@ class HAMLMConfig(BaseModel):
     router: Literal["fit_error", "input_shallow", "input_deep"] = "fit_error"
     router_hidden: int = 256
     eda: bool = False
-    # Threshold tau and its controller (section C.3).
+    # Threshold tau and its controller.
     threshold_mode: Literal["fixed", "global", "per_layer"] = "global"
     tau_init: float | None = None  # None -> s/2 (p_tau = 0); "fixed" accepts any value (<= 0: all tokens; > s: none)
     kv_target: float = 0.5  # f_target, the rho_KV the controller steers to
@@ -141,7 +141,7 @@ class HAMLMConfig(BaseModel):
 
 
 def ham_num_parameters(config: HAMLMConfig) -> int:
-    """The paper's parameter-count table, in general form, for the shallow/fit_error routers (section C.2).
+    """The paper's parameter-count table, in general form, for the shallow/fit_error routers.
 
     Per layer: (d + 2 d_conv + 2)(2 d_QK + d_V) + d (3 h_RNN + h_KV + 2 d_V + 1) + 2 h_RNN + d_v^RNN + d_v^KV
     + 1[learnable tau] + d 1[learned router]; the FFN adds 3 d I + d; the model adds (2V + 1) d.
@@ -508,7 +508,7 @@ class HAMLM(nn.Module):
 
     @torch.no_grad()
     def post_step(self) -> None:
-        """Threshold update by synthetic gradient (section C.3), after each optimizer step.
+        """Threshold update by synthetic gradient, after each optimizer step.
 
         gap = mean over the sequences seen since the last call of (KV fraction - target); all-reduced across ranks.
         g_synth = clamp(-gain * gap, -c, c) becomes p_tau's gradient for one AdamW step: too many tokens kept

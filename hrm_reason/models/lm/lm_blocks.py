@@ -1,4 +1,4 @@
-"""Pieces shared by HRM-LM and its UniTF control (lm_variants.md A.1, A.8, A.11): the post-norm `CausalAttnBlock`
+"""Pieces shared by HRM-LM and its UniTF control (docs/models.md §HRM-LM): the post-norm `CausalAttnBlock`
 with learnable RMSNorm scales, a per-call KV cache, the paper's parameter-count formulas and next-token CE.
 
 The block is the HRM-LM paper's Eq. 8: fused W_qkv (d x 3d), W_o, RoPE, a SwiGLU of width exactly 4d, and two
@@ -13,12 +13,13 @@ from __future__ import annotations
 import contextlib
 
 import torch
+from pydantic import ValidationInfo
 from torch import nn
 
 from hrm_reason.errors import UserError
 from hrm_reason.models.layers import Attention, RMSNorm, SwiGLU
 
-# --- parameter-count formulas (A.8); tests tie them to sum(p.numel()) of the modules --------------------------------
+# --- parameter-count formulas; tests tie them to sum(p.numel()) of the modules --------------------------------
 
 
 def causal_attn_block_param_count(d: int) -> int:
@@ -29,6 +30,14 @@ def causal_attn_block_param_count(d: int) -> int:
 def transformer_lm_param_count(V: int, d: int, L: int) -> int:
     """T-L baseline: tied embedding plus L independent blocks."""
     return V * d + L * causal_attn_block_param_count(d)
+
+
+def rope_heads(cls: type, num_heads: int, info: ValidationInfo) -> int:
+    """A config validator of num_heads: hidden_size splits into num_heads heads of an even size (RoPE)."""
+    d = info.data.get("hidden_size")
+    if d is not None and (d % num_heads or (d // num_heads) % 2):
+        raise ValueError(f"hidden_size {d} must be num_heads ({num_heads}) x an even head size (RoPE)")
+    return num_heads
 
 
 # --- small modules ------------------------------------------------------------------------------------------------
