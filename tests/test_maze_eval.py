@@ -28,6 +28,7 @@ from hrm_reason.maze_eval import (
     segment_metrics,
     start_distances,
 )
+from hrm_reason.models.act import ACTOutput
 from hrm_reason.tasks import task_metrics
 from tests.helpers import ref_distances
 
@@ -218,7 +219,7 @@ class Scripted(nn.Module):
         preds = torch.stack([torch.from_numpy(r[min(m, len(r) - 1)].astype(np.int64)) if r else torch.zeros_like(batch["inputs"][0], dtype=torch.int64) for r in rows])
         logits = nn.functional.one_hot(preds, self.vocab).float()
         q = torch.full((preds.shape[0],), 1.0 if m >= self.halt else -1.0)
-        return {"segment": m + 1}, {"logits": logits, "q_halt_logits": q, "q_continue_logits": torch.zeros_like(q)}
+        return {"segment": m + 1}, ACTOutput(logits=logits, q_halt_logits=q, q_continue_logits=torch.zeros_like(q))
 
 
 @pytest.fixture(scope="module")
