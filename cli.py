@@ -478,8 +478,8 @@ def bench_cmd(
     config: Path = typer.Option(..., "--config", "-c", help="YAML config to measure (its dataset's shape when data_path exists)."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the figures as JSON to this file."),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, help="Examples per step (default: the config's global_batch_size)."),
-    seq_len: int = typer.Option(81, "--seq-len", min=1, help="Sequence length when the config's dataset is not built (81: 9x9 Sudoku)."),
-    vocab_size: int = typer.Option(11, "--vocab-size", min=2, help="Vocabulary when the config's dataset is not built (11: Sudoku)."),
+    seq_len: int = typer.Option(81, "--seq-len", min=1, help="Puzzle models: sequence length when the config's dataset is not built (81: 9x9 Sudoku); LM heads use the config's seq_len."),
+    vocab_size: int = typer.Option(11, "--vocab-size", min=2, help="Vocabulary when the config's dataset is not built (11: Sudoku), and of LM heads."),
     steps: int = typer.Option(5, "--steps", min=1, help="Timed training steps (and evaluation segments)."),
     warmup: int = typer.Option(2, "--warmup", min=1, help="Untimed steps first (they absorb torch.compile time)."),
 ) -> None:
@@ -489,21 +489,24 @@ def bench_cmd(
 
     from hrm_reason.atomic import atomic_write_text
     from hrm_reason.bench import format_result, run_bench
-    from hrm_reason.config import load_config
-    from hrm_reason.data import PuzzleDatasetMetadata, load_split
+    from hrm_reason.config import TrainConfig
+    from hrm_reason.data import load_split
+    from hrm_reason.lm_config import load_any_config
     from hrm_reason.train import resolve_device
 
     for item in ctx.args:
         if item.startswith("-"):
             raise UserError(f"unknown option {item} (overrides are key=value; see hrm bench --help)")
-    cfg = load_config(config, list(ctx.args))
-    if (Path(cfg.data_path) / "train" / "dataset.json").is_file():
+    cfg = load_any_config(config, list(ctx.args))
+    puzzle = isinstance(cfg, TrainConfig)
+    if puzzle and (Path(cfg.data_path) / "train" / "dataset.json").is_file():
         meta = load_split(cfg.data_path, "train").metadata
-    else:
-        meta = PuzzleDatasetMetadata(pad_id=0, ignore_label_id=0, blank_identifier_id=0, vocab_size=vocab_size, seq_len=seq_len,
-                                     num_puzzle_identifiers=1, total_groups=1, mean_puzzle_examples=1.0, sets=["all"])
-        typer.echo(f"{cfg.data_path} is not built: random tokens of seq_len {seq_len}, vocab {vocab_size}", err=True)
-    result = run_bench(cfg, meta, resolve_device(cfg.device), batch_size or cfg.global_batch_size, steps, warmup)
+        sizes = dict(seq_len=meta.seq_len, vocab_size=meta.vocab_size, num_puzzle_identifiers=meta.num_puzzle_identifiers)
+    else:  # a language-model head: windows of the config's seq_len
+        sizes = dict(seq_len=seq_len if puzzle else cfg.seq_len, vocab_size=vocab_size, num_puzzle_identifiers=1)
+        typer.echo(f"random tokens of seq_len {sizes['seq_len']}, vocab {vocab_size}"
+                   + (f" ({cfg.data_path} is not built)" if puzzle else ""), err=True)
+    result = run_bench(cfg, sizes, resolve_device(cfg.device), batch_size or cfg.global_batch_size, steps, warmup)
     typer.echo(format_result(result))
     if json_out is not None:
         atomic_write_text(json_out, json.dumps(result.to_dict(), indent=2))

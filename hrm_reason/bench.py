@@ -1,27 +1,24 @@
-"""`hrm bench`: training and evaluation speed of a config, with model FLOPs counted from the shapes and the fraction
-of this machine's matrix-product peak (measured in the same run).
+"""`hrm bench`: training and evaluation speed of any registered model, with model FLOPs counted from the config and
+the shapes (each model's count, named in the registry, models/flops.py) and the fraction of this machine's
+matrix-product peak (measured in the same run). Random tokens of the dataset's shape: no dataset needed.
 
-FLOPs count multiply-adds as 2 and cover what is computed, gradient-free passes included: per segment
-H_cycles * L_cycles applications of the L module and H_cycles of the H module; a training step adds the backward of
-the last L and H applications and of the output head (2x their forward), and with q_target=extra_forward one more
-segment for the Q target. Token embedding, norms, rotary and element-wise work are left out (they are not matmuls).
+Puzzle models run full ACT training steps (segment, Q target, backward, both optimizers) and evaluation segments,
+counted in examples; language-model heads run forward with labels, backward and an AdamW step on windows of seq_len
+tokens, and forwards without labels, counted in tokens.
 """
 
 from __future__ import annotations
 
 import resource
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import torch
 
-from hrm_reason.config import TrainConfig
-from hrm_reason.data import PuzzleDatasetMetadata
-from hrm_reason.errors import UserError
-from hrm_reason.losses import act_loss
-from hrm_reason.models.hrm import HRM
-from hrm_reason.models.layers import swiglu_intermediate_size
-from hrm_reason.models.registry import build_model
+from hrm_reason.models import registry
+from hrm_reason.models.act import act_loss
 from hrm_reason.models.sparse_embedding import SparseSignSGD
 from hrm_reason.optim import make_adam_atan2
 from hrm_reason.train import compile_model, optimizer_step
@@ -29,6 +26,8 @@ from hrm_reason.train import compile_model, optimizer_step
 
 @dataclass
 class BenchResult:
+    model: str
+    unit: str  # "examples" (puzzle models) or "tokens" (language-model heads)
     device: str
     dtype: str
     threads: int
@@ -36,10 +35,10 @@ class BenchResult:
     seq_len: int
     q_target: str
     compile: bool
-    train_examples_per_s: float
-    eval_examples_per_s: float  # examples through halt_max_steps segments
+    train_examples_per_s: float  # units per second: examples or tokens
+    eval_examples_per_s: float  # puzzle models: examples through halt_max_steps segments
     train_flops_per_step: float
-    eval_flops_per_segment: float
+    eval_flops_per_segment: float  # one evaluation segment (puzzle) or forward (LM) of the batch
     train_flops_per_s: float
     matmul_peak_flops: float
     mfu: float
@@ -47,27 +46,6 @@ class BenchResult:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-def layer_flops_per_token(hidden: int, expansion: float, seq_len: int) -> int:
-    """One post-norm block: fused QKV, output projection, SwiGLU (fused gate/up, down), and attention scores/values."""
-    inter = swiglu_intermediate_size(hidden, expansion)
-    projections = hidden * 3 * hidden + hidden * hidden + hidden * 2 * inter + inter * hidden
-    attention = 2 * seq_len * hidden  # q.k over seq_len keys, then the weighted sum of values
-    return 2 * (projections + attention)
-
-
-def hrm_flops(model: HRM, batch_size: int) -> tuple[float, float]:
-    """(FLOPs of one training step, FLOPs of one evaluation segment) for a batch."""
-    c = model.config
-    tokens = batch_size * (c.seq_len + model.inner.puzzle_emb_len)
-    layer = layer_flops_per_token(c.hidden_size, c.expansion, c.seq_len + model.inner.puzzle_emb_len) * tokens
-    L_app, H_app = c.L_layers * layer, c.H_layers * layer
-    head = 2 * c.hidden_size * c.vocab_size * batch_size * c.seq_len
-    segment = c.H_cycles * c.L_cycles * L_app + c.H_cycles * H_app + head
-    backward = 2 * (L_app + H_app + head)
-    target = segment if c.q_target == "extra_forward" and c.halt_max_steps > 1 else 0
-    return float(segment + backward + target), float(segment)
 
 
 def matmul_peak(device: torch.device, dtype: torch.dtype, seconds: float = 2.0) -> float:
@@ -97,60 +75,96 @@ def _peak_memory(device: torch.device) -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # Linux reports KiB
 
 
-def run_bench(config: TrainConfig, metadata: PuzzleDatasetMetadata, device: torch.device, batch_size: int, steps: int,
-              warmup: int) -> BenchResult:
-    """Full training steps (segment, Q target, backward, both optimizers) and evaluation segments on random tokens of
-    the dataset's shape: no dataset needed, the same code path as `hrm train`."""
-    model = build_model(config.arch, metadata, device, seed=config.seed)
-    if not isinstance(model, HRM):
-        raise UserError(f"arch.name={config.arch.name}: hrm bench counts FLOPs for the hrm architecture only")
+def run_bench(config: Any, sizes: dict[str, int], device: torch.device, batch_size: int, steps: int, warmup: int) -> BenchResult:
+    """Time `config`'s model (a TrainConfig or an LMTrainConfig) on random tokens of `sizes` (seq_len, vocab_size,
+    and num_puzzle_identifiers for a puzzle model)."""
+    bench = _bench_act if registry.family(config.arch["name"] if isinstance(config.arch, dict) else config.arch.name) == "act" else _bench_lm
+    model, unit, units, dtype, train_step, eval_step, flops, eval_repeat, q_target = bench(config, sizes, device, batch_size)
+    train_time = _timed(train_step, steps, warmup, device)
+    eval_time = eval_repeat * _timed(eval_step, steps, warmup, device)
+    peak = matmul_peak(device, dtype)
+    train_flops, eval_flops = flops.train_step * units, _eval_flops(flops) * units
+    achieved = train_flops / train_time
+    return BenchResult(
+        model=model.config.name, unit=unit, device=str(device), dtype=str(dtype).removeprefix("torch."),
+        threads=torch.get_num_threads(), batch_size=batch_size, seq_len=sizes["seq_len"], q_target=q_target,
+        compile=getattr(config, "compile", False), train_examples_per_s=units / train_time,
+        eval_examples_per_s=units / eval_time, train_flops_per_step=train_flops, eval_flops_per_segment=eval_flops,
+        train_flops_per_s=achieved, matmul_peak_flops=peak, mfu=achieved / peak, peak_memory_bytes=_peak_memory(device),
+    )
+
+
+def _eval_flops(flops: Any) -> float:
+    return flops.segment if hasattr(flops, "segment") else flops.forward
+
+
+def _bench_act(config: Any, sizes: dict[str, int], device: torch.device, batch_size: int) -> tuple:
+    """Full training steps (segment, Q target, backward, both optimizers) and evaluation segments: the same code path
+    as `hrm train`."""
+    model = registry.build(config.arch, sizes, device, seed=config.seed)
     if config.compile:
         compile_model(model)
     optimizer = make_adam_atan2(model.parameters(), lr=config.lr, betas=(config.beta1, config.beta2), weight_decay=config.weight_decay, device=device)
     sparse = SparseSignSGD(model.puzzle_emb, config.puzzle_emb_lr, config.puzzle_emb_weight_decay) if model.puzzle_emb is not None else None
     g = torch.Generator().manual_seed(config.seed)
-    shape = (batch_size, metadata.seq_len)
+    shape = (batch_size, sizes["seq_len"])
     batch = {
-        "inputs": torch.randint(1, metadata.vocab_size, shape, generator=g, dtype=torch.int32).to(device),
-        "labels": torch.randint(1, metadata.vocab_size, shape, generator=g, dtype=torch.int32).to(device),
-        "puzzle_identifiers": torch.randint(0, metadata.num_puzzle_identifiers, (batch_size,), generator=g, dtype=torch.int32).to(device),
+        "inputs": torch.randint(1, sizes["vocab_size"], shape, generator=g, dtype=torch.int32).to(device),
+        "labels": torch.randint(1, sizes["vocab_size"], shape, generator=g, dtype=torch.int32).to(device),
+        "puzzle_identifiers": torch.randint(0, sizes["num_puzzle_identifiers"], (batch_size,), generator=g, dtype=torch.int32).to(device),
     }
     explore = torch.Generator(device=device).manual_seed(config.seed)
-
-    model.train()
-    carry = model.initial_carry(batch)
+    state = {"train": model.initial_carry(batch), "eval": model.initial_carry(batch)}
 
     def train_step() -> None:
-        nonlocal carry
-        carry, out = model(carry, batch, generator=explore)
+        model.train()
+        state["train"], out = model(state["train"], batch, generator=explore)
+        carry = state["train"]
         loss, _ = act_loss(out, carry.current_data["labels"], carry.halted, carry.steps, config.arch.loss.loss_type)
         optimizer_step(loss, optimizer, sparse, batch_size, 1, config.lr, config.puzzle_emb_lr)
 
-    train_time = _timed(train_step, steps, warmup, device)
-
-    model.eval()
-    eval_carry = model.initial_carry(batch)
-
     @torch.no_grad()
     def eval_segment() -> None:
-        nonlocal eval_carry
-        eval_carry, _ = model(eval_carry, batch, halt_max_steps=10**9)
+        model.eval()
+        state["eval"], _ = model(state["eval"], batch, halt_max_steps=10**9)
 
-    eval_time = config.arch.halt_max_steps * _timed(eval_segment, steps, warmup, device)
-    train_flops, eval_flops = hrm_flops(model, batch_size)
-    dtype = model.inner.forward_dtype
-    peak = matmul_peak(device, dtype)
-    achieved = train_flops / train_time
-    return BenchResult(
-        device=str(device), dtype=str(dtype).removeprefix("torch."), threads=torch.get_num_threads(), batch_size=batch_size,
-        seq_len=metadata.seq_len, q_target=config.arch.q_target, compile=config.compile,
-        train_examples_per_s=batch_size / train_time, eval_examples_per_s=batch_size / eval_time,
-        train_flops_per_step=train_flops, eval_flops_per_segment=eval_flops, train_flops_per_s=achieved,
-        matmul_peak_flops=peak, mfu=achieved / peak, peak_memory_bytes=_peak_memory(device),
-    )
+    flops = registry.flop_count(model.config)
+    return (model, "examples", batch_size, model.config.dtype, train_step, eval_segment, flops, config.arch.halt_max_steps,
+            model.config.q_target)
 
 
-def _timed(fn, repeats: int, warmup: int, device: torch.device) -> float:  # type: ignore[no-untyped-def]
+def _bench_lm(config: Any, sizes: dict[str, int], device: torch.device, batch_size: int) -> tuple:
+    """Training steps (forward with labels, backward, AdamW) and forwards on windows of seq_len tokens, bf16 autocast
+    on CUDA as `hrm train` runs a head."""
+    from hrm_reason.lm_eval import autocast_context
+
+    model = registry.build_lm(config.arch, sizes["vocab_size"], device, config.seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=(config.beta1, config.beta2), weight_decay=config.weight_decay)
+    g = torch.Generator().manual_seed(config.seed)
+    input_ids = torch.randint(0, sizes["vocab_size"], (batch_size, sizes["seq_len"]), generator=g).to(device)
+    autocast = lambda: autocast_context(device, config.forward_dtype)  # noqa: E731
+
+    def train_step() -> None:
+        model.train()
+        with autocast():
+            loss = model(input_ids, labels=input_ids).loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    @torch.no_grad()
+    def forward() -> None:
+        model.eval()
+        with autocast():
+            model(input_ids)
+
+    bf16 = device.type == "cuda" and config.forward_dtype != "float32"
+    flops = registry.flop_count(model.config, sizes["seq_len"])
+    return (model, "tokens", batch_size * sizes["seq_len"], torch.bfloat16 if bf16 else torch.float32, train_step, forward,
+            flops, 1, "-")
+
+
+def _timed(fn: Callable[[], None], repeats: int, warmup: int, device: torch.device) -> float:
     """Seconds per call after `warmup` calls (which also absorb any compile time)."""
     for _ in range(warmup):
         fn()
@@ -163,12 +177,13 @@ def _timed(fn, repeats: int, warmup: int, device: torch.device) -> float:  # typ
 
 
 def format_result(r: BenchResult) -> str:
+    evaluation = "full segments" if r.unit == "examples" else "forwards"
     return "\n".join([
-        f"device {r.device} ({r.dtype}, {r.threads} threads), batch {r.batch_size}, seq {r.seq_len}, "
+        f"{r.model} on device {r.device} ({r.dtype}, {r.threads} threads), batch {r.batch_size}, seq {r.seq_len}, "
         f"q_target {r.q_target}, compile {r.compile}",
-        f"train: {r.train_examples_per_s:.2f} examples/s, {r.train_flops_per_step / 1e9:.1f} GFLOP/step, "
+        f"train: {r.train_examples_per_s:.2f} {r.unit}/s, {r.train_flops_per_step / 1e9:.3f} GFLOP/step, "
         f"{r.train_flops_per_s / 1e9:.1f} GFLOP/s",
-        f"eval:  {r.eval_examples_per_s:.2f} examples/s (full {r.eval_flops_per_segment / 1e9:.1f} GFLOP segments)",
+        f"eval:  {r.eval_examples_per_s:.2f} {r.unit}/s ({r.eval_flops_per_segment / 1e9:.3f} GFLOP {evaluation})",
         f"matmul peak {r.matmul_peak_flops / 1e9:.1f} GFLOP/s measured now; MFU {100 * r.mfu:.1f}%",
         f"peak memory {r.peak_memory_bytes / 2**20:.0f} MiB",
     ])

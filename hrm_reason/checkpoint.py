@@ -75,12 +75,9 @@ def read_weights(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any] | 
 
 def convert_original_state_dict(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Key names of the original code (`[_orig_mod.]model.inner.embed_tokens.embedding_weight`, ...) to ours."""
-    out = {}
-    for key, value in sd.items():
-        key = key.removeprefix("_orig_mod.").removeprefix("model.")
-        key = key.replace(".embedding_weight", ".weight")
-        out[key] = value
-    return out
+    from hrm_reason.models.registry import checkpoint_adapter
+
+    return checkpoint_adapter("hrm")(sd)
 
 def load_checkpoint(model: nn.Module, ckpt: Path) -> None:
     """Load a checkpoint's weights into `model`, refusing one trained with another model config or dataset."""
@@ -88,7 +85,7 @@ def load_checkpoint(model: nn.Module, ckpt: Path) -> None:
     own = model.config.model_dump()
     if saved_config is not None:
         # The compute dtype (a GPU run evaluated on a CPU) and the training-only Q target may differ; nothing else.
-        diff = sorted(k for k in own if k not in ("forward_dtype", "q_target") and saved_config.get(k) != own[k])
+        diff = sorted(k for k in own if k not in ("forward_dtype", "q_target") and k in saved_config and saved_config[k] != own[k])
         if diff:
             details = ", ".join(f"{k}: checkpoint {saved_config.get(k)} vs {own[k]}" for k in diff[:3])
             raise UserError(f"{ckpt}: checkpoint is from another config or dataset ({details})")

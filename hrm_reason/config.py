@@ -11,91 +11,23 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator, model_validator
 
 from hrm_reason.atomic import atomic_write_text
 from hrm_reason.errors import UserError
-
-ORIGINAL_ARCH_NAMES = {"hrm.hrm_act_v1@HierarchicalReasoningModel_ACTV1": "hrm"}
+from hrm_reason.models import registry
+from hrm_reason.models.act import ACTConfig
 
 
 class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
-class LossConfig(StrictModel):
-    name: Literal["ACTLossHead", "losses@ACTLossHead"] = "ACTLossHead"
-    loss_type: Literal["stablemax_cross_entropy", "softmax_cross_entropy"] = "stablemax_cross_entropy"
-
-
-class ArchConfig(StrictModel):
-    """One flat section for every model; each field says which models read it (the others ignore it)."""
-
-    name: Literal["hrm", "transformer", "unitf", "trm"] = Field(
-        "hrm", description="hrm; transformer (HRM's blocks stacked, one pass per segment); unitf (one block applied "
-        "unitf_steps times); trm (the Tiny Recursive Model). See hrm_reason/models/"
-    )
-    hidden_size: int = Field(512, gt=0)
-    num_heads: int = Field(8, gt=0)
-    expansion: float = Field(4.0, gt=0)
-    H_cycles: int = Field(2, ge=1, description="hrm: H updates per segment; trm: recursions T (all but the last without gradient)")
-    L_cycles: int = Field(2, ge=1, description="hrm: L updates per H update; trm: z updates n per recursion")
-    H_layers: int = Field(4, ge=1, description="hrm: blocks of the H module")
-    L_layers: int = Field(4, ge=1, description="hrm: blocks of the L module; trm: blocks of its one network")
-    num_layers: int | None = Field(None, ge=1, description="transformer: blocks stacked; None: H_layers + L_layers (HRM's blocks)")
-    unitf_steps: int = Field(8, ge=1, description="unitf: applications of its one shared block per segment (the HRM-LM paper's M)")
-    unitf_grad_steps: int | None = Field(
-        None, ge=1, description="unitf: only the last K applications carry gradient (the HRM-LM paper's K-step window); None: all"
-    )
-    mlp_t: bool = Field(False, description="trm: a SwiGLU across positions in place of attention (TRM-MLP, fixed-size grids)")
-    puzzle_emb_len: int | None = Field(
-        None, ge=0, description="transformer/unitf/trm: prefix positions; the puzzle embedding fills the first, the others "
-        "are zero 'registers' (TRM: 16); None: ceil(puzzle_emb_ndim / hidden_size), as hrm"
-    )
-    pos_encodings: Literal["rope", "learned", "none"] = Field("rope", description="none: not for hrm")
-    puzzle_emb_ndim: int | None = Field(None, ge=0, description="None: hidden_size")
-    rms_norm_eps: float = Field(1e-5, gt=0)
-    rope_theta: float = Field(10000.0, gt=0)
-    halt_max_steps: int = Field(16, ge=1)
-    halt_exploration_prob: float = Field(0.1, ge=0, le=1)
-    q_target: Literal["extra_forward", "next_segment"] = Field(
-        "extra_forward",
-        description="extra_forward: the original's extra no-grad segment for the Q-continue target; next_segment: the "
-        "target comes one step later from the next segment's own forward (about a third less compute per step)",
-    )
-    forward_dtype: Literal["auto", "float32", "bfloat16"] = Field("auto", description="auto: bf16 on CUDA, fp32 on CPU")
-    loss: LossConfig = LossConfig()
-
-    @field_validator("name", mode="before")
-    @classmethod
-    def _original_name(cls, v: Any) -> Any:
-        return ORIGINAL_ARCH_NAMES.get(v, v)
-
-    @model_validator(mode="after")
-    def _heads_divide(self) -> ArchConfig:
-        if self.hidden_size % self.num_heads:
-            raise ValueError(f"hidden_size {self.hidden_size} must be divisible by num_heads {self.num_heads}")
-        return self
-
-    @model_validator(mode="after")
-    def _options_of_the_model(self) -> ArchConfig:
-        """Options that would be silently ignored by the chosen model are errors."""
-        if self.name == "hrm" and (self.pos_encodings == "none" or self.puzzle_emb_len is not None):
-            raise ValueError("pos_encodings=none and puzzle_emb_len are options of transformer, unitf and trm, not hrm")
-        if self.mlp_t and self.name != "trm":
-            raise ValueError(f"mlp_t is an option of trm, not {self.name}")
-        if self.mlp_t and self.pos_encodings == "rope":
-            raise ValueError("mlp_t has no attention for rope to act on: use pos_encodings none (as TRM-MLP) or learned")
-        if self.unitf_grad_steps is not None and self.unitf_grad_steps > self.unitf_steps:
-            raise ValueError(f"unitf_grad_steps {self.unitf_grad_steps} exceeds unitf_steps {self.unitf_steps}")
-        ndim = self.hidden_size if self.puzzle_emb_ndim is None else self.puzzle_emb_ndim
-        if self.puzzle_emb_len is not None and self.puzzle_emb_len * self.hidden_size < ndim:
-            raise ValueError(f"puzzle_emb_len {self.puzzle_emb_len} positions of hidden_size {self.hidden_size} cannot hold puzzle_emb_ndim {ndim}")
-        return self
-
-
 class TrainConfig(StrictModel):
-    arch: ArchConfig = ArchConfig()
+    arch: SerializeAsAny[ACTConfig] = Field(
+        default_factory=lambda: registry.arch_config({"name": "hrm"}),
+        description="the puzzle model, validated by the config of the model arch.name picks (hrm_reason/models/)",
+    )
     data_path: str = "data/sudoku-extreme-1k-aug-1000"
     run_dir: str | None = Field(None, description="None: runs/<dataset name>-<arch>-seed<seed>")
 
@@ -143,6 +75,11 @@ class TrainConfig(StrictModel):
     run_name: str | None = None
     checkpoint_path: str | None = None
     eval_save_outputs: list[str] = []
+
+    @field_validator("arch", mode="before")
+    @classmethod
+    def _model_config(cls, v: Any) -> Any:
+        return registry.arch_config(v, want="act")
 
     @model_validator(mode="after")
     def _intervals(self) -> TrainConfig:
@@ -214,6 +151,7 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
     data.pop("hydra", None)
     data = _merge(data, parse_overrides(overrides or []))
     source = f"{path}" + (" with overrides" if overrides else "") if path is not None else "overrides"
+    data["arch"] = registry.arch_config(data.get("arch", {}), source, want="act")
     try:
         return TrainConfig.model_validate(data)
     except ValidationError as e:

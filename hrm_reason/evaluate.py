@@ -79,20 +79,20 @@ def evaluate(
         carry = model.initial_carry(batch)
         for m in range(mmax):
             carry, out = model(carry, batch, halt_max_steps=mmax)
-            preds = out["logits"].argmax(-1)
+            preds = out.logits.argmax(-1)
             for metric in metrics:
                 metric.update(m, preds, out, batch, valid)
             correct = mask & (preds == labels)
             seq_correct = correct.sum(-1) == n_valid
             sums[m] += (valid & seq_correct).sum()
             sums[mmax + m] += torch.where(valid, correct.sum(-1) / n_valid.clamp_min(1), 0).sum()
-            halt_now = valid & ~act_done & ((out["q_halt_logits"] > out["q_continue_logits"]) | (m == mmax - 1))
+            halt_now = valid & ~act_done & ((out.q_halt_logits > out.q_continue_logits) | (m == mmax - 1))
             sums[2 * mmax] += (halt_now & seq_correct).sum()
             sums[2 * mmax + 1] += halt_now.sum() * (m + 1)
             act_done |= halt_now
-        token_loss = LOSS_FUNCTIONS[loss_type](out["logits"], labels)
+        token_loss = LOSS_FUNCTIONS[loss_type](out.logits, labels)
         sums[2 * mmax + 2] += torch.where(valid, token_loss.sum(-1) / n_valid.clamp_min(1), 0).sum()
-        sums[2 * mmax + 3] += (valid & ((out["q_halt_logits"] >= 0) == seq_correct)).sum()
+        sums[2 * mmax + 3] += (valid & ((out.q_halt_logits >= 0) == seq_correct)).sum()
         sums[2 * mmax + 4] += valid.sum()
         bar.update(min(batch["inputs"].shape[0], bar.total - bar.n))  # padded rows are not examples
     bar.close()

@@ -17,7 +17,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from hrm_reason.atomic import atomic_write_text
 from hrm_reason.config import StrictModel, TrainConfig, _merge, load_config, parse_overrides, read_yaml, validation_message
 from hrm_reason.errors import UserError
-from hrm_reason.models.lm.registry import LM_HEADS, is_lm_arch, lm_config
+from hrm_reason.models.registry import MODELS, is_lm_arch, lm_config
 
 
 class LMTrainConfig(StrictModel):
@@ -57,7 +57,7 @@ class LMTrainConfig(StrictModel):
     @classmethod
     def _known_head(cls, v: dict[str, Any]) -> dict[str, Any]:
         if not is_lm_arch(v.get("name")):
-            raise ValueError(f"arch.name {v.get('name')!r} is not a language-model head (expected one of {', '.join(LM_HEADS)})")
+            raise ValueError(f"arch.name {v.get('name')!r} is not a language-model head (expected one of {', '.join(n for n in MODELS if is_lm_arch(n))})")
         return v
 
     @model_validator(mode="after")

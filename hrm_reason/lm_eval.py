@@ -24,7 +24,7 @@ from hrm_reason.checkpoint import WEIGHTS, find_checkpoint, load_weights, read_w
 from hrm_reason.errors import UserError
 from hrm_reason.lm_config import LMTrainConfig, is_lm_config, load_lm_config
 from hrm_reason.lm_data import TokenStream, validation_batches
-from hrm_reason.models.lm.registry import build_lm, is_lm_arch
+from hrm_reason.models.registry import build_lm, is_lm_arch
 
 
 @dataclass

@@ -34,7 +34,7 @@ from hrm_reason.lm_config import LMTrainConfig, save_lm_config
 from hrm_reason.lm_data import TOKENIZER_META, load_text_dataset, save_tokenizer, train_batch
 from hrm_reason.lm_eval import autocast_context, evaluate_lm
 from hrm_reason.lm_puzzle import PuzzleLMData, evaluate_puzzle_lm, forward_sequences
-from hrm_reason.models.lm.registry import build_lm
+from hrm_reason.models.registry import build_lm
 from hrm_reason.optim import cosine_schedule_with_warmup, make_adam_atan2
 from hrm_reason.train import ExternalLogger, MetricsLog, StopRequest, TrainingDiverged, resolve_device
 

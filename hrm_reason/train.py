@@ -44,7 +44,7 @@ from hrm_reason.data import (
 from hrm_reason.ema import ema_for_training, ema_weights
 from hrm_reason.errors import UserError
 from hrm_reason.evaluate import EvalResult, evaluate
-from hrm_reason.losses import act_loss
+from hrm_reason.models.act import act_loss
 from hrm_reason.models.registry import build_model
 from hrm_reason.models.sparse_embedding import SparseSignSGD
 from hrm_reason.optim import cosine_schedule_with_warmup, make_adam_atan2

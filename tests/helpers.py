@@ -82,10 +82,14 @@ def write_original_layout(
 def tiny_config(data: Path, run_dir: Path, *overrides: str) -> TrainConfig:
     base = [
         f"data_path={data}", f"run_dir={run_dir}", "global_batch_size=8", "epochs=4", "eval_interval=2",
-        "arch.hidden_size=32", "arch.num_heads=2", "arch.H_layers=1", "arch.L_layers=1", "arch.H_cycles=2", "arch.L_cycles=2",
-        "arch.halt_max_steps=3", "lr=1e-3", "lr_warmup_steps=2", "puzzle_emb_lr=1e-2", "seed=0",
+        "arch.hidden_size=32", "arch.num_heads=2", "arch.halt_max_steps=3", "lr=1e-3", "lr_warmup_steps=2",
+        "puzzle_emb_lr=1e-2", "seed=0",
     ]
-    return load_config(None, base + list(overrides))
+    # Options of one model only (another model's option is an error): HRM's small sizes, a transformer of as many blocks.
+    name = next((o.partition("=")[2] for o in overrides if o.startswith("arch.name=")), "hrm")
+    own = {"hrm": ["arch.H_layers=1", "arch.L_layers=1", "arch.H_cycles=2", "arch.L_cycles=2"],
+           "transformer": ["arch.num_layers=2"]}.get(name, [])
+    return load_config(None, base + own + list(overrides))
 
 
 def ref_distances(passable: np.ndarray, sources: list[tuple[int, int]]) -> np.ndarray:

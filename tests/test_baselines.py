@@ -12,15 +12,15 @@ from torch.func import functional_call
 
 import hrm_reason.train as train_module
 from hrm_reason.checkpoint import STATE, find_checkpoint, load_checkpoint, read_weights
-from hrm_reason.config import ArchConfig, load_config
+from hrm_reason.config import load_config
 from hrm_reason.data import PuzzleDatasetMetadata
 from hrm_reason.ema import EMA, LIVE_WEIGHTS
 from hrm_reason.errors import UserError
 from hrm_reason.evaluate import evaluate
 from hrm_reason.inference import load_model_for_eval
-from hrm_reason.losses import act_loss
+from hrm_reason.models.act import act_loss
 from hrm_reason.models.baselines import Transformer, UniTF
-from hrm_reason.models.registry import build_model
+from hrm_reason.models.registry import arch_config, build_model
 from hrm_reason.models.trm import TRM, TRMBlock
 from hrm_reason.train import train
 from tests.helpers import rewind, tiny_config, write_original_layout
@@ -36,9 +36,10 @@ def meta(vocab: int = 6, seq_len: int = 16, identifiers: int = 3) -> PuzzleDatas
 
 
 def small(name: str, **overrides) -> torch.nn.Module:
-    fields = dict(name=name, hidden_size=32, num_heads=2, H_layers=1, L_layers=1, halt_max_steps=4, halt_exploration_prob=0.0)
+    fields = dict(name=name, hidden_size=32, num_heads=2, halt_max_steps=4, halt_exploration_prob=0.0)
+    fields.update({"hrm": dict(H_layers=1, L_layers=1), "transformer": dict(num_layers=2), "trm": dict(L_layers=1)}.get(name, {}))
     fields.update(overrides)
-    return build_model(ArchConfig(**fields), meta(), CPU, seed=0)
+    return build_model(arch_config(fields), meta(), CPU, seed=0)
 
 
 def fresh_carry(core, n: int = 4):
@@ -54,10 +55,11 @@ def copies_of(module: torch.nn.Module, count: int) -> list[dict[str, torch.Tenso
 
 
 def test_transformer_applies_each_layer_once_per_segment_with_full_gradient() -> None:
-    model = small("transformer", H_layers=2, L_layers=3)
+    model = small("transformer", num_layers=5)
     assert isinstance(model, Transformer)
     core = model.inner
-    assert len(core.layers) == 5  # default num_layers: HRM's H_layers + L_layers blocks
+    assert len(core.layers) == 5
+    assert arch_config({"name": "transformer"}).num_layers == 8  # default num_layers: HRM's H_layers + L_layers blocks
     calls: list[tuple[int, bool]] = []
     for i, layer in enumerate(core.layers):
         layer.register_forward_hook(lambda m, inp, out, i=i: calls.append((i, out.requires_grad)))
@@ -89,9 +91,9 @@ def test_transformer_direct_prediction_is_one_segment_from_the_fixed_state() -> 
     model.train()
     b = batch(8)
     carry, out = model(model.initial_carry(b), b)
-    assert carry.halted.all() and (carry.steps == 1).all() and "target_q_continue" not in out
+    assert carry.halted.all() and (carry.steps == 1).all() and out.target_q_continue is None
     _, again = model(carry, b)
-    torch.testing.assert_close(again["logits"], out["logits"])
+    torch.testing.assert_close(again.logits, out.logits)
 
 
 # --- UniTF -------------------------------------------------------------------------------------------------------
@@ -200,7 +202,7 @@ def test_trm_halts_on_q_halt_alone_without_extra_forward() -> None:
         core.q_head.bias.fill_(0.5)  # q_halt > 0 everywhere
     carry, out = model(model.initial_carry(b), b)
     assert len(calls) == 1 and carry.halted.all()
-    assert torch.equal(out["q_continue_logits"], torch.zeros(8)) and not any(k.startswith("target") for k in out)
+    assert torch.equal(out.q_continue_logits, torch.zeros(8)) and not any(k.startswith("target") for k in out.as_dict())
     loss, m = act_loss(out, carry.current_data["labels"], carry.halted, carry.steps, "softmax_cross_entropy")
     assert "q_continue_loss" not in m
     torch.testing.assert_close(loss, m["lm_loss"] + 0.5 * m["q_halt_loss"])
@@ -213,7 +215,7 @@ def test_trm_halts_on_q_halt_alone_without_extra_forward() -> None:
 
 
 def test_trm_token_mlp_mixes_positions_and_paper_sizes() -> None:
-    config = build_model(ArchConfig(name="trm", hidden_size=32, num_heads=2, mlp_t=True, pos_encodings="none", puzzle_emb_len=3),
+    config = build_model(arch_config(dict(name="trm", hidden_size=32, num_heads=2, mlp_t=True, pos_encodings="none", puzzle_emb_len=3)),
                          meta(), CPU, seed=0).config
     block = TRMBlock(config)
     h = torch.randn(2, 19, 32)
@@ -223,7 +225,7 @@ def test_trm_token_mlp_mixes_positions_and_paper_sizes() -> None:
 
     def count(**arch) -> int:
         with torch.device("meta"):
-            model = build_model(ArchConfig(name="trm", L_layers=2, puzzle_emb_len=16, **arch), meta(12, 81, 1), torch.device("meta"), 0)
+            model = build_model(arch_config(dict(name="trm", L_layers=2, puzzle_emb_len=16, **arch)), meta(12, 81, 1), torch.device("meta"), 0)
         return sum(p.numel() for p in model.parameters())
 
     # The TRM paper's sizes (6.83M attention, 5.03M MLP on Sudoku, counted from the TRM code; one q logit here).
@@ -301,7 +303,7 @@ def test_each_model_trains_and_evaluates(arch: str, data: Path, tmp_path: Path) 
     assert len({round(a, 6) for a in result.token_accuracy}) > 1  # the carried state changes the answer
 
     # A checkpoint of one model never loads into another.
-    hrm = build_model(ArchConfig(hidden_size=32, num_heads=2, H_layers=1, L_layers=1, halt_max_steps=3), split.metadata, CPU, 0)
+    hrm = build_model(arch_config(dict(hidden_size=32, num_heads=2, H_layers=1, L_layers=1, halt_max_steps=3)), split.metadata, CPU, 0)
     with pytest.raises(UserError, match="another config"):
         load_checkpoint(hrm, find_checkpoint(run))
 

@@ -1,4 +1,4 @@
-"""HRM-LM and UniTF-LM heads (docs/models.md): parameter counts, gradient schedule, passes, fusion, causality, cache."""
+"""HRM-LM and UniTF-LM heads (docs/models.md §HRM-LM, §UniTF-LM): parameter counts, gradient schedule, passes, fusion, causality, cache."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ from hrm_reason.lm_puzzle import (
 )
 from hrm_reason.losses import IGNORE_LABEL_ID
 from hrm_reason.models.lm.output import LMOutput
-from hrm_reason.models.lm.registry import build_lm
+from hrm_reason.models.registry import build_lm
 from tests.helpers import write_original_layout
 
 L = 16  # cells of the helpers' 4x4 grids
@@ -243,7 +243,7 @@ def test_cli_train_then_eval_on_a_puzzle_dataset(data_dir: Path, tmp_path: Path)
 
 def test_sudoku_preset_loads_and_matches_the_seq2seq_preset_size() -> None:
     from hrm_reason.lm_config import load_lm_config
-    from hrm_reason.models.lm.registry import lm_config
+    from hrm_reason.models.registry import lm_config
 
     repo = Path(__file__).resolve().parents[1]
     config = load_lm_config(repo / "configs" / "hrm_text_sudoku_quick.yaml")

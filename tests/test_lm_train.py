@@ -30,7 +30,7 @@ from hrm_reason.lm_config import load_any_config, load_lm_config
 from hrm_reason.lm_data import ByteTokenizer, load_text_dataset
 from hrm_reason.lm_eval import evaluate_lm, load_lm_checkpoint
 from hrm_reason.lm_train import train_lm
-from hrm_reason.models.lm import registry
+from hrm_reason.models import registry
 from hrm_reason.models.lm.output import LMOutput
 from tests.helpers import rewind
 
@@ -98,7 +98,7 @@ class TinyLM(nn.Module):
 
 @pytest.fixture(autouse=True)
 def _tiny_head(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(registry.LM_HEADS, "tiny_lm", (__name__, "TinyLMConfig", "TinyLM"))
+    monkeypatch.setitem(registry.MODELS, "tiny_lm", registry.ModelSpec("lm", __name__, "TinyLMConfig", "TinyLM", "tiny_lm_flops"))
 
 
 # Small settings of the registered heads (the registry's names), a few hundred tokens per step.
@@ -149,7 +149,7 @@ TIMING_KEYS = {"train/tokens_per_s", "eval/tokens_per_s"}
 
 
 def test_registry_errors_are_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(registry.LM_HEADS, "ghost_lm", ("hrm_reason.models.lm.no_such_file", "C", "M"))
+    monkeypatch.setitem(registry.MODELS, "ghost_lm", registry.ModelSpec("lm", "hrm_reason.models.lm.no_such_file", "C", "M", "f"))
     with pytest.raises(UserError, match="no_such_file is not available"):
         registry.build_lm({"name": "ghost_lm"}, 10)
     with pytest.raises(UserError, match="unknown language-model head 'gpt'"):

@@ -29,6 +29,7 @@ from hrm_reason.tasks.maze import (
     segment_metrics,
     start_distances,
 )
+from hrm_reason.models.act import ACTOutput
 from tests.helpers import ref_distances
 
 # ------------------------------------------------------------------------------------------- independent helpers
@@ -230,7 +231,7 @@ class Scripted(nn.Module):
         )
         logits = nn.functional.one_hot(preds, self.vocab).float()
         q = torch.full((preds.shape[0],), 1.0 if m >= self.halt else -1.0)
-        return {"segment": m + 1}, {"logits": logits, "q_halt_logits": q, "q_continue_logits": torch.zeros_like(q)}
+        return {"segment": m + 1}, ACTOutput(logits=logits, q_halt_logits=q, q_continue_logits=torch.zeros_like(q))
 
 
 @pytest.fixture(scope="module")

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 
-from hrm_reason.config import ArchConfig
 from hrm_reason.data import PuzzleDatasetMetadata
-from hrm_reason.losses import act_loss
+from hrm_reason.models.act import act_loss
 from hrm_reason.models.hrm import HRM, HRMConfig
 from hrm_reason.models.layers import swiglu_intermediate_size, trunc_normal_init_
-from hrm_reason.models.registry import build_model
+from hrm_reason.models import registry
+from hrm_reason.models.registry import arch_config, build_model
 
 CPU = torch.device("cpu")
 
@@ -186,7 +189,7 @@ def test_q_target_is_next_segments_q_values() -> None:
         with torch.no_grad():
             _, _, (nh, nc) = model.inner(carry.inner_carry, carry.current_data)
         expected = torch.sigmoid(nh) if step == 2 else torch.sigmoid(torch.maximum(nh, nc))
-        torch.testing.assert_close(out["target_q_continue"], expected)
+        torch.testing.assert_close(out.target_q_continue, expected)
 
 
 def test_next_segment_q_target_trains_last_steps_prediction_with_this_steps_values() -> None:
@@ -200,7 +203,7 @@ def test_next_segment_q_target_trains_last_steps_prediction_with_this_steps_valu
         model.inner.q_head.bias.copy_(torch.tensor([0.0, 0.5]))
     b = batch(n=8)
     carry, out = model(model.initial_carry(b), b)
-    assert not out["target_q_continue_mask"].any()  # the first segment continues nothing
+    assert not out.target_q_continue_mask.any()  # the first segment continues nothing
     previous = carry
     previous.halted = torch.arange(8) % 3 == 0  # some rows start a new example, the others go on
     calls = []
@@ -209,16 +212,16 @@ def test_next_segment_q_target_trains_last_steps_prediction_with_this_steps_valu
     hook.remove()
     assert len(calls) == 1  # one segment, no extra forward for the target
     went_on = ~previous.halted
-    assert went_on.any() and torch.equal(out["target_q_continue_mask"], went_on)
+    assert went_on.any() and torch.equal(out.target_q_continue_mask, went_on)
     with torch.no_grad():
         prediction = model.inner.q_head(previous.inner_carry.z_H[:, 0])[:, 1]
-        target = torch.sigmoid(torch.maximum(out["q_halt_logits"], out["q_continue_logits"]))
+        target = torch.sigmoid(torch.maximum(out.q_halt_logits, out.q_continue_logits))
     expected = torch.nn.functional.binary_cross_entropy_with_logits(prediction, target, reduction="none")[went_on].sum()
     _, m = act_loss(out, carry.current_data["labels"], carry.halted, carry.steps, "softmax_cross_entropy")
     torch.testing.assert_close(m["q_continue_loss"], expected)
 
     model.zero_grad()
-    outputs = {**out, "logits": out["logits"].detach(), "q_halt_logits": out["q_halt_logits"].detach()}
+    outputs = dataclasses.replace(out, logits=out.logits.detach(), q_halt_logits=out.q_halt_logits.detach())
     total, _ = act_loss(outputs, carry.current_data["labels"], carry.halted, carry.steps, "softmax_cross_entropy")
     total.backward()
     with_grad = {name for name, p in model.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
@@ -226,7 +229,7 @@ def test_next_segment_q_target_trains_last_steps_prediction_with_this_steps_valu
 
 
 def test_build_model_is_seeded_and_leaves_global_rng_alone() -> None:
-    arch = ArchConfig(hidden_size=32, num_heads=2, H_layers=1, L_layers=1)
+    arch = arch_config(dict(hidden_size=32, num_heads=2, H_layers=1, L_layers=1))
     state = torch.random.get_rng_state()
     a = build_model(arch, meta(6, 16), CPU, seed=3)
     b = build_model(arch, meta(6, 16), CPU, seed=3)
@@ -259,3 +262,38 @@ def test_rotary_embedding_matches_rotate_half_definition() -> None:
     q, k = torch.randn(dim).expand(seq, dim), torch.randn(dim).expand(seq, dim)
     rq, rk = (apply_rotary_pos_emb(t, *RotaryEmbedding(dim, seq, base)()) for t in (q, k))
     torch.testing.assert_close(rq[3] @ rk[1], rq[4] @ rk[2])
+
+
+# --- every registered model: its own options only ------------------------------------------------------------------
+
+# For each model, its quick config and an option of another model (which the model does not read).
+FOREIGN_OPTION = {
+    "hrm": ("sudoku_quick.yaml", "arch.unitf_steps=3", "unitf_steps is an option of unitf, not hrm"),
+    "transformer": ("transformer_quick.yaml", "arch.H_cycles=7", "H_cycles is an option of hrm, trm, hrm_text, not transformer"),
+    "unitf": ("unitf_quick.yaml", "arch.mlp_t=true", "mlp_t is an option of trm, not unitf"),
+    "trm": ("trm_quick.yaml", "arch.q_target=next_segment", "q_target is an option of hrm, transformer, unitf, not trm"),
+    "hrm_lm": ("hrm_lm_quick.yaml", "arch.M=3", "M is an option of unitf_lm, not hrm_lm"),
+    "unitf_lm": ("unitf_lm_quick.yaml", "arch.N=2", "N is an option of hrm_lm, not unitf_lm"),
+    "hrm_text": ("hrm_text_lm_quick.yaml", "arch.router=fit_error", "router is an option of ham_lm, not hrm_text"),
+    "ham_lm": ("ham_lm_quick.yaml", "arch.L_bp_cycles=[1]", "L_bp_cycles is an option of hrm_text, not ham_lm"),
+}
+
+
+def test_every_registered_model_has_an_option_error_case() -> None:
+    assert set(FOREIGN_OPTION) == set(registry.MODELS)
+
+
+@pytest.mark.parametrize("name", list(FOREIGN_OPTION))
+def test_an_option_of_another_model_is_a_one_line_error(name: str, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    import cli
+
+    config, option, message = FOREIGN_OPTION[name]
+    repo = Path(__file__).resolve().parents[1]
+    monkeypatch.setattr(sys, "argv", ["hrm", "train", "--config", str(repo / "configs" / config), option, "data_path=/nonexistent"])
+    with pytest.raises(SystemExit) as exit_:
+        cli.main()
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.count("\n") == 1, err
+    key = option.removeprefix("arch.").partition("=")[0]
+    assert err.startswith("error: ") and f"field 'arch.{key}': {message}" in err, err

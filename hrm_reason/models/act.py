@@ -1,20 +1,129 @@
-"""The ACT wrapper: HRM's outer loop (deep supervision over a persistent carry, Q-head halting, exploration, the
-Q-continue target) around any core, so that HRM and the transformer and UniTF baselines train exactly alike and
-differ only in the recurrence. `q_target="none"` is TRM's halting: no continue target and no
-extra forward; the core reports q_continue = 0, so a row halts when q_halt > 0 and the loss is the BCE of q_halt.
+"""The ACT spine of every puzzle model: the config fields they share, HRM's outer loop (deep supervision over a
+persistent carry, Q-head halting, exploration, the Q-continue target) and the ACT loss, with one typed output between
+them. HRM, the transformer and UniTF baselines and TRM train exactly alike through it and differ only in their core
+(the recurrence, models/core.py). A core without a continue logit (TRM, `q_target` "none") reports q_continue = 0, so
+a row halts when q_halt > 0 and the loss has no continue term (docs/models.md §ACT).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal
 
 import torch
+import torch.nn.functional as F
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch import nn
 
-from hrm_reason.models.sparse_embedding import SparsePuzzleEmbedding
+from hrm_reason.losses import IGNORE_LABEL_ID, LOSS_FUNCTIONS
 
 Batch = dict[str, torch.Tensor]
+
+
+class LossConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    name: Literal["ACTLossHead", "losses@ACTLossHead"] = "ACTLossHead"
+    loss_type: Literal["stablemax_cross_entropy", "softmax_cross_entropy"] = "stablemax_cross_entropy"
+
+
+class ACTConfig(BaseModel):
+    """The options every ACT puzzle model reads; each model's config adds its own (models/hrm.py, baselines.py,
+    trm.py). seq_len, vocab_size and num_puzzle_identifiers come from the dataset (registry.build_model)."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    name: str
+    seq_len: int | None = Field(None, gt=0, description="from the dataset")
+    vocab_size: int | None = Field(None, gt=0, description="from the dataset")
+    num_puzzle_identifiers: int | None = Field(None, gt=0, description="from the dataset")
+
+    hidden_size: int = Field(512, gt=0)
+    num_heads: int = Field(8, gt=0)
+    expansion: float = Field(4.0, gt=0)
+    pos_encodings: Literal["rope", "learned", "none"] = Field("rope", description="none: not for hrm")
+    puzzle_emb_ndim: int | None = Field(None, ge=0, description="None: hidden_size")
+    rms_norm_eps: float = Field(1e-5, gt=0)
+    rope_theta: float = Field(10000.0, gt=0)
+    halt_max_steps: int = Field(16, ge=1)
+    halt_exploration_prob: float = Field(0.1, ge=0, le=1)
+    forward_dtype: Literal["auto", "float32", "bfloat16"] = Field("auto", description="auto: bf16 on CUDA, fp32 on CPU")
+    loss: LossConfig = LossConfig()
+
+    @model_validator(mode="after")
+    def _heads_divide(self) -> ACTConfig:
+        if self.hidden_size % self.num_heads:
+            raise ValueError(f"hidden_size {self.hidden_size} must be divisible by num_heads {self.num_heads}")
+        return self
+
+    def resolved(self, sizes: dict[str, int], device: torch.device) -> ACTConfig:
+        """This config with the dataset's sizes, the compute dtype of `device` and every None default filled: what
+        the model reads and what its checkpoints record."""
+        dtype = self.forward_dtype if self.forward_dtype != "auto" else "bfloat16" if device.type == "cuda" else "float32"
+        update = {**sizes, "forward_dtype": dtype, "puzzle_emb_ndim": self.emb_ndim}
+        return self.model_copy(update=update | self._resolved_defaults())
+
+    def _resolved_defaults(self) -> dict[str, Any]:
+        return {}
+
+    @property
+    def emb_ndim(self) -> int:
+        return self.hidden_size if self.puzzle_emb_ndim is None else self.puzzle_emb_ndim
+
+    @property
+    def prefix_len(self) -> int:
+        """Positions before the grid that hold the puzzle embedding: as many as it fills."""
+        return -(self.emb_ndim // -self.hidden_size)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return torch.float32 if self.forward_dtype == "auto" else getattr(torch, self.forward_dtype)
+
+
+class PrefixConfig(ACTConfig):
+    """The options of the models other than HRM: how many prefix positions the puzzle embedding gets."""
+
+    puzzle_emb_len: int | None = Field(
+        None, ge=0, description="prefix positions; the puzzle embedding fills the first, the others are zero "
+        "'registers' (TRM: 16); None: ceil(puzzle_emb_ndim / hidden_size), as hrm"
+    )
+
+    @model_validator(mode="after")
+    def _prefix_holds_embedding(self) -> PrefixConfig:
+        if self.puzzle_emb_len is not None and self.puzzle_emb_len * self.hidden_size < self.emb_ndim:
+            raise ValueError(f"puzzle_emb_len {self.puzzle_emb_len} positions of hidden_size {self.hidden_size} "
+                             f"cannot hold puzzle_emb_ndim {self.emb_ndim}")
+        return self
+
+    def _resolved_defaults(self) -> dict[str, Any]:
+        return {"puzzle_emb_len": self.prefix_len}
+
+    @property
+    def prefix_len(self) -> int:
+        return -(self.emb_ndim // -self.hidden_size) if self.puzzle_emb_len is None else self.puzzle_emb_len
+
+
+@dataclass
+class ACTOutput:
+    """One segment's outputs. The Q-continue target exists in training only: with q_target extra_forward from one
+    more segment; with next_segment from this segment, for the previous segment's prediction (recomputed from the
+    carried state) on the rows that went on (`target_q_continue_mask`)."""
+
+    logits: torch.Tensor  # [B, seq_len, vocab]
+    q_halt_logits: torch.Tensor  # [B]
+    q_continue_logits: torch.Tensor  # [B]; 0 for a core without a continue logit
+    target_q_continue: torch.Tensor | None = None
+    target_q_continue_mask: torch.Tensor | None = None
+    q_continue_prediction: torch.Tensor | None = None
+
+    def as_dict(self) -> dict[str, torch.Tensor]:
+        """The tensors that are set, by field name."""
+        return {f.name: v for f in dataclasses.fields(self) if (v := getattr(self, f.name)) is not None}
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        """Task metrics (hrm_reason/arc.py, maze_eval.py) still read the output by key."""
+        return self.as_dict()[name]
 
 
 @dataclass
@@ -25,23 +134,11 @@ class Carry:
     current_data: Batch
 
 
-class ACTCore(Protocol):
-    q_head: nn.Module
-
-    def empty_carry(self, batch_size: int, device: torch.device) -> Any: ...
-
-    def reset_carry(self, reset: torch.Tensor, carry: Any) -> Any: ...
-
-    def q_features(self, carry: Any) -> torch.Tensor: ...
-
-    def __call__(self, carry: Any, batch: Batch) -> tuple[Any, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]: ...
-
-
 class ACTModel(nn.Module):
     """One call = one segment; halted rows are reset and refilled from the incoming batch.
 
-    `config` needs halt_max_steps, halt_exploration_prob and q_target; `inner` is the core (compiled alone by
-    `hrm train compile=true`)."""
+    `config` needs halt_max_steps, halt_exploration_prob and q_target; `inner` is the core (models/core.py, compiled
+    alone by `hrm train compile=true`)."""
 
     def __init__(self, config: Any, inner: nn.Module) -> None:
         super().__init__()
@@ -49,7 +146,7 @@ class ACTModel(nn.Module):
         self.inner = inner
 
     @property
-    def puzzle_emb(self) -> SparsePuzzleEmbedding | None:
+    def puzzle_emb(self) -> nn.Module | None:
         return getattr(self.inner, "puzzle_emb", None)
 
     def initial_carry(self, batch: Batch) -> Carry:
@@ -63,7 +160,7 @@ class ACTModel(nn.Module):
 
     def forward(
         self, carry: Carry, batch: Batch, generator: torch.Generator | None = None, halt_max_steps: int | None = None
-    ) -> tuple[Carry, dict[str, torch.Tensor]]:
+    ) -> tuple[Carry, ACTOutput]:
         """`halt_max_steps` overrides the configured cap (evaluation with a larger segment budget, mmax)."""
         max_steps = self.config.halt_max_steps if halt_max_steps is None else halt_max_steps
         previous_inner = carry.inner_carry
@@ -75,7 +172,7 @@ class ACTModel(nn.Module):
         }
 
         inner_carry, logits, (q_halt, q_continue) = self.inner(inner_carry, data)
-        outputs = {"logits": logits, "q_halt_logits": q_halt, "q_continue_logits": q_continue}
+        out = ACTOutput(logits=logits, q_halt_logits=q_halt, q_continue_logits=q_continue)
 
         with torch.no_grad():
             steps = steps + 1
@@ -91,16 +188,57 @@ class ACTModel(nn.Module):
                 if self.config.q_target == "extra_forward":
                     # Q-learning target from one more segment on the new state (no replay buffer, no target network).
                     _, _, (next_q_halt, next_q_continue) = self.inner(inner_carry, data)
-                    outputs["target_q_continue"] = torch.sigmoid(
+                    out.target_q_continue = torch.sigmoid(
                         torch.where(is_last_step, next_q_halt, torch.maximum(next_q_halt, next_q_continue))
                     )
                 elif self.config.q_target == "next_segment":
                     # This segment's Q values are the target of the previous step's continue prediction, on rows that
                     # went on; that prediction is recomputed from the carried state (its gradient reaches the Q head only).
-                    outputs["target_q_continue"] = torch.sigmoid(torch.maximum(q_halt, q_continue))
-                    outputs["target_q_continue_mask"] = ~carry.halted
-        if "target_q_continue_mask" in outputs:
-            features = torch.where(outputs["target_q_continue_mask"].view(-1, 1), self.inner.q_features(previous_inner), 0)
-            outputs["q_continue_prediction"] = self.inner.q_head(features).float()[..., 1]
+                    out.target_q_continue = torch.sigmoid(torch.maximum(q_halt, q_continue))
+                    out.target_q_continue_mask = ~carry.halted
+        if out.target_q_continue_mask is not None:
+            features = torch.where(out.target_q_continue_mask.view(-1, 1), self.inner.q_features(previous_inner), 0)
+            out.q_continue_prediction = self.inner.q_head(features).float()[..., 1]
 
-        return Carry(inner_carry, steps, halted, data), outputs
+        return Carry(inner_carry, steps, halted, data), out
+
+
+def act_loss(
+    out: ACTOutput, labels: torch.Tensor, halted: torch.Tensor, steps: torch.Tensor, loss_type: str
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Total loss = lm + 0.5 * (q_halt + q_continue), each summed over the batch; plus summed metrics.
+
+    lm is the per-sequence mean token loss summed over sequences; q_halt is trained towards "this segment's answer is
+    exactly right"; q_continue towards the bootstrapped target computed by the model. Metrics count halted rows only.
+    """
+    mask = labels != IGNORE_LABEL_ID
+    loss_counts = mask.sum(-1)
+    divisor = loss_counts.clamp_min(1).unsqueeze(-1)
+
+    with torch.no_grad():
+        is_correct = mask & (out.logits.argmax(-1) == labels)
+        seq_is_correct = is_correct.sum(-1) == loss_counts
+        valid = halted & (loss_counts > 0)
+        metrics = {
+            "count": valid.sum(),
+            "accuracy": torch.where(valid, (is_correct.float() / divisor).sum(-1), 0).sum(),
+            "exact_accuracy": (valid & seq_is_correct).sum(),
+            "q_halt_accuracy": (valid & ((out.q_halt_logits >= 0) == seq_is_correct)).sum(),
+            "steps": torch.where(valid, steps, 0).sum(),
+        }
+
+    lm_loss = (LOSS_FUNCTIONS[loss_type](out.logits, labels) / divisor).sum()
+    q_halt_loss = F.binary_cross_entropy_with_logits(
+        out.q_halt_logits, seq_is_correct.to(out.q_halt_logits.dtype), reduction="sum"
+    )
+    metrics.update(lm_loss=lm_loss.detach(), q_halt_loss=q_halt_loss.detach())
+    total = lm_loss + 0.5 * q_halt_loss
+    if out.target_q_continue is None:
+        return total, metrics
+    if out.target_q_continue_mask is not None:  # next_segment: last step's continue prediction, on rows that went on
+        terms = F.binary_cross_entropy_with_logits(out.q_continue_prediction, out.target_q_continue, reduction="none")
+        q_continue_loss = torch.where(out.target_q_continue_mask, terms, 0).sum()
+    else:
+        q_continue_loss = F.binary_cross_entropy_with_logits(out.q_continue_logits, out.target_q_continue, reduction="sum")
+    metrics["q_continue_loss"] = q_continue_loss.detach()
+    return total + 0.5 * q_continue_loss, metrics

@@ -15,22 +15,39 @@ loop (models/act.py), so that against HRM only the recurrence differs.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
+from pydantic import Field, model_validator
 from torch import nn
 
-from hrm_reason.models.act import ACTModel
-from hrm_reason.models.core import Batch, PuzzleCore, PuzzleCoreConfig
+from hrm_reason.models.act import ACTModel, Batch, PrefixConfig
+from hrm_reason.models.core import PuzzleCore
+from hrm_reason.models.flops import ACTFlops, block_flops, head_flops
 from hrm_reason.models.hrm import HRMBlock
 
-
-class TransformerConfig(PuzzleCoreConfig):
-    num_layers: int = 8
+QTarget = Literal["extra_forward", "next_segment"]
 
 
-class UniTFConfig(PuzzleCoreConfig):
-    unitf_steps: int = 8
-    unitf_grad_steps: int | None = None  # None: every application
+class TransformerConfig(PrefixConfig):
+    name: Literal["transformer"] = "transformer"
+    num_layers: int = Field(8, ge=1, description="blocks stacked (8: HRM's H_layers + L_layers)")
+    q_target: QTarget = "extra_forward"
+
+
+class UniTFConfig(PrefixConfig):
+    name: Literal["unitf"] = "unitf"
+    unitf_steps: int = Field(8, ge=1, description="applications of its one shared block per segment (the HRM-LM paper's M)")
+    unitf_grad_steps: int | None = Field(
+        None, ge=1, description="only the last K applications carry gradient (the HRM-LM paper's K-step window); None: all"
+    )
+    q_target: QTarget = "extra_forward"
+
+    @model_validator(mode="after")
+    def _window(self) -> UniTFConfig:
+        if self.unitf_grad_steps is not None and self.unitf_grad_steps > self.unitf_steps:
+            raise ValueError(f"unitf_grad_steps {self.unitf_grad_steps} exceeds unitf_steps {self.unitf_steps}")
+        return self
 
 
 @dataclass
@@ -41,7 +58,8 @@ class LatentCarry:
 class TransformerCore(PuzzleCore):
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__(config, LatentCarry, output_state="z")
-        self.layers = nn.ModuleList(HRMBlock(config) for _ in range(config.num_layers))  # type: ignore[arg-type]
+        self.register_initial_states()
+        self.layers = nn.ModuleList(HRMBlock(config) for _ in range(config.num_layers))
 
     def forward(self, carry: LatentCarry, batch: Batch) -> tuple[LatentCarry, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         cos_sin = self.cos_sin()
@@ -55,9 +73,8 @@ class TransformerCore(PuzzleCore):
 class UniTFCore(PuzzleCore):
     def __init__(self, config: UniTFConfig) -> None:
         super().__init__(config, LatentCarry, output_state="z")
-        if config.unitf_grad_steps is not None and not 1 <= config.unitf_grad_steps <= config.unitf_steps:
-            raise ValueError(f"unitf_grad_steps {config.unitf_grad_steps} must be in 1..unitf_steps ({config.unitf_steps})")
-        self.block = HRMBlock(config)  # type: ignore[arg-type]
+        self.register_initial_states()
+        self.block = HRMBlock(config)
 
     def forward(self, carry: LatentCarry, batch: Batch) -> tuple[LatentCarry, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         cos_sin = self.cos_sin()
@@ -82,3 +99,16 @@ class Transformer(ACTModel):
 class UniTF(ACTModel):
     def __init__(self, config: UniTFConfig) -> None:
         super().__init__(config, UniTFCore(config))
+
+
+def transformer_flops(config: TransformerConfig) -> ACTFlops:
+    """Every block once per segment, all with gradient."""
+    segment = config.num_layers * block_flops(config, config.seq_len + config.prefix_len) + head_flops(config)
+    return ACTFlops.of(config, segment=segment, backward=2 * segment)
+
+
+def unitf_flops(config: UniTFConfig) -> ACTFlops:
+    """unitf_steps applications of the block, the last unitf_grad_steps of them with gradient."""
+    block, head = block_flops(config, config.seq_len + config.prefix_len), head_flops(config)
+    K = config.unitf_grad_steps or config.unitf_steps
+    return ACTFlops.of(config, segment=config.unitf_steps * block + head, backward=2 * (K * block + head))

@@ -1,17 +1,21 @@
-"""Building blocks shared by the puzzle models: init, RMSNorm, rotary embedding, attention (SDPA), SwiGLU.
+"""Building blocks of every model: init, RMSNorm, rotary embedding, attention (SDPA), SwiGLU.
 
 Weights are kept in fp32 and cast to the activation dtype at use (as the original HRM does), so the same module runs
-in fp32 on a CPU and in bf16 on a GPU without autocast.
+in fp32 on a CPU and in bf16 on a GPU without autocast. Only hrm_text has its own copies of these (its weight layout
+is `transformers`' HrmText, see models/lm/hrm_text.py).
 """
 
 from __future__ import annotations
 
 import math
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
+
+from hrm_reason.models.masks import build_mask
 
 
 def trunc_normal_init_(
@@ -32,9 +36,27 @@ def trunc_normal_init_(
         return tensor.copy_(sample)
 
 
-def rms_norm(x: torch.Tensor, eps: float) -> torch.Tensor:
-    """Scale-free RMSNorm computed in fp32 (PyTorch's fused kernel: a third fewer passes over memory on CPU)."""
-    return F.rms_norm(x.float(), (x.shape[-1],), eps=eps).to(x.dtype)
+def wide(x: torch.Tensor) -> torch.Tensor:
+    """x in fp32, or in fp64 if it already is (bf16/fp16 reductions lose too much; fp64 serves exactness tests)."""
+    return x if x.dtype == torch.float64 else x.float()
+
+
+def rms_norm(x: torch.Tensor, eps: float, weight: torch.Tensor | None = None) -> torch.Tensor:
+    """RMSNorm computed in fp32 (PyTorch's fused kernel: a third fewer passes over memory on CPU); scale-free (the
+    puzzle models) unless a per-channel `weight` is given."""
+    return F.rms_norm(wide(x), (x.shape[-1],), None if weight is None else wide(weight), eps).to(x.dtype)
+
+
+class RMSNorm(nn.Module):
+    """RMSNorm with a learnable per-channel scale (the LM heads' blocks), computed in fp32."""
+
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return rms_norm(x, self.eps, self.weight)
 
 
 class CastedLinear(nn.Module):
@@ -85,8 +107,18 @@ def apply_rotary_pos_emb(x: torch.Tensor, cos: torch.Tensor, sin_signed: torch.T
     return torch.addcmul(x * cos, torch.roll(x, x.shape[-1] // 2, dims=-1), sin_signed).to(dtype)
 
 
+class KVSlot(Protocol):
+    """One attention call's place in a KV cache (models/lm/lm_blocks.CacheCursor)."""
+
+    @property
+    def past_len(self) -> int: ...
+
+    def extend(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+
 class Attention(nn.Module):
-    """Multi-head attention with one fused, bias-free QKV projection, through PyTorch SDPA."""
+    """Multi-head attention with one fused, bias-free QKV projection, through PyTorch SDPA; RoPE on q and k when
+    `cos_sin` is given. Causal attention can extend a KV cache (the LM heads), bidirectional attention cannot."""
 
     def __init__(self, hidden_size: int, num_heads: int, causal: bool = False) -> None:
         super().__init__()
@@ -98,14 +130,24 @@ class Attention(nn.Module):
         self.qkv_proj = CastedLinear(hidden_size, 3 * hidden_size, bias=False)
         self.o_proj = CastedLinear(hidden_size, hidden_size, bias=False)
 
-    def forward(self, hidden_states: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
+    def forward(
+        self, hidden_states: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor] | None, cache: KVSlot | None = None
+    ) -> torch.Tensor:
         qkv = rearrange(self.qkv_proj(hidden_states), "b s (n h d) -> n b h s d", n=3, h=self.num_heads)
         if cos_sin is not None:
             q, k = apply_rotary_pos_emb(qkv[:2], *cos_sin).unbind(0)
             v = qkv[2]
         else:
             q, k, v = qkv.unbind(0)
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
+        past = 0
+        if cache is not None:
+            past = cache.past_len
+            k, v = cache.extend(k, v)
+        if self.causal:  # new query i sits at absolute position past + i
+            mask, is_causal = build_mask("causal", q.shape[2], past + q.shape[2], device=q.device)
+        else:
+            mask, is_causal = None, False
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)
         return self.o_proj(rearrange(out, "b h s d -> b s (h d)"))
 
 
@@ -116,12 +158,24 @@ def swiglu_intermediate_size(hidden_size: int, expansion: float) -> int:
 
 
 class SwiGLU(nn.Module):
-    def __init__(self, hidden_size: int, expansion: float) -> None:
+    """down(SiLU(x W_gate) * x W_up), the gate and up matrices fused in one projection.
+
+    `up_first`: the HRM-LM heads' layout, [W_up; W_gate] stored as `up_gate_proj` (their checkpoints keep their
+    weight names); otherwise [W_gate; W_up] as `gate_up_proj` (the original HRM's names)."""
+
+    def __init__(self, hidden_size: int, intermediate_size: int, up_first: bool = False) -> None:
         super().__init__()
-        inter = swiglu_intermediate_size(hidden_size, expansion)
-        self.gate_up_proj = CastedLinear(hidden_size, 2 * inter, bias=False)
-        self.down_proj = CastedLinear(inter, hidden_size, bias=False)
+        self.up_first = up_first
+        fused = CastedLinear(hidden_size, 2 * intermediate_size, bias=False)
+        if up_first:
+            self.up_gate_proj = fused
+        else:
+            self.gate_up_proj = fused
+        self.down_proj = CastedLinear(intermediate_size, hidden_size, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+        if self.up_first:
+            up, gate = self.up_gate_proj(x).chunk(2, dim=-1)
+        else:
+            gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
         return self.down_proj(F.silu(gate) * up)

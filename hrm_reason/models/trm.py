@@ -16,20 +16,32 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
+from pydantic import Field, model_validator
 from torch import nn
 
-from hrm_reason.models.act import ACTModel
-from hrm_reason.models.core import Batch, PuzzleCore, PuzzleCoreConfig
-from hrm_reason.models.layers import Attention, SwiGLU, rms_norm
+from hrm_reason.models.act import ACTModel, Batch, PrefixConfig
+from hrm_reason.models.core import CosSin, PuzzleCore, ReasoningModule
+from hrm_reason.models.flops import ACTFlops, block_flops, head_flops, swiglu
+from hrm_reason.models.layers import Attention, SwiGLU, rms_norm, swiglu_intermediate_size
 
 
-class TRMConfig(PuzzleCoreConfig):
-    H_cycles: int = 3  # T
-    L_cycles: int = 6  # n
-    L_layers: int = 2
-    mlp_t: bool = False
-    puzzle_emb_len: int = 16
-    q_target: Literal["none"] = "none"
+class TRMConfig(PrefixConfig):
+    name: Literal["trm"] = "trm"
+    H_cycles: int = Field(2, ge=1, description="recursions T per segment, all but the last without gradient")
+    L_cycles: int = Field(2, ge=1, description="z updates n per recursion")
+    L_layers: int = Field(4, ge=1, description="blocks of its one network")
+    mlp_t: bool = Field(False, description="a SwiGLU across positions in place of attention (TRM-MLP, fixed-size grids)")
+
+    @model_validator(mode="after")
+    def _mlp_positions(self) -> TRMConfig:
+        if self.mlp_t and self.pos_encodings == "rope":
+            raise ValueError("mlp_t has no attention for rope to act on: use pos_encodings none (as TRM-MLP) or learned")
+        return self
+
+    @property
+    def q_target(self) -> Literal["none"]:
+        """TRM halts on q_halt > 0 with no continue target (docs/models.md §TRM)."""
+        return "none"
 
 
 @dataclass
@@ -44,14 +56,15 @@ class TRMBlock(nn.Module):
     def __init__(self, config: TRMConfig) -> None:
         super().__init__()
         self.mlp_t = config.mlp_t
+        positions = config.seq_len + config.prefix_len
         if config.mlp_t:
-            self.token_mlp = SwiGLU(config.seq_len + config.puzzle_emb_len, config.expansion)
+            self.token_mlp = SwiGLU(positions, swiglu_intermediate_size(positions, config.expansion))
         else:
             self.self_attn = Attention(config.hidden_size, config.num_heads, causal=False)
-        self.mlp = SwiGLU(config.hidden_size, config.expansion)
+        self.mlp = SwiGLU(config.hidden_size, swiglu_intermediate_size(config.hidden_size, config.expansion))
         self.norm_eps = config.rms_norm_eps
 
-    def forward(self, hidden_states: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
+    def forward(self, hidden_states: torch.Tensor, cos_sin: CosSin) -> torch.Tensor:
         if self.mlp_t:
             # As the TRM code: on [B, D, L], so the residual's RMSNorm runs over positions.
             h = hidden_states.transpose(1, 2)
@@ -61,28 +74,13 @@ class TRMBlock(nn.Module):
         return rms_norm(hidden_states + self.mlp(hidden_states), self.norm_eps)
 
 
-class TRMNet(nn.Module):
-    """The one network: net(h, injection) = blocks(h + injection)."""
-
-    def __init__(self, config: TRMConfig) -> None:
-        super().__init__()
-        self.layers = nn.ModuleList(TRMBlock(config) for _ in range(config.L_layers))
-
-    def forward(self, hidden_states: torch.Tensor, injection: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
-        hidden_states = hidden_states + injection
-        for layer in self.layers:
-            hidden_states = layer(hidden_states, cos_sin)
-        return hidden_states
-
-
 class TRMCore(PuzzleCore):
     def __init__(self, config: TRMConfig) -> None:
         super().__init__(config, TRMCarry, output_state="y", q_outputs=1)
-        self.net = TRMNet(config)
+        self.register_initial_states()
+        self.net = ReasoningModule([TRMBlock(config) for _ in range(config.L_layers)])  # net(h, injection)
 
-    def latent_recursion(
-        self, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor] | None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def latent_recursion(self, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor, cos_sin: CosSin) -> tuple[torch.Tensor, torch.Tensor]:
         for _ in range(self.config.L_cycles):
             z = self.net(z, y + x, cos_sin)
         y = self.net(y, z, cos_sin)
@@ -103,3 +101,18 @@ class TRMCore(PuzzleCore):
 class TRM(ACTModel):
     def __init__(self, config: TRMConfig) -> None:
         super().__init__(config, TRMCore(config))
+
+
+def trm_flops(config: TRMConfig) -> ACTFlops:
+    """H_cycles recursions of L_cycles + 1 network applications; the last recursion carries gradient. TRM-MLP mixes
+    positions with a SwiGLU over the sequence (per channel) in place of attention."""
+    positions = config.seq_len + config.prefix_len
+    if config.mlp_t:
+        d = config.hidden_size
+        block = (swiglu(positions, swiglu_intermediate_size(positions, config.expansion)) * d
+                 + swiglu(d, swiglu_intermediate_size(d, config.expansion)) * positions)
+    else:
+        block = block_flops(config, positions)
+    recursion = (config.L_cycles + 1) * config.L_layers * block
+    head = head_flops(config)
+    return ACTFlops.of(config, segment=config.H_cycles * recursion + head, backward=2 * (recursion + head))

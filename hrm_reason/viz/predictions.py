@@ -70,9 +70,9 @@ def trace_segments(model: nn.Module, examples: list[Example], mmax: int, device:
     preds, q_halt, q_continue = [], [], []
     for _ in range(mmax):
         carry, out = model(carry, batch, halt_max_steps=mmax)
-        preds.append(out["logits"].argmax(-1).cpu())
-        q_halt.append(out["q_halt_logits"].float().cpu())
-        q_continue.append(out["q_continue_logits"].float().cpu())
+        preds.append(out.logits.argmax(-1).cpu())
+        q_halt.append(out.q_halt_logits.float().cpu())
+        q_continue.append(out.q_continue_logits.float().cpu())
     model.train(was_training)
     p, qh, qc = torch.stack(preds, 1).numpy(), torch.stack(q_halt, 1).numpy(), torch.stack(q_continue, 1).numpy()
     return [SegmentTrace(e, p[i], qh[i], qc[i]) for i, e in enumerate(examples)]

@@ -8,11 +8,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from hrm_reason.config import ArchConfig
 from hrm_reason.data import PuzzleDatasetMetadata
-from hrm_reason.losses import act_loss
-from hrm_reason.models.lm.registry import build_lm
-from hrm_reason.models.registry import build_model
+from hrm_reason.models.act import act_loss
+from hrm_reason.models.registry import arch_config, build_lm, build_model, model_classes
 
 SMALL = dict(hidden_size=32, num_heads=2, H_layers=1, L_layers=1, H_cycles=2, L_cycles=2, halt_max_steps=3,
              halt_exploration_prob=0.5)
@@ -47,10 +45,20 @@ def _grads(model: nn.Module) -> dict[str, torch.Tensor]:
     return out
 
 
+def _arch(name: str) -> Any:
+    """The case's model config: of SMALL, the options its model reads (the flat config before per-model configs gave
+    every model all of them; a transformer without num_layers stacked H_layers + L_layers blocks)."""
+    fields = {**SMALL, **PUZZLE_CASES[name]}
+    if fields["name"] == "transformer":
+        fields.setdefault("num_layers", fields["H_layers"] + fields["L_layers"])
+    config_cls, _ = model_classes(fields["name"])
+    return arch_config({k: v for k, v in fields.items() if k in config_cls.model_fields})
+
+
 def _puzzle_case(
     name: str, state_dict: dict[str, torch.Tensor] | None, device: torch.device
 ) -> tuple[nn.Module, dict[str, torch.Tensor]]:
-    arch = ArchConfig.model_validate({**SMALL, **PUZZLE_CASES[name]})
+    arch = _arch(name)
     metadata = PuzzleDatasetMetadata(pad_id=0, ignore_label_id=0, blank_identifier_id=0, vocab_size=VOCAB, seq_len=SEQ_LEN,
                                      num_puzzle_identifiers=IDENTIFIERS, total_groups=1, mean_puzzle_examples=1.0, sets=["all"])
     model = build_model(arch, metadata, device, seed=0)
@@ -72,7 +80,7 @@ def _puzzle_case(
         loss, metrics = act_loss(outputs, batch["labels"], carry.halted, carry.steps, arch.loss.loss_type)
         model.zero_grad(set_to_none=True)
         loss.backward()
-        out.update({f"train{step}/{k}": v.detach().clone() for k, v in outputs.items()})
+        out.update({f"train{step}/{k}": v.detach().clone() for k, v in outputs.as_dict().items()})
         out.update({f"train{step}/metric/{k}": v.clone() for k, v in metrics.items()})
         out[f"train{step}/loss"] = loss.detach().clone()
         out[f"train{step}/halted"] = carry.halted.clone()
@@ -82,7 +90,7 @@ def _puzzle_case(
         carry = model.initial_carry(batch)
         for step in range(5):
             carry, outputs = model(carry, batch, halt_max_steps=5)
-            out.update({f"eval{step}/{k}": v.clone() for k, v in outputs.items()})
+            out.update({f"eval{step}/{k}": v.clone() for k, v in outputs.as_dict().items()})
     return model, out
 
 

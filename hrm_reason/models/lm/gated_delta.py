@@ -28,13 +28,9 @@ import torch
 import torch.nn.functional as F
 
 from hrm_reason.errors import UserError
+from hrm_reason.models.layers import wide
 
 FIT_ERROR_EPS = 1e-6
-
-
-def wide(x: torch.Tensor) -> torch.Tensor:
-    """x in fp32, or in fp64 if it already is (bf16/fp16 recurrences lose too much; fp64 serves exactness tests)."""
-    return x if x.dtype == torch.float64 else x.float()
 
 
 def fit_error(kv_mem: torch.Tensor, v: torch.Tensor, eps: float = FIT_ERROR_EPS) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""HAM-LM: a stack of Hybrid Associative Memory layers (the HAM paper; lm_variants.md section C).
+"""HAM-LM: a stack of Hybrid Associative Memory layers (the HAM paper; docs/models.md §HAM).
 
 Each HAM layer runs two memories on the same shared q/k/v projections. A Gated DeltaNet recurrence (the RNN path)
 reads every token. Softmax attention (the KV path) keeps only the tokens the RNN predicts badly: those whose routing
@@ -30,7 +30,7 @@ Choices where the paper is silent or inconsistent (one line each):
   shallow router (d weights, no bias) is in the paper's parameter table.
 - Init follows Qwen3-Next: A ~ U(0.01, 16), A_log = log A, dt_bias = 1. Linears use truncated LeCun normal.
 - SwiGLU width: the paper's FFN table has d_int = (2/3) r d with r = 15/7, i.e. (10/7) d = 2560 at d = 1792, which
-  reproduces its 805M total. lm_variants.md C.1 says (15/7) d = 3840; that would give 970M, so it is not used.
+  reproduces its 805M total. (15/7) d = 3840, read elsewhere,; that would give 970M, so it is not used.
 - rho_KV counts every position as a token; the LM heads take no padding mask.
 """
 
@@ -49,8 +49,9 @@ from torch import nn
 
 from hrm_reason.errors import UserError
 from hrm_reason.losses import next_token_ce
-from hrm_reason.models.layers import CastedLinear, RotaryEmbedding, trunc_normal_init_
-from hrm_reason.models.lm.gated_delta import chunk_gated_delta_rule, fla_gated_delta_rule, sequential_gated_delta_rule, wide
+from hrm_reason.models.flops import LMFlops, attention, linear, swiglu
+from hrm_reason.models.layers import CastedLinear, RMSNorm, RotaryEmbedding, SwiGLU, trunc_normal_init_, wide
+from hrm_reason.models.lm.gated_delta import chunk_gated_delta_rule, fla_gated_delta_rule, sequential_gated_delta_rule
 from hrm_reason.models.lm.output import LMOutput
 
 
@@ -81,7 +82,7 @@ class HAMLMConfig(BaseModel):
     router: Literal["fit_error", "input_shallow", "input_deep"] = "fit_error"
     router_hidden: int = 256
     eda: bool = False
-    # Threshold tau and its controller (section C.3).
+    # Threshold tau and its controller.
     threshold_mode: Literal["fixed", "global", "per_layer"] = "global"
     tau_init: float | None = None  # None -> s/2 (p_tau = 0); "fixed" accepts any value (<= 0: all tokens; > s: none)
     kv_target: float = 0.5  # f_target, the rho_KV the controller steers to
@@ -140,7 +141,7 @@ class HAMLMConfig(BaseModel):
 
 
 def ham_num_parameters(config: HAMLMConfig) -> int:
-    """The paper's parameter-count table, in general form, for the shallow/fit_error routers (section C.2).
+    """The paper's parameter-count table, in general form, for the shallow/fit_error routers.
 
     Per layer: (d + 2 d_conv + 2)(2 d_QK + d_V) + d (3 h_RNN + h_KV + 2 d_V + 1) + 2 h_RNN + d_v^RNN + d_v^KV
     + 1[learnable tau] + d 1[learned router]; the FFN adds 3 d I + d; the model adds (2V + 1) d.
@@ -218,31 +219,6 @@ def pack_selected(keys: torch.Tensor, values: torch.Tensor, valid: torch.Tensor)
     idx_k = order[:, None, :, None].expand(-1, keys.shape[1], -1, keys.shape[-1])
     idx_v = order[:, None, :, None].expand(-1, values.shape[1], -1, values.shape[-1])
     return keys.gather(2, idx_k), values.gather(2, idx_v), valid.gather(1, order)
-
-
-class RMSNorm(nn.Module):
-    """RMSNorm with a learnable scale (HAM's pre-norm blocks are affine), computed in fp32."""
-
-    def __init__(self, dim: int, eps: float) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(dim))
-        self.eps = eps
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.rms_norm(wide(x), (x.shape[-1],), wide(self.weight), self.eps).to(x.dtype)
-
-
-class SwiGLU(nn.Module):
-    """SwiGLU with an explicit width (HAM: d_int = (2/3)(15/7) d, not the puzzle models' rounding to 256)."""
-
-    def __init__(self, hidden_size: int, intermediate_size: int) -> None:
-        super().__init__()
-        self.gate_up_proj = CastedLinear(hidden_size, 2 * intermediate_size)
-        self.down_proj = CastedLinear(intermediate_size, hidden_size)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
-        return self.down_proj(F.silu(gate) * up)
 
 
 @dataclass
@@ -532,7 +508,7 @@ class HAMLM(nn.Module):
 
     @torch.no_grad()
     def post_step(self) -> None:
-        """Threshold update by synthetic gradient (section C.3), after each optimizer step.
+        """Threshold update by synthetic gradient, after each optimizer step.
 
         gap = mean over the sequences seen since the last call of (KV fraction - target); all-reduced across ranks.
         g_synth = clamp(-gain * gap, -c, c) becomes p_tau's gradient for one AdamW step: too many tokens kept
@@ -556,3 +532,21 @@ class HAMLM(nn.Module):
         grads = (-c.threshold_gain * gaps).clamp(-c.threshold_clip, c.threshold_clip)
         for layer, grad in zip(self.layers, grads.tolist()):
             layer.mixer.threshold_step(grad)
+
+
+def ham_lm_flops(config: HAMLMConfig, seq_len: int) -> LMFlops:
+    """Per token and layer: the shared and gate projections, both causal convolutions, the chunked Gated DeltaNet
+    (intra-chunk products, state reads and writes, and the fit error it also computes), softmax attention over every
+    key (an upper bound: only the routed keys count), the SwiGLU; then the head. A backward is 2x all of it."""
+    d, dqk, dv, C = config.hidden_size, config.qk_dim, config.v_dim, config.chunk_size
+    h_rnn, h_kv = config.num_rnn_heads, config.num_kv_heads
+    dk, dvh = config.rnn_head_qk_dim, config.rnn_head_v_dim
+    projections = (linear(d, 2 * dqk + dv) + 2 * linear(d, h_rnn) + linear(d, dv) + linear(d, h_rnn) + linear(d, h_kv)
+                   + linear(dv, d) + (linear(d, 1) if config.router == "input_shallow" else 0))
+    if config.router == "input_deep":
+        projections += linear(d, config.router_hidden) + linear(config.router_hidden, config.router_hidden) + linear(config.router_hidden, 1)
+    conv = 2 * 2 * (2 * dqk + dv) * config.conv_size
+    recurrence = h_rnn * (4 * C * dk + 4 * C * dvh + 8 * dk * dvh) if config.recurrence == "chunk" else 0
+    layer = projections + conv + recurrence + attention(dqk, dv, seq_len) + swiglu(d, config.ffn_size)
+    forward = config.num_layers * layer + linear(d, config.vocab_size)
+    return LMFlops(train_step=float(3 * forward), forward=float(forward))

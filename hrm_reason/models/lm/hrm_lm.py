@@ -1,4 +1,4 @@
-"""HRM-LM (arXiv 2604.14442; lm_variants.md A): a causal LM built from three shared post-norm attention blocks.
+"""HRM-LM (arXiv 2604.14442; docs/models.md §HRM-LM): a causal LM built from three shared post-norm attention blocks.
 
 An input encoder (theta_I) runs once: x~ = CausalAttnBlock(W_emb[x]). Then, per supervision pass s = 1..S, a fast
 module L (theta_L) updates z_L at every step i = 1..M and a slow module H (theta_H) updates z_H when i % T == 0
@@ -7,7 +7,7 @@ bounded. Only the last K steps of a pass carry gradient (truncated BPTT); the st
 the loss is the mean over passes. The output fuses RMSNorm'd z_H, z_L and x~ with a softmax gate and reads out through
 the tied embedding; -lambda*H(mean gate) keeps the gate from collapsing onto one source.
 
-Inconsistencies of the paper (A.15) and how this file resolves them:
+Inconsistencies of the paper (docs/models.md §HRM-LM) and how this file resolves them:
 1. Eq. 28 says a block has 14d^2+2d parameters; its own 268,443,648 is 16d^2+2d: we build 16d^2+2d (FFN exactly 4d).
 2. Eq. 12 has no norm on c but P_L has 3d spare, P_out a spare d x d: flags fast_ctx_norm and out_proj (default on).
 3. Eq. 23 averages the S pass losses while the S-ablation blames "summed" gradients: we average (Eq. 23, Alg. 2).
@@ -17,7 +17,7 @@ Inconsistencies of the paper (A.15) and how this file resolves them:
 7. UniTF d=4096 is 6.403 vs 6.673 and "five runs" are four: reporting only (UniTF is in unitf_lm.py).
 8. Table 22 labels the K=2 result as K/M=67%: our K is the step count itself; default K=2 of M=12 (17%).
 9. EqualFLOPs' S(M+2K)C rule does not hold for its configs: we count block calls, S*(M+N)+1 (`block_calls`).
-10. KV cache counted as M slots: every attention call caches, so S*(M+N)+1 slots (A.11), which is what we store.
+10. KV cache counted as M slots: every attention call caches, so S*(M+N)+1 slots, which is what we store.
 11. Weight-memory claims mix bf16 and fp32: we only state parameter counts (`hrm_lm_param_count`), never bytes.
 12. The stated slow-down varies (2-5x): no claim here; the latency model is the block-call count.
 """
@@ -29,27 +29,28 @@ from contextlib import nullcontext
 from typing import Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from torch import nn
 
 from hrm_reason.losses import next_token_ce
-from hrm_reason.models.layers import CastedLinear, RotaryEmbedding
+from hrm_reason.models.flops import LMFlops, causal_block_flops, linear
+from hrm_reason.models.layers import CastedLinear, RMSNorm, RotaryEmbedding
 from hrm_reason.models.lm.lm_blocks import (
     CacheCursor,
     CausalAttnBlock,
     KVCache,
     begin_forward,
-    RMSNorm,
     causal_attn_block_param_count,
     global_rng_untouched,
     init_block_,
     normal_,
+    rope_heads,
 )
 from hrm_reason.models.lm.output import LMOutput
 
 
 def hrm_lm_param_count(V: int, d: int, fast_ctx_norm: bool = True, out_proj: bool = True) -> int:
-    """A.8: Vd + 3(16d^2+2d) + (7d^2+3d+1) + (5d^2+2d+1) + (d^2+12d+1) = Vd + 61d^2 + 23d + 3 with both flags on."""
+    """Vd + 3(16d^2+2d) + (7d^2+3d+1) + (5d^2+2d+1) + (d^2+12d+1) = Vd + 61d^2 + 23d + 3 with both flags on."""
     P_L = 6 * d * d + d * d + 1 + (3 * d if fast_ctx_norm else 0)  # W_g, W_in (3d x d each), W_out, alpha, [ctx norm]
     P_H = 4 * d * d + d * d + 1 + 2 * d  # W_g^H, W_in^H (2d x d each), W_out^H, alpha_H, ctx norm over 2d
     P_out = 3 * d + 9 * d + 1 + (d * d if out_proj else 0)  # three norm scales, W_og (3d x 3), tau, [projection]
@@ -76,13 +77,7 @@ class HRMLMConfig(BaseModel):
     max_seq_len: int = Field(1024, ge=1)  # RoPE table length (context + generated tokens)
     seed: int = 0  # weight init and the frozen z^0 prototypes
 
-    @field_validator("num_heads")
-    @classmethod
-    def _heads_divide(cls, num_heads: int, info: ValidationInfo) -> int:
-        d = info.data.get("hidden_size")
-        if d is not None and (d % num_heads or (d // num_heads) % 2):
-            raise ValueError(f"hidden_size {d} must be num_heads ({num_heads}) x an even head size (RoPE)")
-        return num_heads
+    _heads_divide = field_validator("num_heads")(rope_heads)
 
     @property
     def M(self) -> int:
@@ -90,7 +85,7 @@ class HRMLMConfig(BaseModel):
 
     @property
     def block_calls(self) -> int:
-        """Attention-block calls per token per forward: S*(M+N) recurrent ones plus the input encoder (A.11, A.12)."""
+        """Attention-block calls per token per forward: S*(M+N) recurrent ones plus the input encoder."""
         return self.S * (self.M + self.N) + 1
 
 
@@ -171,7 +166,7 @@ class HRMLM(nn.Module):
         self._init_weights(torch.Generator().manual_seed(config.seed))
 
     def _init_weights(self, generator: torch.Generator) -> None:
-        """A.9: N(0, 0.02) for the embedding, theta_I, gates and projections; N(0, 0.02/sqrt(M)) for the matrices of
+        """N(0, 0.02) for the embedding, theta_I, gates and projections; N(0, 0.02/sqrt(M)) for the matrices of
         the shared recurrent blocks; norm scales 1, alpha 0.1, log tau 0."""
         std, M = self.config.init_std, self.config.M
         normal_(self.embed_tokens.weight, std, generator)
@@ -251,3 +246,18 @@ class HRMLM(nn.Module):
         loss = torch.stack(pass_losses).mean() if pass_losses else None  # Eq. 23: (1/S) sum_s L_s
         cache = cursor.finish(input_ids.shape[1]) if (cursor is not None and use_cache) else None
         return LMOutput(logits=logits, loss=loss, metrics=metrics, past_key_values=cache)
+
+
+def hrm_lm_flops(config: HRMLMConfig, seq_len: int) -> LMFlops:
+    """Per token: the input block once, then per pass M L-steps and N H-steps (gates, projections, block) and the
+    fused readout; a backward covers the input block and the last K steps of every pass and the readouts."""
+    d, V = config.hidden_size, config.vocab_size
+    block = causal_block_flops(d, 4 * d, seq_len)
+    L_step = 2 * linear(3 * d, d) + block + linear(d, d)
+    H_step = 2 * linear(2 * d, d) + block + linear(d, d)
+    readout = linear(3 * d, 3) + (linear(d, d) if config.out_proj else 0) + linear(d, V)
+    window = min(config.K, config.M)
+    steps_with_grad = window * L_step + sum(1 for i in range(config.M - window + 1, config.M + 1) if i % config.T == 0) * H_step
+    one_pass = config.M * L_step + config.N * H_step
+    train = block + config.S * (one_pass + readout) + 2 * (block + config.S * (steps_with_grad + readout))
+    return LMFlops(train_step=float(train), forward=float(block + config.S * one_pass + readout))

@@ -1,6 +1,6 @@
 """HRM-Text: the autoregressive language-model variant of HRM, interchangeable with `transformers`' HrmTextForCausalLM.
 
-Two stacks of pre-norm decoder layers (L fast, H slow) are reused in a nested recurrence (lm_variants.md B.2):
+Two stacks of pre-norm decoder layers (L fast, H slow) are reused in a nested recurrence (docs/models.md §HRM-Text):
 
     z_H = embed(ids) * embedding_scale          # the input enters only here ("no_x")
     z_L = z_L_init                              # a frozen vector
@@ -14,8 +14,10 @@ Attention is PrefixLM (tokens with token_type_ids == 1 form one bidirectional bl
 sigmoid output gate of one value per head per channel, RMSNorm has no scale, the MLP is SwiGLU. Field names, parameter
 names (with a "model." prefix for all but lm_head) and numerics follow transformers 5.23, so that
 `hrm_text_convert.py` moves weights across unchanged and the logits agree to fp32 rounding.
+That checkpoint layout is why this head keeps its own attention, MLP and decoder layer instead of the shared ones
+of models/layers.py.
 
-Resolved inconsistencies (lm_variants.md B.4, B.1, B.2):
+Resolved inconsistencies (docs/models.md §HRM-Text):
 - L_bp_cycles is indexed by H-cycle and left-padded with 1s to length H_cycles (transformers 5.23 code), not to
   L_cycles as the doc and the config docstring still say; the default [2] becomes [1, 2].
 - The L_bp_cycles no_grad schedule applies in train and eval mode alike, as in transformers (it changes no value).
@@ -42,6 +44,7 @@ from torch import nn
 
 from hrm_reason.errors import UserError
 from hrm_reason.losses import next_token_ce
+from hrm_reason.models.flops import LMFlops, attention, linear
 from hrm_reason.models.layers import RotaryEmbedding, apply_rotary_pos_emb, rms_norm
 from hrm_reason.models.lm.output import LMOutput
 from hrm_reason.models.masks import build_mask
@@ -56,7 +59,7 @@ ACTIVATIONS = {
 
 
 class HRMTextConfig(BaseModel):
-    """`transformers.HrmTextConfig`'s fields and defaults (lm_variants.md B.1), plus the registry name."""
+    """`transformers.HrmTextConfig`'s fields and defaults, plus the registry name."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -119,7 +122,7 @@ class HRMTextConfig(BaseModel):
 
     @property
     def L_bp_cycles_padded(self) -> list[int]:
-        """bp[h] per H-cycle: transformers 5.23 left-pads with 1s to length H_cycles (lm_variants.md B.4)."""
+        """bp[h] per H-cycle: transformers 5.23 left-pads with 1s to length H_cycles (docs/models.md §HRM-Text)."""
         raw = list(self.L_bp_cycles)
         return [1] * max(0, self.H_cycles - len(raw)) + raw
 
@@ -134,7 +137,7 @@ class HRMTextConfig(BaseModel):
         return l >= self.L_cycles - bp
 
     def param_count(self) -> int:
-        """sum(p.numel()) by formula (B.1): per layer 4*d*h*d_h (q, k, v, gate) + h*d_h*d (o) + 3*d*I (MLP)."""
+        """sum(p.numel()) by formula: per layer 4*d*h*d_h (q, k, v, gate) + h*d_h*d (o) + 3*d*I (MLP)."""
         d, i, hd = self.hidden_size, self.intermediate_size, self.num_attention_heads * self.head_dim
         per_layer = 5 * d * hd + 3 * d * i
         if self.attention_bias:
@@ -147,7 +150,7 @@ class HRMTextConfig(BaseModel):
 
 @dataclass
 class HRMTextCache:
-    """Keys and values for each unique attention invocation ("slot", lm_variants.md B.5):
+    """Keys and values for each unique attention invocation ("slot"):
     L call (h, l) -> (h * (L_cycles + 1) + l) * n_layers + layer; H call h -> (h * (L_cycles + 1) + L_cycles) * ... ."""
 
     num_slots: int
@@ -336,3 +339,15 @@ class HRMText(nn.Module):
             out.metrics["ce"] = ce.detach()
         return out
 
+
+
+def hrm_text_flops(config: HRMTextConfig, seq_len: int) -> LMFlops:
+    """Per token: H_cycles * (L_cycles + 1) stack applications (q, k, v, gate, o projections, attention, MLP) and the
+    head; a backward covers the H applications, the L applications L_bp_cycles keeps, and the head."""
+    d, hd = config.hidden_size, config.num_attention_heads * config.head_dim
+    layer = 4 * linear(d, hd) + linear(hd, d) + attention(hd, hd, seq_len) + 3 * linear(d, config.intermediate_size)
+    stack, head = config.num_layers_per_stack * layer, linear(d, config.vocab_size)
+    calls = config.H_cycles * (config.L_cycles + 1)
+    with_grad = sum(1 + sum(config.L_grad(h, l) for l in range(config.L_cycles)) for h in range(config.H_cycles))
+    forward = calls * stack + head
+    return LMFlops(train_step=float(forward + 2 * (with_grad * stack + head)), forward=float(forward))

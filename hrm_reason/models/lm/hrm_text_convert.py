@@ -104,13 +104,20 @@ def _fuse(ours: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return out
 
 
+def _renamed(hf: dict[str, torch.Tensor], source: str) -> dict[str, tuple[torch.Tensor, str]]:
+    return {(k.removeprefix(BASE_PREFIX) if k != "lm_head.weight" else k): t for k, t in _unfuse(hf, source).items()}
+
+
+def rename_hf_weights(hf: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """transformers tensor names (split or legacy fused) -> ours, unchecked: hrm_text's checkpoint adapter."""
+    return {k: t for k, (t, _) in _renamed(hf, WEIGHTS_FILE).items()}
+
+
 def hf_state_dict_to_ours(
     hf: dict[str, torch.Tensor], model: HRMText, source: str = WEIGHTS_FILE
 ) -> dict[str, torch.Tensor]:
     """transformers tensor names (split or legacy fused) -> our state_dict, checking names and shapes."""
-    renamed: dict[str, tuple[torch.Tensor, str]] = {}
-    for key, t_origin in _unfuse(hf, source).items():
-        renamed[key.removeprefix(BASE_PREFIX) if key != "lm_head.weight" else key] = t_origin
+    renamed = _renamed(hf, source)
     expected = model.state_dict()
     if model.config.tie_word_embeddings:
         renamed.pop("lm_head.weight", None)

@@ -1,4 +1,4 @@
-"""Pieces shared by HRM-LM and its UniTF control (lm_variants.md A.1, A.8, A.11): the post-norm `CausalAttnBlock`
+"""Pieces shared by HRM-LM and its UniTF control (docs/models.md §HRM-LM): the post-norm `CausalAttnBlock`
 with learnable RMSNorm scales, a per-call KV cache, the paper's parameter-count formulas and next-token CE.
 
 The block is the HRM-LM paper's Eq. 8: fused W_qkv (d x 3d), W_o, RoPE, a SwiGLU of width exactly 4d, and two
@@ -13,14 +13,13 @@ from __future__ import annotations
 import contextlib
 
 import torch
-import torch.nn.functional as F
-from einops import rearrange
+from pydantic import ValidationInfo
 from torch import nn
 
 from hrm_reason.errors import UserError
-from hrm_reason.models.layers import CastedLinear, apply_rotary_pos_emb
+from hrm_reason.models.layers import Attention, RMSNorm, SwiGLU
 
-# --- parameter-count formulas (A.8); tests tie them to sum(p.numel()) of the modules --------------------------------
+# --- parameter-count formulas; tests tie them to sum(p.numel()) of the modules --------------------------------
 
 
 def causal_attn_block_param_count(d: int) -> int:
@@ -33,19 +32,15 @@ def transformer_lm_param_count(V: int, d: int, L: int) -> int:
     return V * d + L * causal_attn_block_param_count(d)
 
 
+def rope_heads(cls: type, num_heads: int, info: ValidationInfo) -> int:
+    """A config validator of num_heads: hidden_size splits into num_heads heads of an even size (RoPE)."""
+    d = info.data.get("hidden_size")
+    if d is not None and (d % num_heads or (d // num_heads) % 2):
+        raise ValueError(f"hidden_size {d} must be num_heads ({num_heads}) x an even head size (RoPE)")
+    return num_heads
+
+
 # --- small modules ------------------------------------------------------------------------------------------------
-
-
-class RMSNorm(nn.Module):
-    """RMSNorm with a learnable per-channel scale (the HRM-LM block's gamma), computed in fp32."""
-
-    def __init__(self, dim: int, eps: float) -> None:
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.rms_norm(x.float(), (x.shape[-1],), self.weight.float(), self.eps).to(x.dtype)
 
 
 class KVCache:
@@ -127,55 +122,14 @@ def begin_forward(
 # --- the block ----------------------------------------------------------------------------------------------------
 
 
-class CausalSelfAttention(nn.Module):
-    """Causal multi-head attention: fused bias-free W_qkv, RoPE on q and k, SDPA, W_o; optional KV cache slot."""
-
-    def __init__(self, d: int, num_heads: int) -> None:
-        super().__init__()
-        self.num_heads = num_heads
-        self.qkv_proj = CastedLinear(d, 3 * d, bias=False)
-        self.o_proj = CastedLinear(d, d, bias=False)
-
-    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], cache: CacheCursor | None = None) -> torch.Tensor:
-        qkv = rearrange(self.qkv_proj(x), "b s (n h d) -> n b h s d", n=3, h=self.num_heads)
-        q, k = apply_rotary_pos_emb(qkv[:2], *rope).unbind(0)
-        v = qkv[2]
-        past = 0
-        if cache is not None:
-            past = cache.past_len
-            k, v = cache.extend(k, v)
-        n = q.shape[2]
-        if past == 0:
-            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        elif n == 1:  # one new token sees every cached one
-            out = F.scaled_dot_product_attention(q, k, v)
-        else:  # new token i sits at absolute position past + i (SDPA's is_causal aligns top-left, which is wrong here)
-            mask = torch.ones(n, past + n, dtype=torch.bool, device=q.device).tril(diagonal=past)
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        return self.o_proj(rearrange(out, "b h s d -> b s (h d)"))
-
-
-class SwiGLU4d(nn.Module):
-    """(x W1 * SiLU(x W2)) W3 with W1, W2 in R^{d x 4d} fused into one matrix, W3 in R^{4d x d}."""
-
-    def __init__(self, d: int) -> None:
-        super().__init__()
-        self.up_gate_proj = CastedLinear(d, 8 * d, bias=False)
-        self.down_proj = CastedLinear(4 * d, d, bias=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        up, gate = self.up_gate_proj(x).chunk(2, dim=-1)
-        return self.down_proj(up * F.silu(gate))
-
-
 class CausalAttnBlock(nn.Module):
     """Post-norm block (Eq. 8): x' = RMSNorm_g1(x + Attn(x)); x'' = RMSNorm_g2(x' + SwiGLU(x'))."""
 
     def __init__(self, d: int, num_heads: int, eps: float) -> None:
         super().__init__()
-        self.attn = CausalSelfAttention(d, num_heads)
+        self.attn = Attention(d, num_heads, causal=True)
         self.norm1 = RMSNorm(d, eps)
-        self.mlp = SwiGLU4d(d)
+        self.mlp = SwiGLU(d, 4 * d, up_first=True)
         self.norm2 = RMSNorm(d, eps)
 
     def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], cache: CacheCursor | None = None) -> torch.Tensor:

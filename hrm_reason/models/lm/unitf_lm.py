@@ -1,15 +1,15 @@
-"""UniTF-LM (lm_variants.md A.10): the HRM-LM paper's flat control, one shared CausalAttnBlock applied M times.
+"""UniTF-LM (docs/models.md §UniTF-LM): the HRM-LM paper's flat control, one shared CausalAttnBlock applied M times.
 
 h^0 = W_emb[x]; h^i = Block(h^{i-1}); logits = h^M W_emb^T. No input encoder, gates, fusion or slow module, so the
 parameter count is exactly Vd + 16d^2 + 2d. Same K-step gradient window as HRM-LM.
 
-Choices where the paper is silent or inconsistent (A.10, A.15):
+Choices where the paper is silent or inconsistent:
 - Re-adding e at every step is not stated; `reinject_input` (default off, the paper's reading) gives
   h^0 = 0, h^i = Block(h^{i-1} + e), whose first step equals the default's; it costs no parameters.
 - Init: sigma = init_std / sqrt(c*M*d/4096) for the block (the width-corrected formula) with c = init_c = 2, the
   safety factor of the paper's later runs (c = 1 is the formula as first written, c = 4 its "v4").
 - Confound kept on purpose: with K < M and no re-injection, W_emb gets no gradient through the input path, only
-  through the tied head (A.10). Set K = M or reinject_input = True to remove it.
+  through the tied head. Set K = M or reinject_input = True to remove it.
 - The reported plateau values disagree (6.403 vs 6.673 at d=4096; "five runs" are four): no code depends on them.
 """
 
@@ -20,10 +20,11 @@ from contextlib import nullcontext
 from typing import Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from torch import nn
 
 from hrm_reason.losses import next_token_ce
+from hrm_reason.models.flops import LMFlops, causal_block_flops, linear
 from hrm_reason.models.layers import RotaryEmbedding
 from hrm_reason.models.lm.lm_blocks import (
     CausalAttnBlock,
@@ -33,12 +34,13 @@ from hrm_reason.models.lm.lm_blocks import (
     global_rng_untouched,
     init_block_,
     normal_,
+    rope_heads,
 )
 from hrm_reason.models.lm.output import LMOutput
 
 
 def unitf_lm_param_count(V: int, d: int) -> int:
-    """A.8: Vd + 16d^2 + 2d (tied embedding plus one block)."""
+    """Vd + 16d^2 + 2d (tied embedding plus one block)."""
     return V * d + causal_attn_block_param_count(d)
 
 
@@ -59,13 +61,7 @@ class UniTFLMConfig(BaseModel):
     max_seq_len: int = Field(1024, ge=1)
     seed: int = 0
 
-    @field_validator("num_heads")
-    @classmethod
-    def _heads_divide(cls, num_heads: int, info: ValidationInfo) -> int:
-        d = info.data.get("hidden_size")
-        if d is not None and (d % num_heads or (d // num_heads) % 2):
-            raise ValueError(f"hidden_size {d} must be num_heads ({num_heads}) x an even head size (RoPE)")
-        return num_heads
+    _heads_divide = field_validator("num_heads")(rope_heads)
 
     @property
     def block_calls(self) -> int:
@@ -118,3 +114,11 @@ class UniTFLM(nn.Module):
             metrics = {"ce": loss.detach()}
         cache = cursor.finish(input_ids.shape[1]) if (cursor is not None and use_cache) else None
         return LMOutput(logits=logits, loss=loss, metrics=metrics, past_key_values=cache)
+
+
+def unitf_lm_flops(config: UniTFLMConfig, seq_len: int) -> LMFlops:
+    """Per token: M applications of the block and the tied head; a backward covers the last K and the head."""
+    d = config.hidden_size
+    block, head = causal_block_flops(d, 4 * d, seq_len), linear(d, config.vocab_size)
+    forward = config.M * block + head
+    return LMFlops(train_step=float(forward + 2 * (min(config.K, config.M) * block + head)), forward=float(forward))
