@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from hrm_reason.act_train import optimizer_step
 from hrm_reason.config import TrainConfig
 from hrm_reason.data import PuzzleDatasetMetadata
 from hrm_reason.errors import UserError
@@ -24,7 +25,7 @@ from hrm_reason.models.layers import swiglu_intermediate_size
 from hrm_reason.models.registry import build_model
 from hrm_reason.models.sparse_embedding import SparseSignSGD
 from hrm_reason.optim import make_adam_atan2
-from hrm_reason.train import compile_model, optimizer_step
+from hrm_reason.runtime.device import compile_model
 
 
 @dataclass

@@ -90,6 +90,23 @@ def find_tokenizer(*directories: Path | None) -> Tokenizer | None:
     return None
 
 
+def load_for_generation(path: Path, data: Path | None, device: torch.device) -> tuple[nn.Module, Tokenizer]:
+    """The LM head at `path` (a run, a checkpoint or a transformers HrmText directory) and its tokenizer: --data's, the
+    one saved with the run or beside the checkpoint, or its dataset's."""
+    from hrm_reason.load import load_run, run_config_path
+
+    loaded = load_run(path, device)
+    if loaded.family != "lm":
+        raise UserError(f"--run {path}: not a language-model head (hrm generate needs hrm_lm, unitf_lm, hrm_text or ham_lm)")
+    ckpt = loaded.checkpoint
+    cfg = run_config_path(ckpt) if loaded.config is not None else None
+    dirs = [cfg.parent if cfg is not None else None, ckpt if ckpt.is_dir() else ckpt.parent]
+    tokenizer = find_tokenizer(data, *dirs, Path(loaded.config.data_path) if loaded.config is not None else None)
+    if tokenizer is None:
+        raise UserError(f"--run {path}: no tokenizer found beside it; pass --data DIR (the text dataset it was trained on)")
+    return loaded.model, tokenizer
+
+
 def generate_text(
     model: nn.Module, tokenizer: Tokenizer, prompt: str, max_new_tokens: int, temperature: float = 1.0,
     top_k: int | None = None, seed: int = 0, use_cache: bool | None = None, prefix: bool = False,
