@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 
@@ -13,6 +13,18 @@ from hrm_reason.errors import UserError
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="Build HRM benchmarks, train HRM, evaluate it.")
 build_data_app = typer.Typer(no_args_is_help=True, help="Build a benchmark dataset in the original HRM on-disk format.")
 app.add_typer(build_data_app, name="build-data")
+
+
+def _device_name(value: str) -> str:
+    from hrm_reason.runtime.device import check_device_name
+
+    return check_device_name(value)
+
+
+# Options several commands share, declared once.
+Device = Annotated[str, typer.Option("--device", help="auto, cpu or cuda.", callback=_device_name)]
+Quiet = Annotated[bool, typer.Option("--quiet", help="No progress bars.")]
+Overwrite = Annotated[bool, typer.Option("--overwrite", help="Replace the output if it exists.")]
 
 def _options(options_cls: type, **fields: object) -> object:
     """Validated build options; a validation error becomes the one-line message naming the flag and its value."""
@@ -41,7 +53,7 @@ def build_data_sudoku(
     train_size: Optional[int] = typer.Option(None, "--train-size", help="Training puzzles: generated count (default 1000), or a seeded cap on hf/csv rows."),
     test_size: Optional[int] = typer.Option(None, "--test-size", help="Test puzzles: generated count (default 1000), or a seeded cap on hf/csv rows."),
     workers: int = typer.Option(0, "--workers", help="Generator processes (0 = one per CPU core for large jobs); the output does not depend on it."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out if it exists."),
+    overwrite: Overwrite = False,
 ) -> None:
     """Build a Sudoku dataset: Sudoku-Extreme (hf or csv) or generated unique-solution puzzles with a strict train/test split."""
     from datasets_build.sudoku import SudokuBuildOptions, build_sudoku, summary
@@ -67,7 +79,7 @@ def build_data_arc(
     eval_tasks: Optional[int] = typer.Option(None, "--eval-tasks", help="Keep a seeded sample of N evaluation tasks."),
     task_ids: Optional[str] = typer.Option(None, "--task-ids", help="Comma-separated task ids: keep only these."),
     max_grid_size: int = typer.Option(30, "--max-grid-size", help="Canvas side (seq_len = side^2); tasks with a larger grid are left out. 30 is the original."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out if it exists."),
+    overwrite: Overwrite = False,
 ) -> None:
     """Build ARC-AGI-1 or ARC-AGI-2 with the paper's augmentations: the original split, or --strict."""
     from datasets_build.arc import ArcBuildOptions, build_arc, summary
@@ -93,7 +105,7 @@ def build_data_maze(
     train_size: Optional[int] = typer.Option(None, "--train-size", help="Training mazes: generated count (default 1000), or a seeded cap on hf/csv rows."),
     test_size: Optional[int] = typer.Option(None, "--test-size", help="Test mazes: generated count (default 1000), or a seeded cap on hf/csv rows."),
     workers: int = typer.Option(0, "--workers", help="Generator processes (0 = one per CPU core for large jobs); the output does not depend on it."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out if it exists."),
+    overwrite: Overwrite = False,
 ) -> None:
     """Build a maze dataset: Maze-Hard 30x30 (hf or csv) or generated random-wall mazes with a long shortest path."""
     from datasets_build.maze import MazeBuildOptions, build_maze, summary
@@ -115,8 +127,8 @@ def build_data_text(
     seed: int = typer.Option(0, "--seed", help="Seed of the document order and split: same inputs, options and seed give byte-identical files."),
     max_bytes: Optional[int] = typer.Option(None, "--max-bytes", help="Use at most this many bytes of text (documents in seeded order, the last one cut)."),
     shard_tokens: int = typer.Option(1 << 24, "--shard-tokens", help="Tokens per .npy shard."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out if it exists."),
-    quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+    overwrite: Overwrite = False,
+    quiet: Quiet = False,
 ) -> None:
     """Build a text dataset for the language-model heads: train/val token shards split by document."""
     from datasets_build.text import TextBuildOptions, build_text, summary
@@ -169,7 +181,7 @@ def train(
     data: Optional[Path] = typer.Option(None, "--data", help="Dataset directory (overrides data_path)."),
     run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="Run directory (overrides run_dir)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --run-dir from its latest checkpoint."),
-    quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
+    quiet: Quiet = False,
 ) -> None:
     """Train a model of any family. Extra arguments are key=value overrides, e.g. arch.hidden_size=256 lr=3e-4."""
     from hrm_reason.config import load_config
@@ -196,8 +208,8 @@ def eval_cmd(
     json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the results as JSON to this file."),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, help="Examples per batch (default: the config's)."),
     max_examples: Optional[int] = typer.Option(None, "--max-examples", min=1, help="Evaluate the first N test examples only."),
-    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
-    quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+    device: Device = "auto",
+    quiet: Quiet = False,
     submission: Optional[Path] = typer.Option(None, "--submission", help="ARC: write the Kaggle submission.json (top-2 voted answers per test input) to this file."),
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="LM heads: validate on the first N tokens of the val split (default: all)."),
     seq_len: Optional[int] = typer.Option(None, "--seq-len", min=1, help="LM heads: tokens predicted per window (default: the run's seq_len, 256 without a run config)."),
@@ -209,9 +221,8 @@ def eval_cmd(
     text dataset's val split; on a puzzle dataset (PrefixLM on puzzles) the exact and token accuracy of greedy decoding
     on the test split."""
     from hrm_reason.inference import evaluate_run, format_result
-    from hrm_reason.runtime.device import check_device_name
 
-    result = evaluate_run(_one_of(run, checkpoint), config, data, mmax, batch_size, max_examples, check_device_name(device),
+    result = evaluate_run(_one_of(run, checkpoint), config, data, mmax, batch_size, max_examples, device,
                           progress=not quiet, max_tokens=max_tokens, seq_len=seq_len, arc_submission=submission is not None)
     arc_submission = getattr(result, "extra", {}).pop("arc_submission", None)
     typer.echo(format_result(result))
@@ -232,13 +243,13 @@ def generate_cmd(
     prefix: bool = typer.Option(False, "--prefix", help="The prompt is a bidirectional prefix (token_type_ids 1; hrm_text PrefixLM)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Recompute the whole sequence for every token instead of using the head's KV cache."),
     data: Optional[Path] = typer.Option(None, "--data", help="Text dataset whose tokenizer to use (default: the one saved with the run)."),
-    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
+    device: Device = "auto",
 ) -> None:
     """Continue --prompt with a trained language-model head (KV cache when the head has one)."""
     from hrm_reason.generate import generate_text, load_for_generation
-    from hrm_reason.runtime.device import check_device_name, resolve_device
+    from hrm_reason.runtime.device import resolve_device
 
-    dev = resolve_device(check_device_name(device))
+    dev = resolve_device(device)
     model, tokenizer = load_for_generation(run, data, dev)
     text = generate_text(model, tokenizer, prompt, max_new_tokens, temperature, top_k, seed, use_cache=False if no_cache else None,
                          prefix=prefix, device=dev)
@@ -249,7 +260,7 @@ def generate_cmd(
 def convert_cmd(
     src: Path = typer.Option(..., "--from", help="A transformers HrmText directory (config.json + model.safetensors), or an hrm_text run/checkpoint."),
     dst: Path = typer.Option(..., "--to", help="Output directory: our checkpoint (from transformers), or a transformers HrmText directory (from ours)."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --to if it exists."),
+    overwrite: Overwrite = False,
 ) -> None:
     """Convert HRM-Text checkpoints between transformers (HrmTextForCausalLM) and hrm-reason; logits are unchanged."""
     from hrm_reason.convert import convert_hrm_text
@@ -290,16 +301,14 @@ def viz_predictions(
     index: int = typer.Option(0, "--index", help="First test example."),
     count: int = typer.Option(1, "--count", help="Number of test examples from --index on, one PNG each."),
     mmax: Optional[int] = typer.Option(None, "--mmax", help="Segments to run (default: the trained halt_max_steps)."),
-    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
+    device: Device = "auto",
     out: Optional[Path] = typer.Option(None, "--out", help="Output directory (default: RUN/viz, or viz with --checkpoint)."),
 ) -> None:
     """The decoded prediction after every segment 1..mmax, with changed cells shaded, errors marked and q_halt plotted."""
     from hrm_reason.viz.canvas import save_figures
     from hrm_reason.viz.predictions import prediction_figures
 
-    from hrm_reason.runtime.device import check_device_name
-
-    figures = prediction_figures(_one_of(run, checkpoint), config, data, index, count, mmax, check_device_name(device))
+    figures = prediction_figures(_one_of(run, checkpoint), config, data, index, count, mmax, device)
     _echo_written(save_figures(figures, out or (run / "viz" if run is not None else Path("viz"))))
 
 
@@ -324,16 +333,13 @@ def viz_html(
     index: int = typer.Option(0, "--index", help="First test example of the prediction strips."),
     count: int = typer.Option(3, "--count", help="Prediction strips to include (0: none, no checkpoint needed)."),
     mmax: Optional[int] = typer.Option(None, "--mmax", help="Segments of the prediction strips (default: the trained halt_max_steps)."),
-    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
+    device: Device = "auto",
     out: Optional[Path] = typer.Option(None, "--out", help="HTML file (default: RUN_DIR/viz/index.html)."),
 ) -> None:
     """One self-contained HTML page for a run: curves, accuracy against segments, prediction strips, config."""
     from hrm_reason.atomic import atomic_write_text
     from hrm_reason.viz.html import run_page
 
-    from hrm_reason.runtime.device import check_device_name
-
-    check_device_name(device)
     if count < 0:
         raise UserError(f"--count {count}: expected 0 or more")
     path = out or run_dir / "viz" / "index.html"
@@ -376,7 +382,7 @@ def compare_cmd(
     seeds: int = typer.Option(3, "--seeds", min=1, help="Train each config with seeds 0..N-1."),
     out: Path = typer.Option(..., "--out", help="Study directory: runs/<config>/seed<k>/, results.json, results.md, plots/."),
     mmax: Optional[int] = typer.Option(None, "--mmax", min=1, help="Segments at evaluation (default: twice each config's halt_max_steps)."),
-    quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
+    quiet: Quiet = False,
     jobs: int = typer.Option(1, "--jobs", min=1, help="Runs trained at once, each in its own process with cpu_count/N threads (no progress bars)."),
 ) -> None:
     """Train several configs (architectures) for several seeds on their data and compare them: exact accuracy mean ±

@@ -214,17 +214,15 @@ class TrainConfig(StrictModel):
                     if data.get(new) is not None:
                         raise ValueError(f"{old} (an LM key before the one run config) and {new} are both given: keep {new}")
                     data[new] = data.pop(old)
-        elif isinstance(data.get("arch"), dict) and "forward_dtype" in data["arch"]:
-            # arch.forward_dtype (the puzzle models' name before) is the run's forward_dtype.
-            arch = dict(data["arch"])
-            given = arch.pop("forward_dtype")
-            if data.setdefault("forward_dtype", given) != given:
+        else:  # arch.forward_dtype (the puzzle models' name before) is the run's forward_dtype; the model follows it
+            arch = data.get("arch")
+            arch = arch.model_dump(exclude_unset=True) if isinstance(arch, ArchConfig) else dict(arch or {})
+            given = arch.pop("forward_dtype", None)
+            if given is not None and data.setdefault("forward_dtype", given) != given:
                 raise ValueError(f"arch.forward_dtype {given} and forward_dtype {data['forward_dtype']} differ: give forward_dtype only")
-            data["arch"] = arch
+            data["arch"] = {**arch, "forward_dtype": data.get("forward_dtype", "auto")}
         for key, value in FAMILY_DEFAULTS[family].items():
             data.setdefault(key, value)
-        if family == "act" and isinstance(data.get("arch"), dict):
-            data["arch"] = {**data["arch"], "forward_dtype": data.get("forward_dtype", "auto")}  # the model follows the run
         return data
 
     @field_validator("arch", mode="before")
@@ -329,7 +327,7 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
     data = read_config(path, overrides)
     source = f"{path}" + (" with overrides" if overrides else "") if path is not None else "overrides"
     if "arch" in data:
-        data["arch"] = validate_arch(data["arch"], source)
+        validate_arch(data["arch"], source)  # the model's own errors, naming the file
     try:
         return TrainConfig.model_validate(data)
     except ValidationError as e:

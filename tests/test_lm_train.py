@@ -173,6 +173,14 @@ def test_config_dispatch(tmp_path: Path) -> None:
         load_config(lm, ["arch.num_heads=zero"])
     with pytest.raises(UserError, match="lr_warmup_steps 50 exceeds max_steps 10"):
         load_config(lm, ["max_steps=10", "lr_warmup_steps=50"])
+    # The one run config: keys of LM run configs written before it (eval_interval counted steps) are read as today's.
+    old = load_config(lm, ["eval_interval=7", "eval_batch_size=3", "forward_dtype=float32"])
+    assert (old.eval_every_steps, old.eval_global_batch_size, old.eval_interval, old.forward_dtype) == (7, 3, None, "float32")
+    with pytest.raises(UserError, match="eval_interval .* and eval_every_steps are both given"):
+        load_config(lm, ["eval_interval=7", "eval_every_steps=5"])
+    with pytest.raises(UserError, match="LM heads count max_steps"):
+        load_config(lm, ["epochs=3"])
+    assert (old.family, load_config(REPO / "configs" / "sudoku_quick.yaml").family) == ("lm", "act")
 
 
 # -------------------------------------------------------------------------------------------------------- training
