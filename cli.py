@@ -25,6 +25,8 @@ def _device_name(value: str) -> str:
 Device = Annotated[str, typer.Option("--device", help="auto, cpu or cuda.", callback=_device_name)]
 Quiet = Annotated[bool, typer.Option("--quiet", help="No progress bars.")]
 Overwrite = Annotated[bool, typer.Option("--overwrite", help="Replace the output if it exists.")]
+Seed = Annotated[int, typer.Option("--seed", help="Seed of every random choice: same options and seed give byte-identical files.")]
+Workers = Annotated[int, typer.Option("--workers", help="Generator processes (0 = one per CPU core for large jobs); the output does not depend on it.")]
 
 def _options(options_cls: type, **fields: object) -> object:
     """Validated build options; a validation error becomes the one-line message naming the flag and its value."""
@@ -48,11 +50,11 @@ def build_data_sudoku(
     subsample_size: Optional[int] = typer.Option(None, "--subsample-size", help="Keep this many training puzzles, sampled without replacement (seeded)."),
     num_aug: int = typer.Option(0, "--num-aug", help="Augmented copies per training puzzle (digit relabelling, band/stack and row/column shuffles, transpose); test stays unaugmented."),
     min_difficulty: Optional[int] = typer.Option(None, "--min-difficulty", help="Keep puzzles rated at least this (train and test; also filters generated puzzles)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of every random choice: same options and seed give byte-identical files."),
+    seed: Seed = 0,
     box: str = typer.Option("3x3", "--box", help="Box rows x box columns: 2x2 (4x4 board), 2x3 (6x6) or 3x3 (9x9). hf/csv are 3x3 only."),
     train_size: Optional[int] = typer.Option(None, "--train-size", help="Training puzzles: generated count (default 1000), or a seeded cap on hf/csv rows."),
     test_size: Optional[int] = typer.Option(None, "--test-size", help="Test puzzles: generated count (default 1000), or a seeded cap on hf/csv rows."),
-    workers: int = typer.Option(0, "--workers", help="Generator processes (0 = one per CPU core for large jobs); the output does not depend on it."),
+    workers: Workers = 0,
     overwrite: Overwrite = False,
 ) -> None:
     """Build a Sudoku dataset: Sudoku-Extreme (hf or csv) or generated unique-solution puzzles with a strict train/test split."""
@@ -98,13 +100,13 @@ def build_data_maze(
     csv_dir: Optional[Path] = typer.Option(None, "--csv-dir", help="Folder with train.csv and test.csv (columns source,question,answer,rating) for --source csv."),
     subsample_size: Optional[int] = typer.Option(None, "--subsample-size", help="Keep this many training mazes, sampled without replacement (seeded)."),
     aug: bool = typer.Option(False, "--aug", help="Train on all 8 rotations/reflections of every maze (one group each); test stays unaugmented."),
-    seed: int = typer.Option(0, "--seed", help="Seed of every random choice: same options and seed give byte-identical files."),
+    seed: Seed = 0,
     size: Optional[int] = typer.Option(None, "--size", help="Grid side of generated mazes (default 30); hf/csv mazes are 30x30 / the CSV's size."),
     min_path: Optional[int] = typer.Option(None, "--min-path", help="Keep mazes whose shortest S-G path has at least this many moves. Default for generate: 110 at 30x30, scaled for other sizes (27 at 9x9); for hf/csv: no filter."),
     wall_density: Optional[str] = typer.Option(None, "--wall-density", help="Wall fraction of generated mazes, a range LO-HI drawn uniformly or one value (default 0.3-0.5, as Lehnert et al.)."),
     train_size: Optional[int] = typer.Option(None, "--train-size", help="Training mazes: generated count (default 1000), or a seeded cap on hf/csv rows."),
     test_size: Optional[int] = typer.Option(None, "--test-size", help="Test mazes: generated count (default 1000), or a seeded cap on hf/csv rows."),
-    workers: int = typer.Option(0, "--workers", help="Generator processes (0 = one per CPU core for large jobs); the output does not depend on it."),
+    workers: Workers = 0,
     overwrite: Overwrite = False,
 ) -> None:
     """Build a maze dataset: Maze-Hard 30x30 (hf or csv) or generated random-wall mazes with a long shortest path."""
@@ -329,12 +331,12 @@ def viz_run(
 def viz_html(
     run_dir: Path = typer.Argument(..., help="Run directory (with metrics.jsonl and checkpoints)."),
     eval_json: Optional[list[Path]] = typer.Option(None, "--eval", help="Results of hrm eval --json (default: such JSON files in RUN_DIR)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="HTML file (default: RUN_DIR/viz/index.html)."),
+    device: Device = "auto",
     data: Optional[Path] = typer.Option(None, "--data", help="Dataset directory (default: the config's data_path)."),
     index: int = typer.Option(0, "--index", help="First test example of the prediction strips."),
     count: int = typer.Option(3, "--count", help="Prediction strips to include (0: none, no checkpoint needed)."),
     mmax: Optional[int] = typer.Option(None, "--mmax", help="Segments of the prediction strips (default: the trained halt_max_steps)."),
-    device: Device = "auto",
-    out: Optional[Path] = typer.Option(None, "--out", help="HTML file (default: RUN_DIR/viz/index.html)."),
 ) -> None:
     """One self-contained HTML page for a run: curves, accuracy against segments, prediction strips, config."""
     from hrm_reason.atomic import atomic_write_text
