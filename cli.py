@@ -368,6 +368,8 @@ def bench_cmd(
     from hrm_reason.runtime.device import resolve_device
 
     cfg = load_config(config, _overrides(ctx, "bench"))
+    if cfg.family != "act":
+        raise UserError(f"arch.name={cfg.model_name}: hrm bench measures the ACT puzzle models only")
     meta = puzzle_metadata(cfg.data_path, seq_len, vocab_size)
     if meta is None:
         meta = puzzle_metadata(None, seq_len, vocab_size)

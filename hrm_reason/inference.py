@@ -17,7 +17,7 @@ from hrm_reason.errors import UserError
 from hrm_reason.evaluate import EvalResult, evaluate, format_table
 from hrm_reason.lm_eval import LMEvalResult, evaluate_lm, format_lm_result
 from hrm_reason.lm_puzzle import PuzzleLMData, PuzzleLMEvalResult, evaluate_puzzle_lm, format_puzzle_result, is_puzzle_dataset
-from hrm_reason.load import load_run
+from hrm_reason.load import load_run, run_config
 from hrm_reason.runtime.device import resolve_device
 from hrm_reason.tasks import task_metrics
 
@@ -40,15 +40,14 @@ def evaluate_run(
 ) -> Result:
     """Evaluate whatever `path` holds, dispatching on its model family."""
     device = resolve_device(device_name)
+    if arc_submission:  # before loading: the dataset decides whether there is a submission to write
+        from hrm_reason.arc import require_arc_dataset
+
+        require_arc_dataset(data if data is not None else run_config(path, config_path).data_path, "--submission")
     loaded = load_run(path, device, config_path, data if data is not None and is_puzzle_dataset(data) else None)
     config, model = loaded.config, loaded.model
     if loaded.family == "act":
-        data_path = data if data is not None else config.data_path
-        if arc_submission:
-            from hrm_reason.arc import require_arc_dataset
-
-            require_arc_dataset(data_path, "--submission")
-        split = load_split(data_path, "test")
+        split = load_split(data if data is not None else config.data_path, "test")
         bs = batch_size or config.eval_global_batch_size or config.global_batch_size
         return evaluate(model, split, mmax, bs, device, config.arch.loss.loss_type, max_examples, progress=progress,
                         metrics=task_metrics(split, mmax))

@@ -45,23 +45,17 @@ def run_config_path(ckpt: Path) -> Path | None:
     return None
 
 
-def checkpoint_family(path: Path) -> Family | None:
-    """The model family stored at `path` (lm for a transformers HrmText directory), None when nothing is there."""
-    from hrm_reason.checkpoint import find_checkpoint, saved_model_config
-    from hrm_reason.config import family_of, read_config
+def run_config(path: Path, config_path: Path | None = None) -> TrainConfig:
+    """The config of the run or checkpoint at `path` (or `config_path`), as a one-line error when there is none."""
+    from hrm_reason.checkpoint import find_checkpoint
+    from hrm_reason.config import load_config
     from hrm_reason.errors import UserError
 
-    if is_hf_hrm_text(path):
-        return "lm"
-    try:
-        ckpt = find_checkpoint(path)
-        cfg = run_config_path(ckpt)
-        if cfg is not None:
-            return family_of(read_config(cfg).get("arch"))
-    except UserError:
-        return None
-    saved = saved_model_config(ckpt)
-    return family_of(saved) if saved is not None else "act"
+    ckpt = find_checkpoint(Path(path))
+    cfg_path = config_path or run_config_path(ckpt)
+    if cfg_path is None:
+        raise UserError(f"{ckpt}: no config.yaml or all_config.yaml found beside the checkpoint; pass --config FILE")
+    return load_config(cfg_path)
 
 
 @dataclass
@@ -77,7 +71,7 @@ def load_run(path: str | Path, device: Any = "cpu", config_path: Path | None = N
     config and dataset (an original HRM checkpoint outside a run needs its all_config.yaml)."""
     import torch
 
-    from hrm_reason.checkpoint import find_checkpoint
+    from hrm_reason.checkpoint import find_checkpoint, saved_model_config
     from hrm_reason.config import family_of, load_config
     from hrm_reason.errors import UserError
 
@@ -91,13 +85,15 @@ def load_run(path: str | Path, device: Any = "cpu", config_path: Path | None = N
     ckpt = find_checkpoint(path)
     cfg_path = config_path or run_config_path(ckpt)
     config = load_config(cfg_path) if cfg_path is not None else None
-    if checkpoint_family(ckpt) == "lm" or (config is not None and family_of(config.arch) == "lm"):
+    # The family: the run config's model, else the one named in the weights' header (an LM checkpoint outside a run).
+    family = config.family if config is not None else family_of(saved_model_config(ckpt) or {})
+    if family == "lm":
         model = _load_lm(ckpt, config, cfg_path, device)
+    elif config is None:
+        raise UserError(f"{ckpt}: no config.yaml or all_config.yaml found beside the checkpoint; pass --config FILE")
     else:
-        if config is None:
-            raise UserError(f"{ckpt}: no config.yaml or all_config.yaml found beside the checkpoint; pass --config FILE")
         model = _load_act(ckpt, config, data, device)
-    return LoadedRun(model.to(device).eval(), config, ckpt, family_of(config.arch) if config is not None else "lm")
+    return LoadedRun(model.to(device).eval(), config, ckpt, family)
 
 
 def puzzle_metadata(data_path: str | Path | None, seq_len: int = 81, vocab_size: int = 11,

@@ -233,6 +233,17 @@ def test_run_guards(data: Path, tmp_path: Path) -> None:
         train(config(data, run, "max_steps=4", "eval_every_steps=2", "arch.hidden_size=16"), resume=True, progress=False)
     with pytest.raises(UserError, match="fewer than seq_len"):
         train(config(data, tmp_path / "r2", "seq_len=100000"), progress=False)
+    # A run directory written before the one run config (its LM keys: eval_interval counted steps) still loads.
+    import yaml
+
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    old_keys = {"arch", "data_path", "run_dir", "seq_len", "global_batch_size", "max_steps", "eval_max_tokens", "eval_max_examples",
+                "optimizer", "lr", "lr_min_ratio", "lr_warmup_steps", "beta1", "beta2", "weight_decay", "grad_clip", "seed",
+                "device", "forward_dtype", "checkpoint_every_steps", "max_seconds", "logger", "project_name", "run_name"}
+    old = {k: v for k, v in saved.items() if k in old_keys} | {"eval_interval": saved["eval_every_steps"], "eval_batch_size": None}
+    (run / "config.yaml").write_text(yaml.safe_dump(old, sort_keys=False))
+    loaded = load_run(run)
+    assert loaded.family == "lm" and loaded.config.eval_every_steps == 2 and loaded.config.eval_interval is None
 
 
 # ------------------------------------------------------------------------------------------------------ generation
