@@ -38,8 +38,10 @@ class ACTTask:
     def __init__(self, config: TrainConfig, device: torch.device, procs: Processes, progress: bool) -> None:
         self.config, self.device, self.procs = config, device, procs
         if is_text_dataset(config.data_path):
-            raise UserError(f"data_path {config.data_path} is a text dataset: arch.name must be a language-model head "
-                            "(e.g. --config configs/hrm_text_lm_quick.yaml)")
+            raise UserError(
+                f"data_path {config.data_path} is a text dataset: arch.name must be a language-model head "
+                "(e.g. --config configs/hrm_text_lm_quick.yaml)"
+            )
         self.train_split = load_split(config.data_path, "train")
         self.test_split = load_split(config.data_path, "test")
         check_compatible(self.train_split, self.test_split)
@@ -47,16 +49,22 @@ class ACTTask:
         total = total_train_steps(meta, config.epochs, config.global_batch_size)
         self.total_steps = total if config.max_steps is None else min(total, config.max_steps)
         if self.total_steps < 1:
-            raise UserError(f"{config.data_path}: the run has no step: epochs * groups / global_batch_size < 1 "
-                            "(lower global_batch_size)")
+            raise UserError(
+                f"{config.data_path}: the run has no step: epochs * groups / global_batch_size < 1 "
+                "(lower global_batch_size)"
+            )
         self.total_rounds = config.epochs // config.eval_interval
-        self.sampler = TrainSampler(self.train_split, config.global_batch_size, config.eval_interval, config.seed,
-                                    procs.rank, procs.world_size)
+        self.sampler = TrainSampler(
+            self.train_split, config.global_batch_size, config.eval_interval, config.seed, procs.rank, procs.world_size
+        )
         self.model = build_model(config.arch, meta, device, config.seed)
         self.optimizer = make_optimizer(config, self.model, device)
         puzzle_emb = self.model.puzzle_emb
-        self.sparse_opt = (SparseSignSGD(puzzle_emb, config.puzzle_emb_lr, config.puzzle_emb_weight_decay)
-                           if puzzle_emb is not None else None)
+        self.sparse_opt = (
+            SparseSignSGD(puzzle_emb, config.puzzle_emb_lr, config.puzzle_emb_weight_decay)
+            if puzzle_emb is not None
+            else None
+        )
         self.generator = torch.Generator(device=device)
         self.carry: Any = None
         self.carry_state: dict[str, torch.Tensor] | None = None
@@ -71,8 +79,13 @@ class ACTTask:
                 self.carry = _fill_carry(self.carry, self.carry_state, self.device)
         generator = exploration_generator(self.generator, self.config.seed, step, self.procs.rank)
         new_carry, outputs = train_model(self.carry, batch, generator=generator)
-        loss, metrics = act_loss(outputs, new_carry.current_data["labels"], new_carry.halted, new_carry.steps,
-                                 self.config.arch.loss.loss_type)
+        loss, metrics = act_loss(
+            outputs,
+            new_carry.current_data["labels"],
+            new_carry.halted,
+            new_carry.steps,
+            self.config.arch.loss.loss_type,
+        )
         self.carry = new_carry
         return loss, metrics
 
@@ -83,9 +96,13 @@ class ACTTask:
         optimizer_step(loss, self.optimizer, self.sparse_opt, c.global_batch_size, self.procs.world_size, lr, emb_lr)
         return {"train/lr": lr}
 
-    def record(self, step: int, loss: torch.Tensor, outputs: Any, logged: dict[str, float], seconds: float) -> dict[str, Any]:
+    def record(
+        self, step: int, loss: torch.Tensor, outputs: Any, logged: dict[str, float], seconds: float
+    ) -> dict[str, Any]:
         keys = sorted(outputs)
-        stats = dict(zip(keys, sum_over_ranks(torch.stack([outputs[k].double() for k in keys]), self.procs.world_size).tolist()))
+        stats = dict(
+            zip(keys, sum_over_ranks(torch.stack([outputs[k].double() for k in keys]), self.procs.world_size).tolist())
+        )
         count = stats.pop("count")
         record: dict[str, Any] = {"step": step, **logged, "train/count": count}
         for k, v in stats.items():
@@ -96,23 +113,44 @@ class ACTTask:
         return record
 
     def postfix(self, record: dict[str, Any], rate: float) -> dict[str, str]:
-        return {"loss": f"{record['train/lm_loss']:.3f}", "exact": f"{record.get('train/exact_accuracy', 0):.3f}",
-                "segs": f"{record.get('train/steps', 0):.1f}", "ex_s": f"{rate * self.config.global_batch_size:.0f}"}
+        return {
+            "loss": f"{record['train/lm_loss']:.3f}",
+            "exact": f"{record.get('train/exact_accuracy', 0):.3f}",
+            "segs": f"{record.get('train/steps', 0):.1f}",
+            "ex_s": f"{rate * self.config.global_batch_size:.0f}",
+        }
 
     def evaluate(self, step: int, progress: bool) -> tuple[dict[str, Any], str]:
         c, halt = self.config, self.config.arch.halt_max_steps
-        result = evaluate(self.model, self.test_split, halt, c.eval_global_batch_size or c.global_batch_size, self.device,
-                          c.arch.loss.loss_type, c.eval_max_examples, self.procs.rank, self.procs.world_size,
-                          progress=progress, metrics=task_metrics(self.test_split, halt))
+        result = evaluate(
+            self.model,
+            self.test_split,
+            halt,
+            c.eval_global_batch_size or c.global_batch_size,
+            self.device,
+            c.arch.loss.loss_type,
+            c.eval_max_examples,
+            self.procs.rank,
+            self.procs.world_size,
+            progress=progress,
+            metrics=task_metrics(self.test_split, halt),
+        )
         record = flat_eval(result, halt)
-        return record, f"eval exact_accuracy {record['eval/exact_accuracy']:.4f}, token accuracy {record['eval/accuracy']:.4f}"
+        return (
+            record,
+            f"eval exact_accuracy {record['eval/exact_accuracy']:.4f}, token accuracy {record['eval/accuracy']:.4f}",
+        )
 
     def load_weights(self, ckpt: Path) -> None:
         load_checkpoint(self.model, ckpt)
 
     def state(self) -> dict[str, Any]:
         # Before the first step of a resumed run the carry is still the loaded one.
-        local = self.carry_state if self.carry is None else {k: v.detach().cpu() for k, v in _flatten_carry(self.carry).items()}
+        local = (
+            self.carry_state
+            if self.carry is None
+            else {k: v.detach().cpu() for k, v in _flatten_carry(self.carry).items()}
+        )
         return {"carry": _global_carry_state(local, self.procs.world_size)}
 
     def load_state(self, state: dict[str, Any]) -> None:
@@ -132,8 +170,13 @@ class ACTTask:
 
 
 def optimizer_step(
-    loss: torch.Tensor, optimizer: torch.optim.Optimizer, sparse_opt: SparseSignSGD | None,
-    global_batch_size: int, world_size: int, lr: float, puzzle_emb_lr: float,
+    loss: torch.Tensor,
+    optimizer: torch.optim.Optimizer,
+    sparse_opt: SparseSignSGD | None,
+    global_batch_size: int,
+    world_size: int,
+    lr: float,
+    puzzle_emb_lr: float,
 ) -> None:
     """Backward of the summed loss as a mean over the global batch (under DDP, which averages gradients over the
     processes, each process's share is scaled up by the world size), then both optimizers."""
@@ -164,8 +207,11 @@ def flat_eval(result: EvalResult, halt_max_steps: int) -> dict[str, float]:
         "eval/q_halt_accuracy": result.q_halt_accuracy,
         "eval/act_exact_accuracy": result.act_exact_accuracy,
         "eval/steps": result.act_mean_segments,
-        **{f"eval/{name}": v[m] if isinstance(v, list) else v for name, v in result.extra.items()
-           if isinstance(v, (list, float, int))},
+        **{
+            f"eval/{name}": v[m] if isinstance(v, list) else v
+            for name, v in result.extra.items()
+            if isinstance(v, (list, float, int))
+        },
     }
 
 
@@ -173,7 +219,9 @@ def check_compatible(train: PuzzleSplit, test: PuzzleSplit) -> None:
     a, b = train.metadata, test.metadata
     for field in ("seq_len", "vocab_size", "num_puzzle_identifiers"):
         if getattr(a, field) != getattr(b, field):
-            raise UserError(f"{test.path / 'dataset.json'}: {field} {getattr(b, field)} differs from train's {getattr(a, field)}")
+            raise UserError(
+                f"{test.path / 'dataset.json'}: {field} {getattr(b, field)} differs from train's {getattr(a, field)}"
+            )
 
 
 def _flatten_carry(obj: Any, prefix: str = "") -> dict[str, torch.Tensor]:

@@ -19,7 +19,9 @@ def convert_hrm_text(src: Path, dst: Path, overwrite: bool = False) -> Path:
         raise UserError(f"--to {dst}: already exists; pass --overwrite to replace it")
     model = load(src)
     if type(model).__name__ != "HRMText":
-        raise UserError(f"--from {src}: holds a {type(model).__name__}; hrm convert handles hrm_text (HrmText) checkpoints only")
+        raise UserError(
+            f"--from {src}: holds a {type(model).__name__}; hrm convert handles hrm_text (HrmText) checkpoints only"
+        )
     if is_hf_hrm_text(src):
         with atomic_directory(dst, overwrite=overwrite) as tmp:
             write_weights(tmp, model, model.config.model_dump(mode="json"))

@@ -15,7 +15,14 @@ import torch
 from torch import nn
 
 from hrm_reason.errors import UserError
-from hrm_reason.lm_data import DATASET_FILE, HF_TOKENIZER_FILE, TOKENIZER_META, HFTokenizer, Tokenizer, tokenizer_from_record
+from hrm_reason.lm_data import (
+    DATASET_FILE,
+    HF_TOKENIZER_FILE,
+    TOKENIZER_META,
+    HFTokenizer,
+    Tokenizer,
+    tokenizer_from_record,
+)
 
 
 def sample_next(logits: torch.Tensor, temperature: float, top_k: int | None, generator: torch.Generator | None) -> torch.Tensor:

@@ -16,7 +16,13 @@ from hrm_reason.data import PuzzleSplit, load_split
 from hrm_reason.errors import UserError
 from hrm_reason.evaluate import EvalResult, evaluate, format_table
 from hrm_reason.lm_eval import LMEvalResult, evaluate_lm, format_lm_result
-from hrm_reason.lm_puzzle import PuzzleLMData, PuzzleLMEvalResult, evaluate_puzzle_lm, format_puzzle_result, is_puzzle_dataset
+from hrm_reason.lm_puzzle import (
+    PuzzleLMData,
+    PuzzleLMEvalResult,
+    evaluate_puzzle_lm,
+    format_puzzle_result,
+    is_puzzle_dataset,
+)
 from hrm_reason.load import load_run, run_config
 from hrm_reason.runtime.device import resolve_device
 from hrm_reason.tasks import task_metrics
@@ -24,19 +30,34 @@ from hrm_reason.tasks import task_metrics
 Result = EvalResult | LMEvalResult | PuzzleLMEvalResult
 
 
-def load_model_for_eval(path: Path, config_path: Path | None, data: Path | None, device_name: str) -> tuple[Any, TrainConfig, PuzzleSplit, Any]:
+def load_model_for_eval(
+    path: Path, config_path: Path | None, data: Path | None, device_name: str
+) -> tuple[Any, TrainConfig, PuzzleSplit, Any]:
     """(model, config, test split, device) of an ACT puzzle run, for evaluations that walk the test split."""
     device = resolve_device(device_name)
     loaded = load_run(path, device, config_path, data)
     if loaded.family != "act":
         raise UserError(f"{path}: a language-model head, not an ACT puzzle model")
-    return loaded.model, loaded.config, load_split(data if data is not None else loaded.config.data_path, "test"), device
+    return (
+        loaded.model,
+        loaded.config,
+        load_split(data if data is not None else loaded.config.data_path, "test"),
+        device,
+    )
 
 
 def evaluate_run(
-    path: Path, config_path: Path | None = None, data: Path | None = None, mmax: int = 16, batch_size: int | None = None,
-    max_examples: int | None = None, device_name: str = "auto", progress: bool = True, max_tokens: int | None = None,
-    seq_len: int | None = None, arc_submission: bool = False,
+    path: Path,
+    config_path: Path | None = None,
+    data: Path | None = None,
+    mmax: int = 16,
+    batch_size: int | None = None,
+    max_examples: int | None = None,
+    device_name: str = "auto",
+    progress: bool = True,
+    max_tokens: int | None = None,
+    seq_len: int | None = None,
+    arc_submission: bool = False,
 ) -> Result:
     """Evaluate whatever `path` holds, dispatching on its model family."""
     device = resolve_device(device_name)
@@ -49,8 +70,17 @@ def evaluate_run(
     if loaded.family == "act":
         split = load_split(data if data is not None else config.data_path, "test")
         bs = batch_size or config.eval_global_batch_size or config.global_batch_size
-        return evaluate(model, split, mmax, bs, device, config.arch.loss.loss_type, max_examples, progress=progress,
-                        metrics=task_metrics(split, mmax))
+        return evaluate(
+            model,
+            split,
+            mmax,
+            bs,
+            device,
+            config.arch.loss.loss_type,
+            max_examples,
+            progress=progress,
+            metrics=task_metrics(split, mmax),
+        )
     if data is None and config is None:
         raise UserError(f"{path}: no run config names its dataset; pass --data DIR (a text or puzzle dataset)")
     data_path = data if data is not None else config.data_path
@@ -59,19 +89,24 @@ def evaluate_run(
         puzzles = PuzzleLMData(data_path)
         puzzles.check_model(model, f"--data {puzzles.path}")
         bs = batch_size or (config.eval_global_batch_size or config.global_batch_size if config is not None else 64)
-        return evaluate_puzzle_lm(model, puzzles, bs, device, max_examples, progress=progress, forward_dtype=forward_dtype)
+        return evaluate_puzzle_lm(
+            model, puzzles, bs, device, max_examples, progress=progress, forward_dtype=forward_dtype
+        )
     from hrm_reason.lm_data import load_text_dataset
 
     dataset = load_text_dataset(data_path)
     if dataset.vocab_size > model.config.vocab_size:
-        raise UserError(f"--data {dataset.path}: its vocabulary has {dataset.vocab_size} ids, the model only {model.config.vocab_size}")
+        raise UserError(
+            f"--data {dataset.path}: its vocabulary has {dataset.vocab_size} ids, the model only {model.config.vocab_size}"
+        )
     seq = seq_len or (config.seq_len if config is not None else 256)
     bs = batch_size or (config.eval_global_batch_size or config.global_batch_size if config is not None else 8)
-    return evaluate_lm(model, dataset.splits["val"], seq, bs, device, max_tokens, progress=progress, forward_dtype=forward_dtype)
+    return evaluate_lm(
+        model, dataset.splits["val"], seq, bs, device, max_tokens, progress=progress, forward_dtype=forward_dtype
+    )
 
 
 def format_result(result: Result) -> str:
     if isinstance(result, EvalResult):
         return format_table(result)
     return format_lm_result(result) if isinstance(result, LMEvalResult) else format_puzzle_result(result)
-

@@ -42,17 +42,23 @@ class LMTask:
     def __init__(self, config: TrainConfig, device: torch.device, procs: Processes, progress: bool) -> None:
         self.config, self.device, self.procs = config, device, procs
         if config.global_batch_size % procs.world_size:
-            raise UserError(f"global_batch_size {config.global_batch_size} is not divisible by the number of processes "
-                            f"{procs.world_size}")
+            raise UserError(
+                f"global_batch_size {config.global_batch_size} is not divisible by the number of processes "
+                f"{procs.world_size}"
+            )
         self.puzzles = PuzzleLMData(config.data_path) if is_puzzle_dataset(config.data_path) else None
         if self.puzzles is None:
             self.data = load_text_dataset(config.data_path)
             self.train_stream, self.val_stream = self.data.splits["train"], self.data.splits["val"]
             if len(self.train_stream) < config.seq_len + 1:
-                raise UserError(f"{config.data_path}: the train split has {len(self.train_stream)} tokens, fewer than "
-                                f"seq_len + 1 = {config.seq_len + 1}")
+                raise UserError(
+                    f"{config.data_path}: the train split has {len(self.train_stream)} tokens, fewer than "
+                    f"seq_len + 1 = {config.seq_len + 1}"
+                )
             if len(self.val_stream) < 2:
-                raise UserError(f"{config.data_path}: the val split has {len(self.val_stream)} tokens; nothing to validate on")
+                raise UserError(
+                    f"{config.data_path}: the val split has {len(self.val_stream)} tokens; nothing to validate on"
+                )
         self.vocab_size = self.data.vocab_size if self.puzzles is None else self.puzzles.layout.vocab_size
         self.model = build_lm(config.arch, self.vocab_size, device, config.seed)
         if self.puzzles is not None:
@@ -71,7 +77,9 @@ class LMTask:
                 yield train_batch(self.train_stream, c.global_batch_size, c.seq_len, c.seed, step)[rows].to(self.device)
             else:
                 seqs = self.puzzles.train_batch(c.global_batch_size, c.seed, step)
-                yield PuzzleSequences(seqs.input_ids[rows], seqs.token_type_ids[rows], seqs.labels[rows]).to(self.device)
+                yield PuzzleSequences(seqs.input_ids[rows], seqs.token_type_ids[rows], seqs.labels[rows]).to(
+                    self.device
+                )
 
     def forward(self, train_model: nn.Module, batch: Any, step: int) -> tuple[torch.Tensor, Any]:
         with autocast_context(self.device, self.config.forward_dtype):
@@ -97,34 +105,70 @@ class LMTask:
             self.model.post_step()
         return {"train/lr": lr, "train/grad_norm": float(grad_norm)}
 
-    def record(self, step: int, loss: torch.Tensor, outputs: Any, logged: dict[str, float], seconds: float) -> dict[str, Any]:
+    def record(
+        self, step: int, loss: torch.Tensor, outputs: Any, logged: dict[str, float], seconds: float
+    ) -> dict[str, Any]:
         scalars = {k: v for k, v in outputs.metrics.items() if isinstance(v, torch.Tensor) and v.numel() == 1}
         values = {"loss": loss.detach().float(), "ce": scalars.pop("ce", loss.detach()).float(), **scalars}
         if self.procs.world_size > 1:  # every process's token mean over the same number of tokens
-            reduced = sum_over_ranks(torch.stack(list(values.values())).double(), self.procs.world_size) / self.procs.world_size
+            reduced = (
+                sum_over_ranks(torch.stack(list(values.values())).double(), self.procs.world_size)
+                / self.procs.world_size
+            )
             values = dict(zip(values, reduced))
         loss_value, ce = float(values.pop("loss")), float(values.pop("ce"))
-        return {"step": step, "train/loss": loss_value, "train/ce": ce, "train/lr": logged["train/lr"],
-                "train/grad_norm": logged["train/grad_norm"], "train/tokens_per_s": self.tokens_per_step / max(seconds, 1e-9),
-                **{f"train/{k}": float(v) for k, v in values.items()}}
+        return {
+            "step": step,
+            "train/loss": loss_value,
+            "train/ce": ce,
+            "train/lr": logged["train/lr"],
+            "train/grad_norm": logged["train/grad_norm"],
+            "train/tokens_per_s": self.tokens_per_step / max(seconds, 1e-9),
+            **{f"train/{k}": float(v) for k, v in values.items()},
+        }
 
     def postfix(self, record: dict[str, Any], rate: float) -> dict[str, str]:
-        return {"loss": f"{record['train/loss']:.3f}", "ce": f"{record['train/ce']:.3f}",
-                "tok_s": f"{record['train/tokens_per_s']:.0f}"}
+        return {
+            "loss": f"{record['train/loss']:.3f}",
+            "ce": f"{record['train/ce']:.3f}",
+            "tok_s": f"{record['train/tokens_per_s']:.0f}",
+        }
 
     def evaluate(self, step: int, progress: bool) -> tuple[dict[str, Any], str]:
         """Every process evaluates the whole split with its (identical) weights: no collective needed."""
         c = self.config
         batch_size = c.eval_global_batch_size or c.global_batch_size
         if self.puzzles is not None:
-            p = evaluate_puzzle_lm(self.model, self.puzzles, batch_size, self.device, c.eval_max_examples, progress=progress,
-                                   forward_dtype=c.forward_dtype)
-            return p.record(), (f"eval exact_accuracy {p.exact_accuracy:.4f}, token accuracy {p.token_accuracy:.4f}, "
-                                f"response CE {p.ce:.4f}")
-        r = evaluate_lm(self.model, self.val_stream, c.seq_len, batch_size, self.device, c.eval_max_tokens,
-                        progress=progress, forward_dtype=c.forward_dtype)
-        record = {"eval/ce": r.ce, "eval/perplexity": r.perplexity, "eval/tokens": r.tokens, "eval/tokens_per_s": r.tokens_per_s,
-                  **{f"eval/{k}": v for k, v in r.metrics.items()}}
+            p = evaluate_puzzle_lm(
+                self.model,
+                self.puzzles,
+                batch_size,
+                self.device,
+                c.eval_max_examples,
+                progress=progress,
+                forward_dtype=c.forward_dtype,
+            )
+            return p.record(), (
+                f"eval exact_accuracy {p.exact_accuracy:.4f}, token accuracy {p.token_accuracy:.4f}, "
+                f"response CE {p.ce:.4f}"
+            )
+        r = evaluate_lm(
+            self.model,
+            self.val_stream,
+            c.seq_len,
+            batch_size,
+            self.device,
+            c.eval_max_tokens,
+            progress=progress,
+            forward_dtype=c.forward_dtype,
+        )
+        record = {
+            "eval/ce": r.ce,
+            "eval/perplexity": r.perplexity,
+            "eval/tokens": r.tokens,
+            "eval/tokens_per_s": r.tokens_per_s,
+            **{f"eval/{k}": v for k, v in r.metrics.items()},
+        }
         return record, f"val CE {r.ce:.4f}, perplexity {r.perplexity:.2f}"
 
     def load_weights(self, ckpt: Path) -> None:
@@ -144,8 +188,11 @@ class LMTask:
             self.model.load_training_state(state["model_state"])
 
     def first_record(self) -> dict[str, Any]:
-        sizes = (self.puzzles.record() if self.puzzles is not None
-                 else {"train_tokens": len(self.train_stream), "val_tokens": len(self.val_stream)})
+        sizes = (
+            self.puzzles.record()
+            if self.puzzles is not None
+            else {"train_tokens": len(self.train_stream), "val_tokens": len(self.val_stream)}
+        )
         return {"vocab_size": self.vocab_size, **sizes}
 
     def saved_config(self) -> TrainConfig:

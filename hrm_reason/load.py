@@ -38,8 +38,12 @@ def run_config_path(ckpt: Path) -> Path | None:
     """The config of the run a checkpoint belongs to (run/checkpoints/step_N), beside it, or the original code's
     all_config.yaml beside the weights file."""
     base = ckpt if ckpt.is_dir() else ckpt.parent
-    for candidate in (base.parent.parent / "config.yaml", base / "config.yaml", base.parent / "config.yaml",
-                      base / "all_config.yaml"):
+    for candidate in (
+        base.parent.parent / "config.yaml",
+        base / "config.yaml",
+        base.parent / "config.yaml",
+        base / "all_config.yaml",
+    ):
         if candidate.is_file():
             return candidate
     return None
@@ -66,7 +70,9 @@ class LoadedRun:
     family: Family
 
 
-def load_run(path: str | Path, device: Any = "cpu", config_path: Path | None = None, data: Path | None = None) -> LoadedRun:
+def load_run(
+    path: str | Path, device: Any = "cpu", config_path: Path | None = None, data: Path | None = None
+) -> LoadedRun:
     """The model at `path` on `device` (eval mode) with its run config; `config_path` and `data` replace the run's
     config and dataset (an original HRM checkpoint outside a run needs its all_config.yaml)."""
     import torch
@@ -96,8 +102,9 @@ def load_run(path: str | Path, device: Any = "cpu", config_path: Path | None = N
     return LoadedRun(model.to(device).eval(), config, ckpt, family)
 
 
-def puzzle_metadata(data_path: str | Path | None, seq_len: int = 81, vocab_size: int = 11,
-                    num_puzzle_identifiers: int = 1) -> Any:
+def puzzle_metadata(
+    data_path: str | Path | None, seq_len: int = 81, vocab_size: int = 11, num_puzzle_identifiers: int = 1
+) -> Any:
     """The train split's metadata of a built puzzle dataset (None when `data_path` holds none), or with data_path None
     a stand-in of the given shapes (a model built without its dataset: hrm bench, weights without their data)."""
     from hrm_reason.data import PuzzleDatasetMetadata, load_split
@@ -105,9 +112,17 @@ def puzzle_metadata(data_path: str | Path | None, seq_len: int = 81, vocab_size:
 
     if data_path is not None:
         return load_split(data_path, "train").metadata if is_puzzle_dataset(data_path) else None
-    return PuzzleDatasetMetadata(pad_id=0, ignore_label_id=0, blank_identifier_id=0, vocab_size=vocab_size, seq_len=seq_len,
-                                 num_puzzle_identifiers=num_puzzle_identifiers, total_groups=1, mean_puzzle_examples=1.0,
-                                 sets=["all"])
+    return PuzzleDatasetMetadata(
+        pad_id=0,
+        ignore_label_id=0,
+        blank_identifier_id=0,
+        vocab_size=vocab_size,
+        seq_len=seq_len,
+        num_puzzle_identifiers=num_puzzle_identifiers,
+        total_groups=1,
+        mean_puzzle_examples=1.0,
+        sets=["all"],
+    )
 
 
 def load(path: str | Path, device: Any = "cpu") -> Any:
@@ -146,7 +161,9 @@ def _load_act(ckpt: Path, config: TrainConfig, data: Path | None, device: Any) -
     else:
         saved = saved_model_config(ckpt)
         if saved is None or not all(k in saved for k in ("seq_len", "vocab_size", "num_puzzle_identifiers")):
-            raise UserError(f"{ckpt}: its dataset {config.data_path} is not on disk and the weights do not record the model's shapes")
+            raise UserError(
+                f"{ckpt}: its dataset {config.data_path} is not on disk and the weights do not record the model's shapes"
+            )
         meta = puzzle_metadata(None, saved["seq_len"], saved["vocab_size"], saved["num_puzzle_identifiers"])
     model = build_model(config.arch, meta, device, config.seed)
     load_checkpoint(model, ckpt)

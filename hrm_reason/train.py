@@ -55,7 +55,9 @@ class TrainTask(Protocol):
     def optimizer_step(self, loss: torch.Tensor, position: float) -> dict[str, float]:
         """Backward and the optimizers' steps at schedule position `position`; returns the lr and what to log."""
 
-    def record(self, step: int, loss: torch.Tensor, outputs: Any, logged: dict[str, float], seconds: float) -> dict[str, Any]:
+    def record(
+        self, step: int, loss: torch.Tensor, outputs: Any, logged: dict[str, float], seconds: float
+    ) -> dict[str, Any]:
         """The metrics.jsonl record of a step (reduced across processes: collective)."""
 
     def evaluate(self, step: int, progress: bool) -> tuple[dict[str, Any], str]:
@@ -108,7 +110,9 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) 
     run_dir = Path(config.run_dir) if config.run_dir else default_run_dir(config)
     task = make_task(config, device, procs, progress and procs.is_main)
     if not resume and run_dir.exists() and any(run_dir.iterdir()):
-        raise UserError(f"run directory {run_dir} is not empty: pass --resume to continue it, or choose another --run-dir")
+        raise UserError(
+            f"run directory {run_dir} is not empty: pass --resume to continue it, or choose another --run-dir"
+        )
     model, optimizer = task.model, task.optimizer
     step, round_, in_round, train_seconds, state = 0, 0, 0, 0.0, None
     if resume:
@@ -126,15 +130,24 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) 
     if config.compile:
         compile_model(model)
     # Buffers (the puzzle table, kept in step by the sparse optimizer's all_gather) are not re-broadcast every forward.
-    train_model = (DDP(model, device_ids=[device.index] if device.type == "cuda" else None, broadcast_buffers=False)
-                   if procs.distributed else model)
+    train_model = (
+        DDP(model, device_ids=[device.index] if device.type == "cuda" else None, broadcast_buffers=False)
+        if procs.distributed
+        else model
+    )
 
     if procs.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
         save_config(task.saved_config().model_copy(update={"run_dir": str(run_dir)}), run_dir / "config.yaml")
         task.write_run_files(run_dir)
-    log = RunLog(run_dir if procs.is_main else None, step if resume else None, config.logger, config.project_name,
-                 config.run_name, config.model_dump(mode="json"))
+    log = RunLog(
+        run_dir if procs.is_main else None,
+        step if resume else None,
+        config.logger,
+        config.project_name,
+        config.run_name,
+        config.model_dump(mode="json"),
+    )
     if not resume:
         log.write({"step": 0, "num_params": sum(p.numel() for p in model.parameters()), **task.first_record()})
     saved_at = evaluated_at = -1
@@ -143,8 +156,15 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) 
         nonlocal saved_at
         family_state = task.state()  # collective
         if procs.is_main and saved_at != step:
-            full = {"optimizer": optimizer.state_dict(), "step": step, "iteration": round_, "batch_in_iter": in_round,
-                    "train_seconds": train_seconds, **family_state, **(ema.checkpoint_state(model) if ema else {})}
+            full = {
+                "optimizer": optimizer.state_dict(),
+                "step": step,
+                "iteration": round_,
+                "batch_in_iter": in_round,
+                "train_seconds": train_seconds,
+                **family_state,
+                **(ema.checkpoint_state(model) if ema else {}),
+            }
             with ema_weights(ema, model):
                 save_checkpoint(run_dir, step, model, task.model_config(), full)
         saved_at = step
@@ -161,8 +181,14 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) 
         evaluated_at = step
 
     total_steps = task.total_steps
-    bar = tqdm(total=total_steps, initial=step, desc="train", unit="step", disable=not (progress and procs.is_main),
-               dynamic_ncols=True)
+    bar = tqdm(
+        total=total_steps,
+        initial=step,
+        desc="train",
+        unit="step",
+        disable=not (progress and procs.is_main),
+        dynamic_ncols=True,
+    )
     seen_steps, t0 = 0, time.perf_counter()
     model.train()
     stopped = False
@@ -176,12 +202,17 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) 
                         break
                     step_start = clock()
                     position: float = step + 1
-                    if config.schedule_over == "seconds":  # the share of the time budget spent, in steps of the schedule
+                    if (
+                        config.schedule_over == "seconds"
+                    ):  # the share of the time budget spent, in steps of the schedule
                         position = max(position, total_steps * train_seconds / config.max_seconds)
                     loss, outputs = task.forward(train_model, batch, step)
-                    time_up = config.max_seconds is not None and train_seconds + clock() - step_start >= config.max_seconds
-                    diverged, stop_now, time_up = any_rank([~torch.isfinite(loss.detach()), stop.requested, time_up],
-                                                           procs.world_size, loss.device)
+                    time_up = (
+                        config.max_seconds is not None and train_seconds + clock() - step_start >= config.max_seconds
+                    )
+                    diverged, stop_now, time_up = any_rank(
+                        [~torch.isfinite(loss.detach()), stop.requested, time_up], procs.world_size, loss.device
+                    )
                     if diverged:
                         raise TrainingDiverged(
                             f"loss became {loss.item()} at step {step + 1}; stopped without saving this step. "
@@ -220,8 +251,11 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) 
             if stopped:
                 checkpoint()
                 if procs.is_main:
-                    tqdm.write(f"stopped at step {step}; checkpoint written. Resume with: hrm train --run-dir {run_dir} "
-                               "--resume", file=sys.stderr)
+                    tqdm.write(
+                        f"stopped at step {step}; checkpoint written. Resume with: hrm train --run-dir {run_dir} "
+                        "--resume",
+                        file=sys.stderr,
+                    )
             elif (step >= total_steps or out_of_time) and in_round > 0:
                 # The step cap or the time budget ended the run inside a round: evaluate and save the final state.
                 evaluate()

@@ -24,15 +24,15 @@ from typer.testing import CliRunner
 import hrm_reason
 from datasets_build.text import TextBuildOptions, build_text
 from hrm_reason.checkpoint import find_checkpoint, read_weights
+from hrm_reason.config import load_config
 from hrm_reason.errors import UserError
 from hrm_reason.generate import generate, generate_text
-from hrm_reason.config import load_config
 from hrm_reason.lm_data import ByteTokenizer, load_text_dataset
 from hrm_reason.lm_eval import evaluate_lm
 from hrm_reason.load import load_run
-from hrm_reason.train import train
 from hrm_reason.models.lm import registry
 from hrm_reason.models.lm.output import LMOutput
+from hrm_reason.train import train
 from tests.helpers import rewind
 
 REPO = Path(__file__).resolve().parents[1]

@@ -35,19 +35,25 @@ class MetricsLog:
 class ExternalLogger:
     """wandb or tensorboard, only when installed and asked for."""
 
-    def __init__(self, kind: str, project_name: str | None, run_name: str | None, config: dict[str, Any], run_dir: Path) -> None:
+    def __init__(
+        self, kind: str, project_name: str | None, run_name: str | None, config: dict[str, Any], run_dir: Path
+    ) -> None:
         self.kind, self.impl = kind, None
         if kind == "wandb":
             try:
                 import wandb  # type: ignore[import-not-found]
             except ImportError:
                 raise UserError("logger=wandb but wandb is not installed (pip install 'hrm-reason[wandb]')") from None
-            self.impl = wandb.init(project=project_name or "hrm-reason", name=run_name or run_dir.name, config=config, dir=str(run_dir))
+            self.impl = wandb.init(
+                project=project_name or "hrm-reason", name=run_name or run_dir.name, config=config, dir=str(run_dir)
+            )
         elif kind == "tensorboard":
             try:
                 from torch.utils.tensorboard import SummaryWriter
             except ImportError:
-                raise UserError("logger=tensorboard but tensorboard is not installed (pip install 'hrm-reason[tensorboard]')") from None
+                raise UserError(
+                    "logger=tensorboard but tensorboard is not installed (pip install 'hrm-reason[tensorboard]')"
+                ) from None
             self.impl = SummaryWriter(str(run_dir / "tensorboard"))
 
     def log(self, record: dict[str, Any]) -> None:
@@ -69,10 +75,19 @@ class ExternalLogger:
 class RunLog:
     """metrics.jsonl plus the external logger, written by the main process only (the others get a silent one)."""
 
-    def __init__(self, run_dir: Path | None, resume_step: int | None, kind: str = "none", project_name: str | None = None,
-                 run_name: str | None = None, config: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        run_dir: Path | None,
+        resume_step: int | None,
+        kind: str = "none",
+        project_name: str | None = None,
+        run_name: str | None = None,
+        config: dict[str, Any] | None = None,
+    ) -> None:
         self.metrics = MetricsLog(run_dir / "metrics.jsonl", resume_step) if run_dir is not None else None
-        self.external = ExternalLogger(kind, project_name, run_name, config or {}, run_dir) if run_dir is not None else None
+        self.external = (
+            ExternalLogger(kind, project_name, run_name, config or {}, run_dir) if run_dir is not None else None
+        )
 
     def write(self, record: dict[str, Any]) -> None:
         if self.metrics is not None:

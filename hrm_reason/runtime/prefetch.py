@@ -10,7 +10,9 @@ from typing import Any
 import torch
 
 
-def prefetch(batches: Iterator[dict[str, torch.Tensor]], device: torch.device, depth: int = 2) -> Iterator[dict[str, torch.Tensor]]:
+def prefetch(
+    batches: Iterator[dict[str, torch.Tensor]], device: torch.device, depth: int = 2
+) -> Iterator[dict[str, torch.Tensor]]:
     """Same batches, same order, `depth` ahead; on CUDA they are pinned and copied asynchronously."""
     ready: queue.Queue[Any] = queue.Queue(maxsize=depth)
     stop = threading.Event()
