@@ -138,30 +138,13 @@ class LMTask:
         """Every process evaluates the whole split with its (identical) weights: no collective needed."""
         c = self.config
         batch_size = c.eval_global_batch_size or c.global_batch_size
+        options = {"progress": progress, "forward_dtype": c.forward_dtype}
         if self.puzzles is not None:
-            p = evaluate_puzzle_lm(
-                self.model,
-                self.puzzles,
-                batch_size,
-                self.device,
-                c.eval_max_examples,
-                progress=progress,
-                forward_dtype=c.forward_dtype,
-            )
+            p = evaluate_puzzle_lm(self.model, self.puzzles, batch_size, self.device, c.eval_max_examples, **options)
             return p.record(), (
-                f"eval exact_accuracy {p.exact_accuracy:.4f}, token accuracy {p.token_accuracy:.4f}, "
-                f"response CE {p.ce:.4f}"
+                f"eval exact_accuracy {p.exact_accuracy:.4f}, token accuracy {p.token_accuracy:.4f}, response CE {p.ce:.4f}"
             )
-        r = evaluate_lm(
-            self.model,
-            self.val_stream,
-            c.seq_len,
-            batch_size,
-            self.device,
-            c.eval_max_tokens,
-            progress=progress,
-            forward_dtype=c.forward_dtype,
-        )
+        r = evaluate_lm(self.model, self.val_stream, c.seq_len, batch_size, self.device, c.eval_max_tokens, **options)
         record = {
             "eval/ce": r.ce,
             "eval/perplexity": r.perplexity,
