@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 
@@ -15,6 +15,33 @@ build_data_app = typer.Typer(no_args_is_help=True, help="Build a benchmark datas
 app.add_typer(build_data_app, name="build-data")
 
 
+def _device_name(value: str) -> str:
+    from hrm_reason.runtime.device import check_device_name
+
+    return check_device_name(value)
+
+
+# Options several commands share, declared once.
+Device = Annotated[str, typer.Option("--device", help="auto, cpu or cuda.", callback=_device_name)]
+Quiet = Annotated[bool, typer.Option("--quiet", help="No progress bars.")]
+Overwrite = Annotated[bool, typer.Option("--overwrite", help="Replace the output if it exists.")]
+Seed = Annotated[int, typer.Option("--seed", help="Seed of every random choice: same options and seed give byte-identical files.")]
+Workers = Annotated[int, typer.Option("--workers", help="Generator processes (0 = one per CPU core for large jobs); the output does not depend on it.")]
+
+def _options(options_cls: type, **fields: object) -> object:
+    """Validated build options; a validation error becomes the one-line message naming the flag and its value."""
+    from pydantic import ValidationError
+
+    try:
+        return options_cls(**fields)
+    except ValidationError as e:
+        err = e.errors()[0]
+        name = str(err["loc"][0]) if err["loc"] else ""
+        flag = "--" + name.replace("_", "-") if name else "options"
+        raise UserError(f"{flag} {fields.get(name, '')!s}: {err['msg'].removeprefix('Value error, ')}") from None
+
+
+
 @build_data_app.command("sudoku")
 def build_data_sudoku(
     out: Optional[Path] = typer.Option(None, "--out", help="Output directory. Default: data/sudoku-extreme-full (hf), data/sudoku-csv (csv), data/sudoku-gen-NxN (generate)."),
@@ -23,25 +50,19 @@ def build_data_sudoku(
     subsample_size: Optional[int] = typer.Option(None, "--subsample-size", help="Keep this many training puzzles, sampled without replacement (seeded)."),
     num_aug: int = typer.Option(0, "--num-aug", help="Augmented copies per training puzzle (digit relabelling, band/stack and row/column shuffles, transpose); test stays unaugmented."),
     min_difficulty: Optional[int] = typer.Option(None, "--min-difficulty", help="Keep puzzles rated at least this (train and test; also filters generated puzzles)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of every random choice: same options and seed give byte-identical files."),
+    seed: Seed = 0,
     box: str = typer.Option("3x3", "--box", help="Box rows x box columns: 2x2 (4x4 board), 2x3 (6x6) or 3x3 (9x9). hf/csv are 3x3 only."),
     train_size: Optional[int] = typer.Option(None, "--train-size", help="Training puzzles: generated count (default 1000), or a seeded cap on hf/csv rows."),
     test_size: Optional[int] = typer.Option(None, "--test-size", help="Test puzzles: generated count (default 1000), or a seeded cap on hf/csv rows."),
-    workers: int = typer.Option(0, "--workers", help="Generator processes (0 = one per CPU core for large jobs); the output does not depend on it."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out if it exists."),
+    workers: Workers = 0,
+    overwrite: Overwrite = False,
 ) -> None:
     """Build a Sudoku dataset: Sudoku-Extreme (hf or csv) or generated unique-solution puzzles with a strict train/test split."""
-    from pydantic import ValidationError
-
     from datasets_build.sudoku import SudokuBuildOptions, build_sudoku, summary
 
-    fields = dict(out=out, source=source, csv_dir=csv_dir, subsample_size=subsample_size, num_aug=num_aug, min_difficulty=min_difficulty, seed=seed, box=box, train_size=train_size, test_size=test_size, workers=workers, overwrite=overwrite)
-    try:
-        opts = SudokuBuildOptions(**fields)
-    except ValidationError as e:
-        err = e.errors()[0]
-        flag = "--" + str(err["loc"][0]).replace("_", "-") if err["loc"] else "options"
-        raise UserError(f"{flag} {fields.get(str(err['loc'][0]) if err['loc'] else '', '')!s}: {err['msg']}") from None
+    opts = _options(SudokuBuildOptions, out=out, source=source, csv_dir=csv_dir, subsample_size=subsample_size, num_aug=num_aug,
+                    min_difficulty=min_difficulty, seed=seed, box=box, train_size=train_size, test_size=test_size,
+                    workers=workers, overwrite=overwrite)
     typer.echo(summary(build_sudoku(opts)))
 
 
@@ -60,23 +81,15 @@ def build_data_arc(
     eval_tasks: Optional[int] = typer.Option(None, "--eval-tasks", help="Keep a seeded sample of N evaluation tasks."),
     task_ids: Optional[str] = typer.Option(None, "--task-ids", help="Comma-separated task ids: keep only these."),
     max_grid_size: int = typer.Option(30, "--max-grid-size", help="Canvas side (seq_len = side^2); tasks with a larger grid are left out. 30 is the original."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out if it exists."),
+    overwrite: Overwrite = False,
 ) -> None:
     """Build ARC-AGI-1 or ARC-AGI-2 with the paper's augmentations: the original split, or --strict."""
-    from pydantic import ValidationError
-
     from datasets_build.arc import ArcBuildOptions, build_arc, summary
 
     ids = None if task_ids is None else [t.strip() for t in task_ids.split(",") if t.strip()]
-    fields = dict(out=out, source=source, dirs=dirs or [], version=version, eval_version=eval_version, concept_arc=concept_arc,
-                  num_aug=num_aug, strict=strict, seed=seed, train_tasks=train_tasks, eval_tasks=eval_tasks, task_ids=ids,
-                  max_grid_size=max_grid_size, overwrite=overwrite)
-    try:
-        opts = ArcBuildOptions(**fields)
-    except ValidationError as e:
-        err = e.errors()[0]
-        flag = "--" + str(err["loc"][0]).replace("_", "-") if err["loc"] else "options"
-        raise UserError(f"{flag} {fields.get(str(err['loc'][0]) if err['loc'] else '', '')!s}: {err['msg']}") from None
+    opts = _options(ArcBuildOptions, out=out, source=source, dirs=dirs or [], version=version, eval_version=eval_version,
+                    concept_arc=concept_arc, num_aug=num_aug, strict=strict, seed=seed, train_tasks=train_tasks,
+                    eval_tasks=eval_tasks, task_ids=ids, max_grid_size=max_grid_size, overwrite=overwrite)
     typer.echo(summary(build_arc(opts)))
 
 
@@ -87,28 +100,21 @@ def build_data_maze(
     csv_dir: Optional[Path] = typer.Option(None, "--csv-dir", help="Folder with train.csv and test.csv (columns source,question,answer,rating) for --source csv."),
     subsample_size: Optional[int] = typer.Option(None, "--subsample-size", help="Keep this many training mazes, sampled without replacement (seeded)."),
     aug: bool = typer.Option(False, "--aug", help="Train on all 8 rotations/reflections of every maze (one group each); test stays unaugmented."),
-    seed: int = typer.Option(0, "--seed", help="Seed of every random choice: same options and seed give byte-identical files."),
+    seed: Seed = 0,
     size: Optional[int] = typer.Option(None, "--size", help="Grid side of generated mazes (default 30); hf/csv mazes are 30x30 / the CSV's size."),
     min_path: Optional[int] = typer.Option(None, "--min-path", help="Keep mazes whose shortest S-G path has at least this many moves. Default for generate: 110 at 30x30, scaled for other sizes (27 at 9x9); for hf/csv: no filter."),
     wall_density: Optional[str] = typer.Option(None, "--wall-density", help="Wall fraction of generated mazes, a range LO-HI drawn uniformly or one value (default 0.3-0.5, as Lehnert et al.)."),
     train_size: Optional[int] = typer.Option(None, "--train-size", help="Training mazes: generated count (default 1000), or a seeded cap on hf/csv rows."),
     test_size: Optional[int] = typer.Option(None, "--test-size", help="Test mazes: generated count (default 1000), or a seeded cap on hf/csv rows."),
-    workers: int = typer.Option(0, "--workers", help="Generator processes (0 = one per CPU core for large jobs); the output does not depend on it."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out if it exists."),
+    workers: Workers = 0,
+    overwrite: Overwrite = False,
 ) -> None:
     """Build a maze dataset: Maze-Hard 30x30 (hf or csv) or generated random-wall mazes with a long shortest path."""
-    from pydantic import ValidationError
-
     from datasets_build.maze import MazeBuildOptions, build_maze, summary
 
-    fields = dict(out=out, source=source, csv_dir=csv_dir, subsample_size=subsample_size, aug=aug, seed=seed, size=size, min_path=min_path, wall_density=wall_density, train_size=train_size, test_size=test_size, workers=workers, overwrite=overwrite)
-    try:
-        opts = MazeBuildOptions(**fields)
-    except ValidationError as e:
-        err = e.errors()[0]
-        name = str(err["loc"][0]) if err["loc"] else ""
-        flag = "--" + name.replace("_", "-") if name else "options"
-        raise UserError(f"{flag} {fields.get(name, '')!s}: {err['msg'].removeprefix('Value error, ')}") from None
+    opts = _options(MazeBuildOptions, out=out, source=source, csv_dir=csv_dir, subsample_size=subsample_size, aug=aug, seed=seed,
+                    size=size, min_path=min_path, wall_density=wall_density, train_size=train_size, test_size=test_size,
+                    workers=workers, overwrite=overwrite)
     typer.echo(summary(build_maze(opts)))
 
 
@@ -123,23 +129,14 @@ def build_data_text(
     seed: int = typer.Option(0, "--seed", help="Seed of the document order and split: same inputs, options and seed give byte-identical files."),
     max_bytes: Optional[int] = typer.Option(None, "--max-bytes", help="Use at most this many bytes of text (documents in seeded order, the last one cut)."),
     shard_tokens: int = typer.Option(1 << 24, "--shard-tokens", help="Tokens per .npy shard."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out if it exists."),
-    quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+    overwrite: Overwrite = False,
+    quiet: Quiet = False,
 ) -> None:
     """Build a text dataset for the language-model heads: train/val token shards split by document."""
-    from pydantic import ValidationError
-
     from datasets_build.text import TextBuildOptions, build_text, summary
 
-    fields = dict(input=inputs, out=out, tokenizer=tokenizer, eos_token=eos_token, glob=glob, val_fraction=val_fraction, seed=seed,
-                  max_bytes=max_bytes, shard_tokens=shard_tokens, overwrite=overwrite)
-    try:
-        opts = TextBuildOptions(**fields)
-    except ValidationError as e:
-        err = e.errors()[0]
-        name = str(err["loc"][0]) if err["loc"] else ""
-        flag = "--" + name.replace("_", "-") if name else "options"
-        raise UserError(f"{flag} {fields.get(name, '')!s}: {err['msg'].removeprefix('Value error, ')}") from None
+    opts = _options(TextBuildOptions, input=inputs, out=out, tokenizer=tokenizer, eos_token=eos_token, glob=glob,
+                    val_fraction=val_fraction, seed=seed, max_bytes=max_bytes, shard_tokens=shard_tokens, overwrite=overwrite)
     typer.echo(summary(build_text(opts, progress=not quiet)))
 
 
@@ -156,6 +153,29 @@ def _packaged_config(name: str) -> Path:
     return Path(str(files("hrm_reason.configs") / name))
 
 
+def _overrides(ctx: typer.Context, command: str) -> list[str]:
+    """The key=value arguments after the flags; anything else that looks like a flag is an error."""
+    for item in ctx.args:
+        if item.startswith("-"):
+            raise UserError(f"unknown option {item} (overrides are key=value; see hrm {command} --help)")
+    return list(ctx.args)
+
+
+def _one_of(run: Optional[Path], checkpoint: Optional[Path]) -> Path:
+    if (run is None) == (checkpoint is None):
+        raise UserError("give exactly one of --run DIR or --checkpoint PATH")
+    return run or checkpoint
+
+
+def _write_json(path: Path, value: object, indent: Optional[int] = 2) -> None:
+    import json
+
+    from hrm_reason.atomic import atomic_write_text
+
+    atomic_write_text(path, json.dumps(value, indent=indent))
+    typer.echo(f"wrote {path}")
+
+
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def train(
     ctx: typer.Context,
@@ -163,40 +183,20 @@ def train(
     data: Optional[Path] = typer.Option(None, "--data", help="Dataset directory (overrides data_path)."),
     run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="Run directory (overrides run_dir)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --run-dir from its latest checkpoint."),
-    quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
+    quiet: Quiet = False,
 ) -> None:
-    """Train a model. Extra arguments are key=value overrides, e.g. arch.hidden_size=256 lr=3e-4."""
+    """Train a model of any family. Extra arguments are key=value overrides, e.g. arch.hidden_size=256 lr=3e-4."""
     from hrm_reason.config import load_config
     from hrm_reason.train import train as run_training
 
-    overrides = list(ctx.args)
-    for item in overrides:
-        if item.startswith("-"):
-            raise UserError(f"unknown option {item} (overrides are key=value; see hrm train --help)")
+    overrides = _overrides(ctx, "train")
     if config is None and resume and run_dir is not None and (run_dir / "config.yaml").is_file():
         config = run_dir / "config.yaml"
     elif config is None:
         config = _packaged_config(DEFAULT_CONFIG)
         typer.echo(f"no --config given: using {config}", err=True)
-    if data is not None:
-        overrides.append(f"data_path={data}")
-    if run_dir is not None:
-        overrides.append(f"run_dir={run_dir}")
-    from hrm_reason.lm_config import is_lm_config
-
-    if is_lm_config(config, overrides):  # a language-model head: the LM trainer
-        from hrm_reason.lm_config import load_lm_config
-        from hrm_reason.lm_train import train_lm
-
-        out = train_lm(load_lm_config(config, overrides), resume=resume, progress=not quiet)
-        typer.echo(f"run directory: {out}")
-        return
-    cfg = load_config(config, overrides)
-    from hrm_reason.data import dataset_kind
-
-    if dataset_kind(cfg.data_path) == "text":
-        raise UserError(f"data_path {cfg.data_path} is a text dataset: arch.name must be a language-model head (e.g. --config configs/hrm_text_lm_quick.yaml)")
-    out = run_training(cfg, resume=resume, progress=not quiet)
+    overrides += [f"data_path={data}"] * (data is not None) + [f"run_dir={run_dir}"] * (run_dir is not None)
+    out = run_training(load_config(config, overrides), resume=resume, progress=not quiet)
     typer.echo(f"run directory: {out}")
 
 
@@ -210,8 +210,8 @@ def eval_cmd(
     json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the results as JSON to this file."),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, help="Examples per batch (default: the config's)."),
     max_examples: Optional[int] = typer.Option(None, "--max-examples", min=1, help="Evaluate the first N test examples only."),
-    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
-    quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+    device: Device = "auto",
+    quiet: Quiet = False,
     submission: Optional[Path] = typer.Option(None, "--submission", help="ARC: write the Kaggle submission.json (top-2 voted answers per test input) to this file."),
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="LM heads: validate on the first N tokens of the val split (default: all)."),
     seq_len: Optional[int] = typer.Option(None, "--seq-len", min=1, help="LM heads: tokens predicted per window (default: the run's seq_len, 256 without a run config)."),
@@ -222,91 +222,16 @@ def eval_cmd(
     For a language-model head (or a transformers HrmText directory): cross-entropy, perplexity and tokens/s on the
     text dataset's val split; on a puzzle dataset (PrefixLM on puzzles) the exact and token accuracy of greedy decoding
     on the test split."""
-    from hrm_reason.evaluate import format_table
-    from hrm_reason.inference import evaluate_checkpoint
+    from hrm_reason.inference import evaluate_run, format_result
 
-    if (run is None) == (checkpoint is None):
-        raise UserError("give exactly one of --run DIR or --checkpoint PATH")
-    if device not in ("auto", "cpu", "cuda"):
-        raise UserError(f"--device {device}: expected auto, cpu or cuda")
-    from hrm_reason.lm_eval import is_lm_checkpoint
-    from hrm_reason.load import is_hf_hrm_text
-
-    if is_hf_hrm_text(run or checkpoint) or is_lm_checkpoint(run or checkpoint):
-        _eval_lm(run or checkpoint, data, batch_size, max_tokens, seq_len, device, json_out, quiet, max_examples)
-        return
-    if submission is not None:
-        from hrm_reason.tasks.arc import require_arc_dataset
-        from hrm_reason.checkpoint import find_checkpoint
-        from hrm_reason.inference import find_config
-
-        require_arc_dataset(data if data is not None else find_config(find_checkpoint(run or checkpoint), config).data_path, "--submission")
-    result = evaluate_checkpoint(run or checkpoint, config, data, mmax, batch_size, max_examples, device, progress=not quiet)
-    arc_submission = result.extra.pop("arc_submission", None)
-    typer.echo(format_table(result))
+    result = evaluate_run(_one_of(run, checkpoint), config, data, mmax, batch_size, max_examples, device,
+                          progress=not quiet, max_tokens=max_tokens, seq_len=seq_len, arc_submission=submission is not None)
+    arc_submission = getattr(result, "extra", {}).pop("arc_submission", None)
+    typer.echo(format_result(result))
     if submission is not None and arc_submission is not None:
-        import json
-
-        from hrm_reason.atomic import atomic_write_text
-
-        atomic_write_text(submission, json.dumps(arc_submission))
-        typer.echo(f"wrote {submission}")
+        _write_json(submission, arc_submission, indent=None)
     if json_out is not None:
-        import json
-
-        from hrm_reason.atomic import atomic_write_text
-
-        atomic_write_text(json_out, json.dumps(result.to_dict(), indent=2))
-        typer.echo(f"wrote {json_out}")
-
-
-def _eval_lm(path: Path, data: Optional[Path], batch_size: Optional[int], max_tokens: Optional[int], seq_len: Optional[int],
-             device_name: str, json_out: Optional[Path], quiet: bool, max_examples: Optional[int] = None) -> None:
-    """hrm eval for a language-model head: CE and perplexity on the val split of the run's (or --data's) text dataset,
-    or greedy-decoding accuracy on the test split of a puzzle dataset."""
-    import json
-
-    from hrm_reason.atomic import atomic_write_text
-    from hrm_reason.lm_data import load_text_dataset
-    from hrm_reason.lm_eval import evaluate_lm, format_lm_result, is_lm_checkpoint, load_lm_checkpoint
-    from hrm_reason.load import load
-    from hrm_reason.train import resolve_device
-
-    device = resolve_device(device_name)
-    config = None
-    if is_lm_checkpoint(path):
-        model, config, _ = load_lm_checkpoint(path, device)
-    else:
-        model = load(path, device)
-    if data is None and config is None:
-        raise UserError(f"{path}: no run config names its dataset; pass --data DIR (a text or puzzle dataset)")
-    from hrm_reason.data import dataset_kind
-
-    if dataset_kind(data if data is not None else config.data_path) == "puzzle":  # PrefixLM on puzzles
-        from hrm_reason.lm_puzzle import PuzzleLMData, evaluate_puzzle_lm, format_puzzle_result
-
-        puzzles = PuzzleLMData(data if data is not None else config.data_path)
-        puzzles.check_model(model, f"--data {puzzles.path}")
-        bs = batch_size or (config.eval_batch_size or config.global_batch_size if config is not None else 64)
-        result = evaluate_puzzle_lm(model, puzzles, bs, device, max_examples, progress=not quiet,
-                                    forward_dtype=config.forward_dtype if config is not None else "auto")
-        typer.echo(format_puzzle_result(result))
-        if json_out is not None:
-            atomic_write_text(json_out, json.dumps(result.to_dict(), indent=2))
-            typer.echo(f"wrote {json_out}")
-        return
-    dataset = load_text_dataset(data if data is not None else config.data_path)
-    vocab = model.config.vocab_size
-    if dataset.vocab_size > vocab:
-        raise UserError(f"--data {dataset.path}: its vocabulary has {dataset.vocab_size} ids, the model only {vocab}")
-    seq = seq_len or (config.seq_len if config is not None else 256)
-    bs = batch_size or (config.eval_batch_size or config.global_batch_size if config is not None else 8)
-    result = evaluate_lm(model, dataset.splits["val"], seq, bs, device, max_tokens, progress=not quiet,
-                         forward_dtype=config.forward_dtype if config is not None else "auto")
-    typer.echo(format_lm_result(result))
-    if json_out is not None:
-        atomic_write_text(json_out, json.dumps(result.to_dict(), indent=2))
-        typer.echo(f"wrote {json_out}")
+        _write_json(json_out, result.to_dict())
 
 
 @app.command("generate")
@@ -320,31 +245,14 @@ def generate_cmd(
     prefix: bool = typer.Option(False, "--prefix", help="The prompt is a bidirectional prefix (token_type_ids 1; hrm_text PrefixLM)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Recompute the whole sequence for every token instead of using the head's KV cache."),
     data: Optional[Path] = typer.Option(None, "--data", help="Text dataset whose tokenizer to use (default: the one saved with the run)."),
-    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
+    device: Device = "auto",
 ) -> None:
     """Continue --prompt with a trained language-model head (KV cache when the head has one)."""
-    from hrm_reason.checkpoint import find_checkpoint
-    from hrm_reason.generate import find_tokenizer, generate_text
-    from hrm_reason.lm_eval import run_config_path, is_lm_checkpoint, load_lm_checkpoint
-    from hrm_reason.load import is_hf_hrm_text, load
-    from hrm_reason.train import resolve_device
+    from hrm_reason.generate import generate_text, load_for_generation
+    from hrm_reason.runtime.device import resolve_device
 
-    if device not in ("auto", "cpu", "cuda"):
-        raise UserError(f"--device {device}: expected auto, cpu or cuda")
     dev = resolve_device(device)
-    config = None
-    if is_hf_hrm_text(run):
-        model, dirs = load(run, dev), [run]
-    elif is_lm_checkpoint(run):
-        model, config, ckpt = load_lm_checkpoint(run, dev)
-        cfg = run_config_path(ckpt)
-        dirs = [cfg.parent if cfg is not None else None, ckpt if ckpt.is_dir() else ckpt.parent]
-    else:
-        find_checkpoint(run)  # a missing path: its one-line error
-        raise UserError(f"--run {run}: not a language-model head (hrm generate needs hrm_lm, unitf_lm, hrm_text or ham_lm)")
-    tokenizer = find_tokenizer(data, *dirs, Path(config.data_path) if config is not None else None)
-    if tokenizer is None:
-        raise UserError(f"--run {run}: no tokenizer found beside it; pass --data DIR (the text dataset it was trained on)")
+    model, tokenizer = load_for_generation(run, data, dev)
     text = generate_text(model, tokenizer, prompt, max_new_tokens, temperature, top_k, seed, use_cache=False if no_cache else None,
                          prefix=prefix, device=dev)
     typer.echo(prompt + text)
@@ -354,37 +262,12 @@ def generate_cmd(
 def convert_cmd(
     src: Path = typer.Option(..., "--from", help="A transformers HrmText directory (config.json + model.safetensors), or an hrm_text run/checkpoint."),
     dst: Path = typer.Option(..., "--to", help="Output directory: our checkpoint (from transformers), or a transformers HrmText directory (from ours)."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --to if it exists."),
+    overwrite: Overwrite = False,
 ) -> None:
     """Convert HRM-Text checkpoints between transformers (HrmTextForCausalLM) and hrm-reason; logits are unchanged."""
-    import shutil
+    from hrm_reason.convert import convert_hrm_text
 
-    from hrm_reason.atomic import atomic_directory
-    from hrm_reason.lm_data import HF_TOKENIZER_FILE
-    from hrm_reason.load import is_hf_hrm_text, load
-
-    if dst.exists() and not overwrite:
-        raise UserError(f"--to {dst}: already exists; pass --overwrite to replace it")
-    model = load(src)
-    if type(model).__name__ != "HRMText":
-        raise UserError(f"--from {src}: holds a {type(model).__name__}; hrm convert handles hrm_text (HrmText) checkpoints only")
-    src_dir = src if src.is_dir() else src.parent
-    if is_hf_hrm_text(src):
-        from hrm_reason.checkpoint import write_weights
-
-        with atomic_directory(dst, overwrite=overwrite) as tmp:
-            write_weights(tmp, model, model.config.model_dump(mode="json"))
-            if (src / HF_TOKENIZER_FILE).is_file():
-                shutil.copyfile(src / HF_TOKENIZER_FILE, tmp / HF_TOKENIZER_FILE)
-    else:
-        from hrm_reason.models.lm.hrm_text_convert import save_hf_hrm_text
-
-        save_hf_hrm_text(model, dst, overwrite=overwrite)
-        for d in (src_dir, src_dir.parent.parent):
-            if (d / HF_TOKENIZER_FILE).is_file():
-                shutil.copyfile(d / HF_TOKENIZER_FILE, dst / HF_TOKENIZER_FILE)
-                break
-    typer.echo(f"wrote {dst}")
+    typer.echo(f"wrote {convert_hrm_text(src, dst, overwrite)}")
 
 
 viz_app = typer.Typer(no_args_is_help=True, help='Pictures (PNG): puzzles, the prediction after every segment, training curves. Needs matplotlib: pip install "hrm-reason[viz]".')
@@ -420,18 +303,14 @@ def viz_predictions(
     index: int = typer.Option(0, "--index", help="First test example."),
     count: int = typer.Option(1, "--count", help="Number of test examples from --index on, one PNG each."),
     mmax: Optional[int] = typer.Option(None, "--mmax", help="Segments to run (default: the trained halt_max_steps)."),
-    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
+    device: Device = "auto",
     out: Optional[Path] = typer.Option(None, "--out", help="Output directory (default: RUN/viz, or viz with --checkpoint)."),
 ) -> None:
     """The decoded prediction after every segment 1..mmax, with changed cells shaded, errors marked and q_halt plotted."""
     from hrm_reason.viz.canvas import save_figures
     from hrm_reason.viz.predictions import prediction_figures
 
-    if (run is None) == (checkpoint is None):
-        raise UserError("give exactly one of --run DIR or --checkpoint PATH")
-    if device not in ("auto", "cpu", "cuda"):
-        raise UserError(f"--device {device}: expected auto, cpu or cuda")
-    figures = prediction_figures(run or checkpoint, config, data, index, count, mmax, device)
+    figures = prediction_figures(_one_of(run, checkpoint), config, data, index, count, mmax, device)
     _echo_written(save_figures(figures, out or (run / "viz" if run is not None else Path("viz"))))
 
 
@@ -452,19 +331,17 @@ def viz_run(
 def viz_html(
     run_dir: Path = typer.Argument(..., help="Run directory (with metrics.jsonl and checkpoints)."),
     eval_json: Optional[list[Path]] = typer.Option(None, "--eval", help="Results of hrm eval --json (default: such JSON files in RUN_DIR)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="HTML file (default: RUN_DIR/viz/index.html)."),
+    device: Device = "auto",
     data: Optional[Path] = typer.Option(None, "--data", help="Dataset directory (default: the config's data_path)."),
     index: int = typer.Option(0, "--index", help="First test example of the prediction strips."),
     count: int = typer.Option(3, "--count", help="Prediction strips to include (0: none, no checkpoint needed)."),
     mmax: Optional[int] = typer.Option(None, "--mmax", help="Segments of the prediction strips (default: the trained halt_max_steps)."),
-    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
-    out: Optional[Path] = typer.Option(None, "--out", help="HTML file (default: RUN_DIR/viz/index.html)."),
 ) -> None:
     """One self-contained HTML page for a run: curves, accuracy against segments, prediction strips, config."""
     from hrm_reason.atomic import atomic_write_text
     from hrm_reason.viz.html import run_page
 
-    if device not in ("auto", "cpu", "cuda"):
-        raise UserError(f"--device {device}: expected auto, cpu or cuda")
     if count < 0:
         raise UserError(f"--count {count}: expected 0 or more")
     path = out or run_dir / "viz" / "index.html"
@@ -485,32 +362,23 @@ def bench_cmd(
 ) -> None:
     """Training and evaluation examples/s, model FLOPs, measured matmul peak, MFU and peak memory of a config.
     Extra arguments are key=value overrides, e.g. arch.q_target=next_segment compile=true device=cpu."""
-    import json
-
-    from hrm_reason.atomic import atomic_write_text
     from hrm_reason.bench import format_result, run_bench
-    from hrm_reason.config import TrainConfig
-    from hrm_reason.data import load_split
-    from hrm_reason.lm_config import load_any_config
-    from hrm_reason.train import resolve_device
+    from hrm_reason.config import load_config
+    from hrm_reason.load import puzzle_metadata
+    from hrm_reason.runtime.device import resolve_device
 
-    for item in ctx.args:
-        if item.startswith("-"):
-            raise UserError(f"unknown option {item} (overrides are key=value; see hrm bench --help)")
-    cfg = load_any_config(config, list(ctx.args))
-    puzzle = isinstance(cfg, TrainConfig)
-    if puzzle and (Path(cfg.data_path) / "train" / "dataset.json").is_file():
-        meta = load_split(cfg.data_path, "train").metadata
+    cfg = load_config(config, _overrides(ctx, "bench"))
+    meta = puzzle_metadata(cfg.data_path, seq_len, vocab_size) if cfg.family == "act" else None
+    if meta is not None:
         sizes = dict(seq_len=meta.seq_len, vocab_size=meta.vocab_size, num_puzzle_identifiers=meta.num_puzzle_identifiers)
-    else:  # a language-model head: windows of the config's seq_len
-        sizes = dict(seq_len=seq_len if puzzle else cfg.seq_len, vocab_size=vocab_size, num_puzzle_identifiers=1)
-        typer.echo(f"random tokens of seq_len {sizes['seq_len']}, vocab {vocab_size}"
-                   + (f" ({cfg.data_path} is not built)" if puzzle else ""), err=True)
+    else:  # no dataset on disk, or a language-model head: random tokens (LM windows of the config's seq_len)
+        sizes = dict(seq_len=seq_len if cfg.family == "act" else cfg.seq_len, vocab_size=vocab_size, num_puzzle_identifiers=1)
+        why = f" ({cfg.data_path} is not built)" if cfg.family == "act" else ""
+        typer.echo(f"random tokens of seq_len {sizes['seq_len']}, vocab {vocab_size}{why}", err=True)
     result = run_bench(cfg, sizes, resolve_device(cfg.device), batch_size or cfg.global_batch_size, steps, warmup)
     typer.echo(format_result(result))
     if json_out is not None:
-        atomic_write_text(json_out, json.dumps(result.to_dict(), indent=2))
-        typer.echo(f"wrote {json_out}")
+        _write_json(json_out, result.to_dict())
 
 
 @app.command("compare")
@@ -519,7 +387,7 @@ def compare_cmd(
     seeds: int = typer.Option(3, "--seeds", min=1, help="Train each config with seeds 0..N-1."),
     out: Path = typer.Option(..., "--out", help="Study directory: runs/<config>/seed<k>/, results.json, results.md, plots/."),
     mmax: Optional[int] = typer.Option(None, "--mmax", min=1, help="Segments at evaluation (default: twice each config's halt_max_steps)."),
-    quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
+    quiet: Quiet = False,
     jobs: int = typer.Option(1, "--jobs", min=1, help="Runs trained at once, each in its own process with cpu_count/N threads (no progress bars)."),
 ) -> None:
     """Train several configs (architectures) for several seeds on their data and compare them: exact accuracy mean ±

@@ -17,11 +17,12 @@ from typing import Any
 
 import torch
 
+from hrm_reason.act_train import optimizer_step
 from hrm_reason.models import registry
 from hrm_reason.models.act import act_loss
 from hrm_reason.models.sparse_embedding import SparseSignSGD
 from hrm_reason.optim import make_adam_atan2
-from hrm_reason.train import compile_model, optimizer_step
+from hrm_reason.runtime.device import compile_model
 
 
 @dataclass

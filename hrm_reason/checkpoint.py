@@ -53,16 +53,29 @@ def find_checkpoint(path: Path) -> Path:
         return path
     raise UserError(f"{path}: no checkpoint found (expected a run directory with checkpoints/latest, or a checkpoint directory)")
 
+def _header_config(file: Path) -> dict[str, Any] | None:
+    with safe_open(str(file), "pt") as f:
+        meta = f.metadata() or {}
+    return json.loads(meta["model_config"]) if "model_config" in meta else None
+
+
+def saved_model_config(path: Path) -> dict[str, Any] | None:
+    """The model config in a safetensors header, without reading the tensors (None for other or unreadable files)."""
+    file = path / WEIGHTS if path.is_dir() else path
+    if file.suffix != ".safetensors" or not file.is_file():
+        return None
+    try:
+        return _header_config(file)
+    except (SafetensorError, OSError, json.JSONDecodeError):
+        return None
+
+
 def read_weights(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any] | None]:
     """Our safetensors file with its model config, or an original HRM state_dict file (config unknown: None)."""
     file = path / WEIGHTS if path.is_dir() else path
     if file.suffix == ".safetensors":
         try:
-
-            with safe_open(str(file), "pt") as f:
-                meta = f.metadata() or {}
-            config = json.loads(meta["model_config"]) if "model_config" in meta else None
-            return load_file(str(file)), config
+            return load_file(str(file)), _header_config(file)
         except (SafetensorError, OSError, json.JSONDecodeError) as e:
             raise UserError(f"{file}: not a readable safetensors checkpoint ({e})") from None
     try:
@@ -72,6 +85,7 @@ def read_weights(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any] | 
     if not isinstance(sd, dict):
         raise UserError(f"{file}: expected a state_dict")
     return convert_original_state_dict(sd), None
+
 
 def convert_original_state_dict(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Key names of the original code (`[_orig_mod.]model.inner.embed_tokens.embedding_weight`, ...) to ours."""

@@ -69,7 +69,10 @@ def plan_runs(configs: list[Path], seeds: int, out: Path, overrides: list[str]) 
     for path, label in zip(configs, labels):
         for seed in range(seeds):
             run_dir = out / "runs" / label / f"seed{seed}"
-            specs.append(RunSpec(label, Path(path), seed, load_config(path, [*overrides, f"seed={seed}", f"run_dir={run_dir}"])))
+            config = load_config(path, [*overrides, f"seed={seed}", f"run_dir={run_dir}"])
+            if config.family != "act":
+                raise UserError(f"{path}: arch.name={config.model_name}: hrm compare studies the ACT puzzle models only")
+            specs.append(RunSpec(label, Path(path), seed, config))
     return specs
 
 

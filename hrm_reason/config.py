@@ -11,44 +11,88 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from hrm_reason.atomic import atomic_write_text
 from hrm_reason.errors import UserError
 from hrm_reason.models import registry
-from hrm_reason.models.act import ACTConfig
-
+from hrm_reason.models.registry import Family
 
 class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+
+# What differs per family is a default, never a meaning: keys a config leaves out take these values.
+FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
+    "act": {"data_path": "data/sudoku-extreme-1k-aug-1000", "global_batch_size": 768, "epochs": 100000,
+            "eval_interval": 10000, "lr": 1e-4, "lr_min_ratio": 1.0, "lr_warmup_steps": 2000},
+    "lm": {"data_path": "data/text-stdlib", "seq_len": 256, "global_batch_size": 16, "max_steps": 1000,
+           "eval_every_steps": 250, "eval_max_tokens": 65536, "lr": 1e-3, "lr_min_ratio": 0.1, "lr_warmup_steps": 100,
+           "grad_clip": 1.0},
+}
+# Keys of LM run configs written before the one run config (eval_interval counted steps there), read as today's.
+LEGACY_LM_KEYS = {"eval_interval": "eval_every_steps", "eval_batch_size": "eval_global_batch_size"}
+
+
+def family_of(arch: Any) -> Family:
+    """The model family an `arch` section (a mapping or a validated config) names: lm for a language-model head."""
+    name = arch.get("name", "hrm") if isinstance(arch, dict) else getattr(arch, "name", None)
+    return "lm" if registry.is_lm_arch(name) else "act"
+
+
+def validate_arch(arch: Any, source: str = "config") -> Any:
+    """The `arch` section validated by the chosen model's own config (registry.arch_config): the model's config for
+    the ACT puzzle models; for LM heads the mapping, checked against the head's config with a stand-in vocabulary
+    until the dataset's is known."""
+    if isinstance(arch, BaseModel):
+        return registry.arch_config(arch, source)
+    arch = dict(arch or {})
+    if family_of(arch) == "lm":
+        registry.lm_config(arch, arch.get("vocab_size", 256), source)
+        return arch
+    return registry.arch_config(arch, source, want="act")
+
+
 class TrainConfig(StrictModel):
-    arch: SerializeAsAny[ACTConfig] = Field(
-        default_factory=lambda: registry.arch_config({"name": "hrm"}),
-        description="the puzzle model, validated by the config of the model arch.name picks (hrm_reason/models/)",
-    )
-    data_path: str = "data/sudoku-extreme-1k-aug-1000"
+    """The one run config of every model family: run, data, optimizer and schedule fields; `arch` is the model's own
+    section. Every key means the same for every family; a default may differ (FAMILY_DEFAULTS)."""
+
+    arch: Any = Field(default_factory=lambda: registry.arch_config({"name": "hrm"}), description="the model's config; arch.name picks the model")
+    data_path: str = Field(description="a puzzle dataset (hrm build-data sudoku/maze/arc) or a text dataset (hrm "
+                           "build-data text); LM heads on a puzzle dataset train PrefixLM on puzzles (lm_puzzle.py)")
     run_dir: str | None = Field(None, description="None: runs/<dataset name>-<arch>-seed<seed>")
 
-    global_batch_size: int = Field(768, gt=0)
-    epochs: int = Field(100000, gt=0)
-    eval_interval: int = Field(10000, gt=0)
-    max_steps: int | None = Field(None, gt=0, description="cap on optimizer steps; the LR schedule spans the capped run")
+    global_batch_size: int = Field(gt=0, description="examples (LM: windows) per optimizer step, over all processes")
+    epochs: int | None = Field(None, gt=0, description="ACT puzzle models: passes over the training groups")
+    eval_interval: int | None = Field(None, gt=0, description="ACT puzzle models: evaluate (and checkpoint) every N epochs")
+    eval_every_steps: int | None = Field(None, gt=0, description="evaluate (and checkpoint) every N optimizer steps, and "
+                                         "at the end of the run")
+    max_steps: int | None = Field(None, gt=0, description="optimizer steps (a cap on those the epochs give); the LR "
+                                  "schedule spans the run")
+    seq_len: int | None = Field(None, gt=0, description="text datasets: tokens predicted per training window (windows "
+                                "hold seq_len + 1); puzzle datasets fix their own")
 
-    lr: float = Field(1e-4, gt=0)
-    lr_min_ratio: float = Field(1.0, ge=0, le=1)
-    lr_warmup_steps: int = Field(2000, ge=0)
+    optimizer: Literal["adam_atan2", "adamw"] = Field("adam_atan2", description="adam_atan2 (HRM's); adamw (the HRM-LM paper's)")
+    lr: float = Field(gt=0)
+    lr_min_ratio: float = Field(ge=0, le=1)
+    lr_warmup_steps: int = Field(ge=0)
     beta1: float = Field(0.9, ge=0, lt=1)
     beta2: float = Field(0.95, ge=0, lt=1)
     weight_decay: float = Field(0.1, ge=0)
+    grad_clip: float | None = Field(None, gt=0, description="LM heads: max global gradient norm; None: no clipping")
     puzzle_emb_lr: float = Field(1e-2, ge=0)
     puzzle_emb_weight_decay: float = Field(0.1, ge=0)
 
     seed: int = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    forward_dtype: Literal["auto", "float32", "bfloat16"] = Field(
+        "auto", description="the one precision policy: auto/bfloat16 compute in bf16 on CUDA (fp32 master weights); a "
+        "CPU always computes in fp32"
+    )
     eval_global_batch_size: int | None = Field(None, gt=0, description="None: global_batch_size")
-    eval_max_examples: int | None = Field(None, gt=0, description="evaluate on the first N test examples only")
+    eval_max_examples: int | None = Field(None, gt=0, description="puzzle datasets: evaluate on the first N test examples (per set)")
+    eval_max_tokens: int | None = Field(None, gt=0, description="text datasets: validation tokens per evaluation; None: all")
     checkpoint_every_eval: bool = True
     checkpoint_every_steps: int | None = Field(None, gt=0, description="also checkpoint every N steps (long iterations)")
     logger: Literal["none", "wandb", "tensorboard"] = "none"
@@ -70,21 +114,65 @@ class TrainConfig(StrictModel):
         "that every run of an equal-time comparison completes its decay however fast its steps are"
     )
 
-    # Accepted so that the original code's all_config.yaml loads; not used.
     project_name: str | None = None
     run_name: str | None = None
+    # Accepted so that the original code's all_config.yaml loads; not used.
     checkpoint_path: str | None = None
     eval_save_outputs: list[str] = []
 
+    @model_validator(mode="before")
+    @classmethod
+    def _family_defaults(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        family = family_of(data.get("arch"))
+        if family == "lm":
+            for old, new in LEGACY_LM_KEYS.items():
+                if old in data and data[old] is None:
+                    del data[old]
+                elif old in data:
+                    if data.get(new) is not None:
+                        raise ValueError(f"{old} (an LM key before the one run config) and {new} are both given: keep {new}")
+                    data[new] = data.pop(old)
+        else:  # arch.forward_dtype (the puzzle models' name before) is the run's forward_dtype; the model follows it
+            arch = data.get("arch")
+            arch = arch.model_dump(exclude_unset=True) if isinstance(arch, BaseModel) else dict(arch or {})
+            given = arch.pop("forward_dtype", None)
+            if given is not None and data.setdefault("forward_dtype", given) != given:
+                raise ValueError(f"arch.forward_dtype {given} and forward_dtype {data['forward_dtype']} differ: give forward_dtype only")
+            data["arch"] = {**arch, "forward_dtype": data.get("forward_dtype", "auto")}
+        for key, value in FAMILY_DEFAULTS[family].items():
+            data.setdefault(key, value)
+        return data
+
     @field_validator("arch", mode="before")
     @classmethod
-    def _model_config(cls, v: Any) -> Any:
-        return registry.arch_config(v, want="act")
+    def _arch(cls, v: Any) -> Any:
+        return validate_arch(v)
+
+    @property
+    def family(self) -> Family:
+        return family_of(self.arch)
+
+    @property
+    def model_name(self) -> str:
+        return self.arch["name"] if isinstance(self.arch, dict) else self.arch.name
 
     @model_validator(mode="after")
-    def _intervals(self) -> TrainConfig:
-        if self.epochs % self.eval_interval:
-            raise ValueError(f"eval_interval {self.eval_interval} must divide epochs {self.epochs}")
+    def _budgets(self) -> TrainConfig:
+        if self.family == "act":
+            if self.epochs is None or self.eval_interval is None:
+                raise ValueError("ACT puzzle models need epochs and eval_interval")
+            if self.epochs % self.eval_interval:
+                raise ValueError(f"eval_interval {self.eval_interval} must divide epochs {self.epochs}")
+        else:
+            if self.epochs is not None:
+                raise ValueError("epochs counts passes over a puzzle dataset for the ACT models; LM heads count max_steps")
+            if self.max_steps is None:
+                raise ValueError("LM heads need max_steps")
+            if self.lr_warmup_steps > self.max_steps:
+                raise ValueError(f"lr_warmup_steps {self.lr_warmup_steps} exceeds max_steps {self.max_steps}")
         if self.schedule_over == "seconds" and self.max_seconds is None:
             raise ValueError("schedule_over=seconds needs max_seconds")
         return self
@@ -135,23 +223,32 @@ def read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def validation_message(e: ValidationError, source: str) -> str:
+def validation_message(e: ValidationError, source: str, prefix: tuple[str, ...] = ()) -> str:
+    """The first error as one line naming the field (`prefix` places a nested section's fields, e.g. arch)."""
     err = e.errors()[0]
-    loc = ".".join(str(p) for p in err["loc"])
+    loc = ".".join(str(p) for p in (*prefix, *err["loc"]))
     msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
     where = f"field '{loc}'" if loc else "config"
     given = f" (got {err['input']!r})" if err["type"] != "extra_forbidden" and loc and not isinstance(err.get("input"), dict) else ""
     return f"{source}: {where}: {msg}{given}"
 
 
-def load_config(path: str | Path | None, overrides: list[str] | None = None) -> TrainConfig:
+def read_config(path: str | Path | None, overrides: list[str] | None = None) -> dict[str, Any]:
+    """The config file (if any) with `key=value` overrides applied, before validation."""
     data = read_yaml(Path(path)) if path is not None else {}
     # Hydra leftovers of original configs are not settings.
     data.pop("defaults", None)
     data.pop("hydra", None)
-    data = _merge(data, parse_overrides(overrides or []))
+    return _merge(data, parse_overrides(overrides or []))
+
+
+def load_config(path: str | Path | None, overrides: list[str] | None = None) -> TrainConfig:
+    """Load and validate a run config of any model family (the original HRM all_config.yaml and the config.yaml of
+    every run directory included); errors are one line naming the file and the field."""
+    data = read_config(path, overrides)
     source = f"{path}" + (" with overrides" if overrides else "") if path is not None else "overrides"
-    data["arch"] = registry.arch_config(data.get("arch", {}), source, want="act")
+    if "arch" in data:
+        validate_arch(data["arch"], source)  # the model's own errors, naming the file
     try:
         return TrainConfig.model_validate(data)
     except ValidationError as e:

@@ -16,6 +16,7 @@ from tqdm import tqdm
 
 from hrm_reason.data import PuzzleSplit, eval_batches
 from hrm_reason.losses import IGNORE_LABEL_ID, LOSS_FUNCTIONS, LossType
+from hrm_reason.models.act import ACTOutput
 
 
 class SegmentMetric(Protocol):
@@ -26,7 +27,7 @@ class SegmentMetric(Protocol):
     world_size > 1 and returns JSON-ready values. A list of length mmax is a per-segment column in the eval table.
     """
 
-    def update(self, segment: int, preds: torch.Tensor, out: dict[str, torch.Tensor], batch: dict[str, torch.Tensor],
+    def update(self, segment: int, preds: torch.Tensor, out: ACTOutput, batch: dict[str, torch.Tensor],
                valid: torch.Tensor) -> None: ...
 
     def result(self, world_size: int) -> dict[str, Any]: ...

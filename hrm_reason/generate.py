@@ -15,7 +15,14 @@ import torch
 from torch import nn
 
 from hrm_reason.errors import UserError
-from hrm_reason.lm_data import DATASET_FILE, HF_TOKENIZER_FILE, TOKENIZER_META, HFTokenizer, Tokenizer, tokenizer_from_record
+from hrm_reason.lm_data import (
+    DATASET_FILE,
+    HF_TOKENIZER_FILE,
+    TOKENIZER_META,
+    HFTokenizer,
+    Tokenizer,
+    tokenizer_from_record,
+)
 
 
 def sample_next(logits: torch.Tensor, temperature: float, top_k: int | None, generator: torch.Generator | None) -> torch.Tensor:
@@ -88,6 +95,23 @@ def find_tokenizer(*directories: Path | None) -> Tokenizer | None:
         if (d / HF_TOKENIZER_FILE).is_file():
             return HFTokenizer(d / HF_TOKENIZER_FILE)
     return None
+
+
+def load_for_generation(path: Path, data: Path | None, device: torch.device) -> tuple[nn.Module, Tokenizer]:
+    """The LM head at `path` (a run, a checkpoint or a transformers HrmText directory) and its tokenizer: --data's, the
+    one saved with the run or beside the checkpoint, or its dataset's."""
+    from hrm_reason.load import load_run, run_config_path
+
+    loaded = load_run(path, device)
+    if loaded.family != "lm":
+        raise UserError(f"--run {path}: not a language-model head (hrm generate needs hrm_lm, unitf_lm, hrm_text or ham_lm)")
+    ckpt = loaded.checkpoint
+    cfg = run_config_path(ckpt) if loaded.config is not None else None
+    dirs = [cfg.parent if cfg is not None else None, ckpt if ckpt.is_dir() else ckpt.parent]
+    tokenizer = find_tokenizer(data, *dirs, Path(loaded.config.data_path) if loaded.config is not None else None)
+    if tokenizer is None:
+        raise UserError(f"--run {path}: no tokenizer found beside it; pass --data DIR (the text dataset it was trained on)")
+    return loaded.model, tokenizer
 
 
 def generate_text(

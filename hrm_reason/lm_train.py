@@ -1,194 +1,192 @@
-"""The training loop of the language-model heads: one backward and one optimizer step per batch, periodic validation,
-checkpoints, resume.
+"""The language-model family's part of a run (the heads of models/registry.py): one backward and one optimizer
+step per batch, no state between batches.
 
-Unlike the puzzle trainer (deep supervision, one step per ACT segment, carries between steps) there is no state
-between batches: step s trains on the windows drawn from (seed, s), so a resumed run reproduces an uninterrupted one.
+Step s trains on the windows drawn from (seed, s), so a resumed run reproduces an uninterrupted one, and under
+torchrun each process takes its rows of that global batch (the head's loss is a token mean, DDP averages it).
 Per step: forward with labels (the head shifts them and adds its auxiliary terms to `loss`), backward, gradient
-clipping, the AdamAtan2 (or AdamW) step under the warmup + cosine schedule, then `model.post_step()` if the head has
-one (HAM's threshold controller). A head with state outside its weights (an optimizer of its own) may expose
-`training_state() -> dict` and `load_training_state(dict)`; it is saved in state.pt.
-Logged to metrics.jsonl: train loss, CE, LR, gradient norm, tokens/s and the head's metrics every step; validation CE,
-perplexity and tokens/s every eval_interval steps.
-A puzzle dataset as data_path (the original HRM layout) trains on PrefixLM puzzle sequences instead (lm_puzzle.py:
-puzzle as bidirectional prefix, solution as causal response); its periodic evaluation is the exact and token accuracy
-of greedy decoding on the test split (eval/exact_accuracy, eval/accuracy) and the response CE.
+clipping, the optimizer step under the warmup + cosine schedule, then `model.post_step()` if the head has one (HAM's
+threshold controller). A head with state outside its weights may expose `training_state() -> dict` and
+`load_training_state(dict)`; it is saved in state.pt.
+Logged: train loss, CE, LR, gradient norm, tokens/s and the head's metrics every step; validation CE, perplexity and
+tokens/s at every evaluation. A puzzle dataset as data_path (the original HRM layout) trains on PrefixLM puzzle
+sequences instead (lm_puzzle.py: puzzle as bidirectional prefix, solution as causal response); its evaluation is the
+exact and token accuracy of greedy decoding on the test split (eval/exact_accuracy, eval/accuracy) and the response CE.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import sys
-import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
-from tqdm import tqdm
 
 from hrm_reason.atomic import atomic_write_text
-from hrm_reason.checkpoint import STATE, find_checkpoint, load_weights, read_weights, save_checkpoint
+from hrm_reason.checkpoint import load_weights, read_weights
+from hrm_reason.config import TrainConfig
 from hrm_reason.data import dataset_kind
 from hrm_reason.errors import UserError
-from hrm_reason.lm_config import LMTrainConfig, save_lm_config
 from hrm_reason.lm_data import TOKENIZER_META, load_text_dataset, save_tokenizer, train_batch
-from hrm_reason.lm_eval import autocast_context, evaluate_lm
-from hrm_reason.lm_puzzle import PuzzleLMData, evaluate_puzzle_lm, forward_sequences
+from hrm_reason.lm_eval import evaluate_lm
+from hrm_reason.lm_puzzle import PuzzleLMData, PuzzleSequences, evaluate_puzzle_lm, uses_prefix
 from hrm_reason.models.registry import build_lm
-from hrm_reason.optim import cosine_schedule_with_warmup, make_adam_atan2
-from hrm_reason.train import ExternalLogger, MetricsLog, StopRequest, TrainingDiverged, resolve_device
+from hrm_reason.optim import make_optimizer
+from hrm_reason.runtime.device import autocast_context
+from hrm_reason.runtime.distributed import Processes, sum_over_ranks
+from hrm_reason.train import scheduled_lr
 
 
-def default_lm_run_dir(config: LMTrainConfig) -> Path:
-    return Path("runs") / f"{Path(config.data_path).name}-{config.arch['name']}-seed{config.seed}"
+class LMTask:
+    def __init__(self, config: TrainConfig, device: torch.device, procs: Processes, progress: bool) -> None:
+        self.config, self.device, self.procs = config, device, procs
+        if config.global_batch_size % procs.world_size:
+            raise UserError(
+                f"global_batch_size {config.global_batch_size} is not divisible by the number of processes "
+                f"{procs.world_size}"
+            )
+        self.puzzles = PuzzleLMData(config.data_path) if dataset_kind(config.data_path) == "puzzle" else None
+        if self.puzzles is None:
+            self.data = load_text_dataset(config.data_path)
+            self.train_stream, self.val_stream = self.data.splits["train"], self.data.splits["val"]
+            if len(self.train_stream) < config.seq_len + 1:
+                raise UserError(
+                    f"{config.data_path}: the train split has {len(self.train_stream)} tokens, fewer than "
+                    f"seq_len + 1 = {config.seq_len + 1}"
+                )
+            if len(self.val_stream) < 2:
+                raise UserError(
+                    f"{config.data_path}: the val split has {len(self.val_stream)} tokens; nothing to validate on"
+                )
+        self.vocab_size = self.data.vocab_size if self.puzzles is None else self.puzzles.layout.vocab_size
+        self.model = build_lm(config.arch, self.vocab_size, device, config.seed)
+        if self.puzzles is not None:
+            self.puzzles.check_model(self.model, config.data_path)
+        self.optimizer = make_optimizer(config, self.model, device)
+        self.total_steps, self.total_rounds = config.max_steps, 1
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        seq_len = config.seq_len if self.puzzles is None else self.puzzles.layout.seq_len
+        self.tokens_per_step = config.global_batch_size * seq_len
 
+    def batches(self, round: int, start: int) -> Iterator[torch.Tensor | PuzzleSequences]:
+        c, (rank, world) = self.config, (self.procs.rank, self.procs.world_size)
+        rows = slice(rank * c.global_batch_size // world, (rank + 1) * c.global_batch_size // world)
+        for step in range(start, self.total_steps):
+            if self.puzzles is None:
+                yield train_batch(self.train_stream, c.global_batch_size, c.seq_len, c.seed, step)[rows].to(self.device)
+            else:
+                seqs = self.puzzles.train_batch(c.global_batch_size, c.seed, step)
+                yield PuzzleSequences(seqs.input_ids[rows], seqs.token_type_ids[rows], seqs.labels[rows]).to(
+                    self.device
+                )
 
-def make_optimizer(config: LMTrainConfig, model: nn.Module, device: torch.device) -> torch.optim.Optimizer:
-    params = [p for p in model.parameters() if p.requires_grad]
-    betas = (config.beta1, config.beta2)
-    if config.optimizer == "adamw":
-        return torch.optim.AdamW(params, lr=config.lr, betas=betas, weight_decay=config.weight_decay)
-    return make_adam_atan2(params, lr=config.lr, betas=betas, weight_decay=config.weight_decay, device=device)
+    def forward(self, train_model: nn.Module, batch: Any, step: int) -> tuple[torch.Tensor, Any]:
+        with autocast_context(self.device, self.config.forward_dtype):
+            if self.puzzles is None:
+                out = train_model(batch, labels=batch)
+            else:  # the prefix is bidirectional where the head supports it
+                types = batch.token_type_ids if uses_prefix(self.model) else None
+                out = train_model(batch.input_ids, token_type_ids=types, labels=batch.labels)
+        if out.loss is None:
+            raise UserError(f"arch {self.config.model_name}: the head returned no loss for labelled input")
+        return out.loss, out
 
+    def optimizer_step(self, loss: torch.Tensor, position: float) -> dict[str, float]:
+        c = self.config
+        lr = scheduled_lr(c, c.lr, position, self.total_steps)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, c.grad_clip if c.grad_clip is not None else math.inf)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        if hasattr(self.model, "post_step"):
+            self.model.post_step()
+        return {"train/lr": lr, "train/grad_norm": float(grad_norm)}
 
-def _scalar_metrics(metrics: dict[str, torch.Tensor], prefix: str) -> dict[str, float]:
-    return {f"{prefix}{k}": float(v) for k, v in metrics.items() if isinstance(v, torch.Tensor) and v.numel() == 1}
+    def record(
+        self, step: int, loss: torch.Tensor, outputs: Any, logged: dict[str, float], seconds: float
+    ) -> dict[str, Any]:
+        scalars = {k: v for k, v in outputs.metrics.items() if isinstance(v, torch.Tensor) and v.numel() == 1}
+        values = {"loss": loss.detach().float(), "ce": scalars.pop("ce", loss.detach()).float(), **scalars}
+        if self.procs.world_size > 1:  # every process's token mean over the same number of tokens
+            reduced = (
+                sum_over_ranks(torch.stack(list(values.values())).double(), self.procs.world_size)
+                / self.procs.world_size
+            )
+            values = dict(zip(values, reduced))
+        loss_value, ce = float(values.pop("loss")), float(values.pop("ce"))
+        return {
+            "step": step,
+            "train/loss": loss_value,
+            "train/ce": ce,
+            "train/lr": logged["train/lr"],
+            "train/grad_norm": logged["train/grad_norm"],
+            "train/tokens_per_s": self.tokens_per_step / max(seconds, 1e-9),
+            **{f"train/{k}": float(v) for k, v in values.items()},
+        }
 
+    def postfix(self, record: dict[str, Any], rate: float) -> dict[str, str]:
+        return {
+            "loss": f"{record['train/loss']:.3f}",
+            "ce": f"{record['train/ce']:.3f}",
+            "tok_s": f"{record['train/tokens_per_s']:.0f}",
+        }
 
-def train_lm(config: LMTrainConfig, resume: bool = False, progress: bool = True) -> Path:
-    """Train (or resume) an LM head on a text dataset (or on puzzle sequences); returns the run directory."""
-    device = resolve_device(config.device)
-    run_dir = Path(config.run_dir) if config.run_dir else default_lm_run_dir(config)
-    puzzles = PuzzleLMData(config.data_path) if dataset_kind(config.data_path) == "puzzle" else None  # PrefixLM on puzzles
-    if puzzles is None:
-        data = load_text_dataset(config.data_path)
-        train_stream, val_stream = data.splits["train"], data.splits["val"]
-        if len(train_stream) < config.seq_len + 1:
-            raise UserError(f"{config.data_path}: the train split has {len(train_stream)} tokens, fewer than seq_len + 1 = {config.seq_len + 1}")
-        if len(val_stream) < 2:
-            raise UserError(f"{config.data_path}: the val split has {len(val_stream)} tokens; nothing to validate on")
-    vocab_size = data.vocab_size if puzzles is None else puzzles.layout.vocab_size
-    if not resume and run_dir.exists() and any(run_dir.iterdir()):
-        raise UserError(f"run directory {run_dir} is not empty: pass --resume to continue it, or choose another --run-dir")
+    def evaluate(self, step: int, progress: bool) -> tuple[dict[str, Any], str]:
+        """Every process evaluates the whole split with its (identical) weights: no collective needed."""
+        c = self.config
+        batch_size = c.eval_global_batch_size or c.global_batch_size
+        options = {"progress": progress, "forward_dtype": c.forward_dtype}
+        if self.puzzles is not None:
+            p = evaluate_puzzle_lm(self.model, self.puzzles, batch_size, self.device, c.eval_max_examples, **options)
+            return p.record(), (
+                f"eval exact_accuracy {p.exact_accuracy:.4f}, token accuracy {p.token_accuracy:.4f}, response CE {p.ce:.4f}"
+            )
+        r = evaluate_lm(self.model, self.val_stream, c.seq_len, batch_size, self.device, c.eval_max_tokens, **options)
+        record = {
+            "eval/ce": r.ce,
+            "eval/perplexity": r.perplexity,
+            "eval/tokens": r.tokens,
+            "eval/tokens_per_s": r.tokens_per_s,
+            **{f"eval/{k}": v for k, v in r.metrics.items()},
+        }
+        return record, f"val CE {r.ce:.4f}, perplexity {r.perplexity:.2f}"
 
-    model = build_lm(config.arch, vocab_size, device, config.seed)
-    if puzzles is not None:
-        puzzles.check_model(model, config.data_path)
-    optimizer = make_optimizer(config, model, device)
-    step, train_seconds = 0, 0.0
-    if resume:
-        ckpt = find_checkpoint(run_dir)
+    def load_weights(self, ckpt: Path) -> None:
         weights, saved = read_weights(ckpt)
-        own = model.config.model_dump(mode="json")
+        own = self.model_config()
         if saved is not None and saved != own:
             diff = sorted(k for k in set(own) | set(saved) if own.get(k) != saved.get(k))
-            raise UserError(f"{ckpt}: checkpoint is from another arch config ({', '.join(f'{k}: {saved.get(k)} vs {own.get(k)}' for k in diff[:3])})")
-        load_weights(model, weights, ckpt)
-        state = torch.load(ckpt / STATE, map_location="cpu", weights_only=False)
-        optimizer.load_state_dict(state["optimizer"])
-        step, train_seconds = state["step"], state.get("train_seconds", 0.0)
-        if state.get("model_state") is not None and hasattr(model, "load_training_state"):
-            model.load_training_state(state["model_state"])
+            details = ", ".join(f"{k}: {saved.get(k)} vs {own.get(k)}" for k in diff[:3])
+            raise UserError(f"{ckpt}: checkpoint is from another arch config ({details})")
+        load_weights(self.model, weights, ckpt)
 
-    run_dir.mkdir(parents=True, exist_ok=True)
-    resolved = config.model_copy(update={"run_dir": str(run_dir), "arch": model.config.model_dump(mode="json")})
-    save_lm_config(resolved, run_dir / "config.yaml")
-    if puzzles is None:
-        tokenizer = data.tokenizer()
-        save_tokenizer(tokenizer, run_dir)
-        atomic_write_text(run_dir / TOKENIZER_META, json.dumps(tokenizer.record(), indent=2) + "\n")
-    metrics = MetricsLog(run_dir / "metrics.jsonl", step if resume else None)
-    external = ExternalLogger(config.logger, config, run_dir)  # type: ignore[arg-type]  # reads project_name, run_name, model_dump
-    if not resume:
-        sizes = puzzles.record() if puzzles is not None else {"train_tokens": len(train_stream), "val_tokens": len(val_stream)}
-        metrics.write({"step": 0, "num_params": sum(p.numel() for p in model.parameters()), "vocab_size": vocab_size, **sizes})
-    params = [p for p in model.parameters() if p.requires_grad]
-    post_step = getattr(model, "post_step", None)
-    tokens_per_step = config.global_batch_size * (config.seq_len if puzzles is None else puzzles.layout.seq_len)
+    def state(self) -> dict[str, Any]:
+        return {"model_state": self.model.training_state() if hasattr(self.model, "training_state") else None}
 
-    def checkpoint() -> None:
-        state = {"optimizer": optimizer.state_dict(), "step": step, "train_seconds": train_seconds,
-                 "model_state": model.training_state() if hasattr(model, "training_state") else None}
-        save_checkpoint(run_dir, step, model, model.config.model_dump(mode="json"), state)
+    def load_state(self, state: dict[str, Any]) -> None:
+        if state.get("model_state") is not None and hasattr(self.model, "load_training_state"):
+            self.model.load_training_state(state["model_state"])
 
-    def run_eval() -> None:
-        if puzzles is not None:
-            run_puzzle_eval()
-            return
-        result = evaluate_lm(model, val_stream, config.seq_len, config.eval_batch_size or config.global_batch_size, device,
-                             config.eval_max_tokens, progress=progress, forward_dtype=config.forward_dtype)
-        record = {"step": step, "eval/ce": result.ce, "eval/perplexity": result.perplexity, "eval/tokens": result.tokens,
-                  "eval/tokens_per_s": result.tokens_per_s, **{f"eval/{k}": v for k, v in result.metrics.items()}}
-        metrics.write(record)
-        external.log(record)
-        tqdm.write(f"step {step}: val CE {result.ce:.4f}, perplexity {result.perplexity:.2f}")
+    def first_record(self) -> dict[str, Any]:
+        sizes = (
+            self.puzzles.record()
+            if self.puzzles is not None
+            else {"train_tokens": len(self.train_stream), "val_tokens": len(self.val_stream)}
+        )
+        return {"vocab_size": self.vocab_size, **sizes}
 
-    def run_puzzle_eval() -> None:
-        result = evaluate_puzzle_lm(model, puzzles, config.eval_batch_size or config.global_batch_size, device,
-                                    config.eval_max_examples, progress=progress, forward_dtype=config.forward_dtype)
-        record = {"step": step, **result.record()}
-        metrics.write(record)
-        external.log(record)
-        tqdm.write(f"step {step}: eval exact_accuracy {result.exact_accuracy:.4f}, token accuracy {result.token_accuracy:.4f}, "
-                   f"response CE {result.ce:.4f}")
+    def saved_config(self) -> TrainConfig:
+        return self.config.model_copy(update={"arch": self.model_config()})
 
-    bar = tqdm(total=config.max_steps, initial=step, desc="train", unit="step", disable=not progress, dynamic_ncols=True)
-    model.train()
-    stopped = out_of_time = False
-    try:
-        with StopRequest() as stop:
-            while step < config.max_steps and not stopped and not out_of_time:
-                if puzzles is None:
-                    ids = train_batch(train_stream, config.global_batch_size, config.seq_len, config.seed, step).to(device)
-                else:
-                    seqs = puzzles.train_batch(config.global_batch_size, config.seed, step).to(device)
-                lr = cosine_schedule_with_warmup(step + 1, config.lr, config.lr_warmup_steps, config.max_steps, config.lr_min_ratio)
-                start = time.perf_counter()
-                with autocast_context(device, config.forward_dtype):
-                    out = model(ids, labels=ids) if puzzles is None else forward_sequences(model, seqs)
-                loss = out.loss
-                if loss is None:
-                    raise UserError(f"arch {config.arch['name']}: the head returned no loss for labelled input")
-                if not torch.isfinite(loss.detach()):
-                    raise TrainingDiverged(
-                        f"loss became {loss.item()} at step {step + 1}; stopped without saving this step. "
-                        f"The last good checkpoint is kept in {run_dir / 'checkpoints'} (try a lower lr)"
-                    )
-                loss.backward()
-                max_norm = config.grad_clip if config.grad_clip is not None else math.inf
-                grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
-                for group in optimizer.param_groups:
-                    group["lr"] = lr
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
-                if post_step is not None:
-                    post_step()
-                loss_value = loss.item()  # synchronises, so the step time below is the step's
-                seconds = time.perf_counter() - start
-                train_seconds += seconds
-                step += 1
+    def model_config(self) -> dict[str, Any]:
+        return self.model.config.model_dump(mode="json")
 
-                ce = float(out.metrics["ce"]) if "ce" in out.metrics else loss_value
-                record = {"step": step, "train/loss": loss_value, "train/ce": ce, "train/lr": lr, "train/grad_norm": float(grad_norm),
-                          "train/tokens_per_s": tokens_per_step / max(seconds, 1e-9),
-                          **_scalar_metrics({k: v for k, v in out.metrics.items() if k != "ce"}, "train/")}
-                metrics.write(record)
-                external.log(record)
-                bar.set_postfix(loss=f"{loss_value:.3f}", ce=f"{ce:.3f}", tok_s=f"{record['train/tokens_per_s']:.0f}", refresh=False)
-                bar.update(1)
-                stopped = stop.requested
-                out_of_time = config.max_seconds is not None and train_seconds >= config.max_seconds
-                if step % config.eval_interval == 0 or step == config.max_steps or stopped or out_of_time:
-                    if not stopped:
-                        run_eval()
-                    checkpoint()
-                elif config.checkpoint_every_steps and step % config.checkpoint_every_steps == 0:
-                    checkpoint()
-    finally:
-        bar.close()
-        metrics.close()
-        external.close()
-    if stopped:
-        tqdm.write(f"stopped at step {step}; checkpoint written. Resume with: hrm train --run-dir {run_dir} --resume", file=sys.stderr)
-        raise KeyboardInterrupt
-    return run_dir
+    def write_run_files(self, run_dir: Path) -> None:
+        if self.puzzles is None:
+            tokenizer = self.data.tokenizer()
+            save_tokenizer(tokenizer, run_dir)
+            atomic_write_text(run_dir / TOKENIZER_META, json.dumps(tokenizer.record(), indent=2) + "\n")

@@ -1,18 +1,26 @@
-"""`hrm_reason.load(path)`: the model behind any checkpoint the CLI writes, or a `transformers` HrmText directory.
+"""`hrm_reason.load(path)`: the one way from a run directory, a checkpoint or a `transformers` HrmText directory to a
+model; `load_run` also gives the run's config and the model family, for evaluation and generation.
 
 - a `transformers` HrmText directory (config.json with model_type "hrm_text" + model.safetensors) -> our HRMText;
 - a run directory, checkpoint directory or weights file of an LM head -> that head;
-- the same of a puzzle model (or an original HRM checkpoint with its all_config.yaml) -> that puzzle model.
+- the same of an ACT puzzle model (or an original HRM checkpoint with its all_config.yaml) -> that model; without its
+  dataset on disk, the shapes come from the weights' header.
 The model comes back in eval mode. An LM head called with `input_ids` (and optional `token_type_ids`) returns an
 output whose `.logits` is (batch, seq, vocab), as a `transformers` causal LM does.
-Heavy imports happen inside `load`, so that `import hrm_reason` stays cheap.
+Heavy imports happen inside the functions, so that `import hrm_reason` stays cheap.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from hrm_reason.config import Family, TrainConfig
 
 
 def is_hf_hrm_text(path: Path) -> bool:
@@ -26,49 +34,137 @@ def is_hf_hrm_text(path: Path) -> bool:
         return False
 
 
-def load(path: str | Path, device: Any = "cpu") -> Any:
-    """Load the model stored at `path` onto `device` (eval mode)."""
-    import torch
+def run_config_path(ckpt: Path) -> Path | None:
+    """The config of the run a checkpoint belongs to (run/checkpoints/step_N), beside it, or the original code's
+    all_config.yaml beside the weights file."""
+    base = ckpt if ckpt.is_dir() else ckpt.parent
+    for candidate in (
+        base.parent.parent / "config.yaml",
+        base / "config.yaml",
+        base.parent / "config.yaml",
+        base / "all_config.yaml",
+    ):
+        if candidate.is_file():
+            return candidate
+    return None
 
+
+def run_config(path: Path, config_path: Path | None = None) -> TrainConfig:
+    """The config of the run or checkpoint at `path` (or `config_path`), as a one-line error when there is none."""
+    from hrm_reason.checkpoint import find_checkpoint
+    from hrm_reason.config import load_config
     from hrm_reason.errors import UserError
 
-    path = Path(path)
-    device = torch.device(device)
+    ckpt = find_checkpoint(Path(path))
+    cfg_path = config_path or run_config_path(ckpt)
+    if cfg_path is None:
+        raise UserError(f"{ckpt}: no config.yaml or all_config.yaml found beside the checkpoint; pass --config FILE")
+    return load_config(cfg_path)
+
+
+@dataclass
+class LoadedRun:
+    model: nn.Module
+    config: TrainConfig | None  # the run's config; None for a transformers directory or a bare LM checkpoint
+    checkpoint: Path  # the checkpoint directory or weights file (the directory of a transformers checkpoint)
+    family: Family
+
+
+def load_run(
+    path: str | Path, device: Any = "cpu", config_path: Path | None = None, data: Path | None = None
+) -> LoadedRun:
+    """The model at `path` on `device` (eval mode) with its run config; `config_path` and `data` replace the run's
+    config and dataset (an original HRM checkpoint outside a run needs its all_config.yaml)."""
+    import torch
+
+    from hrm_reason.checkpoint import find_checkpoint, saved_model_config
+    from hrm_reason.config import family_of, load_config
+    from hrm_reason.errors import UserError
+
+    path, device = Path(path), torch.device(device)
     if not path.exists():
         raise UserError(f"{path}: no such checkpoint, run directory or transformers directory")
     if is_hf_hrm_text(path):
         from hrm_reason.models.lm.hrm_text_convert import load_hf_hrm_text
 
-        model = load_hf_hrm_text(path)
+        return LoadedRun(load_hf_hrm_text(path).to(device).eval(), None, path, "lm")
+    ckpt = find_checkpoint(path)
+    cfg_path = config_path or run_config_path(ckpt)
+    config = load_config(cfg_path) if cfg_path is not None else None
+    # The family: the run config's model, else the one named in the weights' header (an LM checkpoint outside a run).
+    family = config.family if config is not None else family_of(saved_model_config(ckpt) or {})
+    if family == "lm":
+        model = _load_lm(ckpt, config, cfg_path, device)
+    elif config is None:
+        raise UserError(f"{ckpt}: no config.yaml or all_config.yaml found beside the checkpoint; pass --config FILE")
     else:
-        from hrm_reason.lm_eval import is_lm_checkpoint, load_lm_checkpoint
-
-        if is_lm_checkpoint(path):
-            model, _, _ = load_lm_checkpoint(path, device)
-        else:
-            model = _load_puzzle_model(path, device)
-    return model.to(device).eval()
+        model = _load_act(ckpt, config, data, device)
+    return LoadedRun(model.to(device).eval(), config, ckpt, family)
 
 
-def _load_puzzle_model(path: Path, device: Any) -> Any:
-    """A puzzle model through the evaluation loader; without its dataset on disk, the shapes come from the weights'
-    header (seq_len, vocab_size, num_puzzle_identifiers are fields of every puzzle model's config)."""
-    from hrm_reason.checkpoint import find_checkpoint, load_checkpoint, read_weights
-    from hrm_reason.data import PuzzleDatasetMetadata
+def puzzle_metadata(
+    data_path: str | Path | None, seq_len: int = 81, vocab_size: int = 11, num_puzzle_identifiers: int = 1
+) -> Any:
+    """The train split's metadata of a built puzzle dataset (None when `data_path` holds none), or with data_path None
+    a stand-in of the given shapes (a model built without its dataset: hrm bench, weights without their data)."""
+    from hrm_reason.data import PuzzleDatasetMetadata, load_split
+    from hrm_reason.data import dataset_kind
+
+    if data_path is not None:
+        return load_split(data_path, "train").metadata if dataset_kind(data_path) == "puzzle" else None
+    return PuzzleDatasetMetadata(
+        pad_id=0,
+        ignore_label_id=0,
+        blank_identifier_id=0,
+        vocab_size=vocab_size,
+        seq_len=seq_len,
+        num_puzzle_identifiers=num_puzzle_identifiers,
+        total_groups=1,
+        mean_puzzle_examples=1.0,
+        sets=["all"],
+    )
+
+
+def load(path: str | Path, device: Any = "cpu") -> Any:
+    """Load the model stored at `path` onto `device` (eval mode)."""
+    return load_run(path, device).model
+
+
+def _load_lm(ckpt: Path, config: TrainConfig | None, cfg_path: Path | None, device: Any) -> nn.Module:
+    from hrm_reason.checkpoint import load_weights, read_weights
+    from hrm_reason.config import family_of
     from hrm_reason.errors import UserError
-    from hrm_reason.inference import find_config, load_model_for_eval
+    from hrm_reason.models.registry import build_lm
+
+    weights, saved = read_weights(ckpt)
+    arch = saved if saved is not None else (config.arch if config is not None else None)
+    if arch is None or family_of(arch) != "lm":
+        raise UserError(f"{ckpt}: not a language-model checkpoint (no LM head named in its weights or config.yaml)")
+    if config is not None and config.model_name != arch.get("name"):
+        raise UserError(f"{ckpt}: weights are of {arch.get('name')} but {cfg_path} names {config.model_name}")
+    model = build_lm(arch, None, device, 0)
+    load_weights(model, weights, ckpt)
+    return model
+
+
+def _load_act(ckpt: Path, config: TrainConfig, data: Path | None, device: Any) -> nn.Module:
+    """An ACT puzzle model, shaped by its dataset's metadata, or (dataset not on disk, none given) by the weights'
+    header (seq_len, vocab_size, num_puzzle_identifiers are fields of every puzzle model's config)."""
+    from hrm_reason.checkpoint import load_checkpoint, saved_model_config
+    from hrm_reason.data import load_split
+    from hrm_reason.errors import UserError
+    from hrm_reason.data import dataset_kind
     from hrm_reason.models.registry import build_model
 
-    ckpt = find_checkpoint(path)
-    config = find_config(ckpt, None)
-    if (Path(config.data_path) / "test" / "dataset.json").is_file():
-        model, *_ = load_model_for_eval(path, None, None, str(device.type))
-        return model
-    _, saved = read_weights(ckpt)
-    if saved is None or not all(k in saved for k in ("seq_len", "vocab_size", "num_puzzle_identifiers")):
-        raise UserError(f"{ckpt}: its dataset {config.data_path} is not on disk and the weights do not record the model's shapes")
-    meta = PuzzleDatasetMetadata(pad_id=0, ignore_label_id=0, blank_identifier_id=0, vocab_size=saved["vocab_size"], seq_len=saved["seq_len"],
-                                 num_puzzle_identifiers=saved["num_puzzle_identifiers"], total_groups=1, mean_puzzle_examples=1.0, sets=["all"])
+    if data is not None or dataset_kind(config.data_path) == "puzzle":
+        meta = load_split(data if data is not None else config.data_path, "test").metadata
+    else:
+        saved = saved_model_config(ckpt)
+        if saved is None or not all(k in saved for k in ("seq_len", "vocab_size", "num_puzzle_identifiers")):
+            raise UserError(
+                f"{ckpt}: its dataset {config.data_path} is not on disk and the weights do not record the model's shapes"
+            )
+        meta = puzzle_metadata(None, saved["seq_len"], saved["vocab_size"], saved["num_puzzle_identifiers"])
     model = build_model(config.arch, meta, device, config.seed)
     load_checkpoint(model, ckpt)
     return model

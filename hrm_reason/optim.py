@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import torch
 from torch.optim import Optimizer
+
+if TYPE_CHECKING:
+    from hrm_reason.config import TrainConfig
 
 
 class AdamAtan2(Optimizer):
@@ -60,6 +64,15 @@ def make_adam_atan2(params: Iterable[torch.Tensor], lr: float, betas: tuple[floa
         except ImportError:
             pass
     return AdamAtan2(params, lr=lr, betas=betas, weight_decay=weight_decay)
+
+
+def make_optimizer(config: TrainConfig, model: torch.nn.Module, device: torch.device) -> Optimizer:
+    """The run's optimizer (config.optimizer) over the model's trainable parameters."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    betas = (config.beta1, config.beta2)
+    if config.optimizer == "adamw":
+        return torch.optim.AdamW(params, lr=config.lr, betas=betas, weight_decay=config.weight_decay)
+    return make_adam_atan2(params, lr=config.lr, betas=betas, weight_decay=config.weight_decay, device=device)
 
 
 def cosine_schedule_with_warmup(step: float, base_lr: float, warmup_steps: int, total_steps: int, min_ratio: float) -> float:

@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from hrm_reason.config import TrainConfig, load_config
+from hrm_reason.models.act import ACTOutput
 
 REPO = Path(__file__).resolve().parents[1]
 # The original builders' 8 dihedral transforms, written with numpy's named functions (the reference the fast
@@ -152,3 +154,9 @@ def fake_hub(monkeypatch: Any, csv_dir: Path | None, revision: str = "abc123") -
         return csv_dir / "train.csv", csv_dir / "test.csv", revision
 
     monkeypatch.setattr(sources, "download_csvs", download)
+
+
+def halting_output(q_halt: torch.Tensor, q_continue: torch.Tensor | None = None) -> ACTOutput:
+    """An ACT output carrying only what the task metrics read (the halting logits), for metrics fed by hand."""
+    q_continue = torch.zeros_like(q_halt) if q_continue is None else q_continue
+    return ACTOutput(logits=torch.empty(0), q_halt_logits=q_halt, q_continue_logits=q_continue)

@@ -17,7 +17,7 @@ from hrm_reason.evaluate import evaluate
 from hrm_reason.models.registry import build_model
 from hrm_reason.tasks import arc as V
 from hrm_reason.tasks import task_metrics
-from tests.helpers import DIHEDRAL_REFERENCE, run_hrm, tiny_config, write_original_layout
+from tests.helpers import DIHEDRAL_REFERENCE, halting_output, run_hrm, tiny_config, write_original_layout
 
 EVAL_IDS = ["00576224", "31d5ba1a", "6ea4a07e"]  # real ARC-AGI-1 evaluation tasks; the last two have two test inputs
 MMAX = 2
@@ -106,7 +106,7 @@ def vote(data: Path, answer_for, q_for=lambda *_: 0.0) -> dict:
         metric.update(
             MMAX - 1,
             torch.from_numpy(np.stack(preds[sl])),
-            {"q_halt_logits": torch.tensor(qs[sl])},
+            halting_output(torch.tensor(qs[sl])),
             {k: v[sl] for k, v in batch.items()},
             valid[sl],
         )
@@ -142,7 +142,7 @@ def test_ground_truth_predictions_give_pass_at_1_of_one(data: Path, tasks: dict[
     for _, batch in eval_batches(split, 16):
         valid = (batch["labels"] != -100).any(-1)
         preds = torch.where(batch["labels"] == -100, 0, batch["labels"])  # the label tokens, PAD put back
-        metric.update(MMAX - 1, preds, {"q_halt_logits": torch.randn(preds.shape[0])}, batch, valid)
+        metric.update(MMAX - 1, preds, halting_output(torch.randn(preds.shape[0])), batch, valid)
     result = metric.result(1)
     assert all(result[f"pass@{k}"] == 1.0 for k in V.PASS_KS)
     info = result["arc_voting"]
@@ -163,7 +163,7 @@ def test_only_the_final_segment_votes(data: Path) -> None:
     for _, batch in eval_batches(split, 64):
         valid = (batch["labels"] != -100).any(-1)
         preds = torch.where(batch["labels"] == -100, 0, batch["labels"])
-        metric.update(0, preds, {"q_halt_logits": torch.zeros(preds.shape[0])}, batch, valid)
+        metric.update(0, preds, halting_output(torch.zeros(preds.shape[0])), batch, valid)
     result = metric.result(1)
     assert result["arc_voting"]["rows"] == 0 and result["pass@1000"] == 0.0
 
@@ -242,7 +242,7 @@ def test_votes_gathered_from_ranks_merge_to_the_single_process_result(data: Path
         valid = (batch["labels"] != -100).any(-1)
         labels = torch.where(batch["labels"] == -100, 0, batch["labels"])
         preds = torch.where(torch.from_numpy(rng.random(labels.shape) < 0.002), 2, labels)  # some rows wrong
-        out = {"q_halt_logits": torch.from_numpy(rng.normal(size=labels.shape[0]))}
+        out = halting_output(torch.from_numpy(rng.normal(size=labels.shape[0])))
         whole.update(MMAX - 1, preds, out, batch, valid)
         parts[b % 2].update(MMAX - 1, preds, out, batch, valid)
     merged = V.merge_votes([p.votes for p in parts])
@@ -256,7 +256,7 @@ def _predict(batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor
     shifted = torch.where(labels >= 2, (labels - 2 + 1) % 10 + 2, labels)
     ident = batch["puzzle_identifiers"]
     preds = torch.where((ident % 3 == 0)[:, None], shifted, labels)
-    return preds, valid, {"q_halt_logits": (ident % 7).double() - 3}
+    return preds, valid, halting_output((ident % 7).double() - 3)
 
 
 def _two_rank_worker(rank: int, init_file: str, data: str, results: dict) -> None:

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.func import functional_call
 
-import hrm_reason.train as train_module
+import hrm_reason.act_train as train_module
 from hrm_reason.checkpoint import STATE, find_checkpoint, load_checkpoint, read_weights
 from hrm_reason.config import load_config
 from hrm_reason.data import PuzzleDatasetMetadata

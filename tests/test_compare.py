@@ -16,7 +16,7 @@ import hrm_reason.compare as compare_module
 from hrm_reason.compare import compare
 from hrm_reason.config import save_config
 from hrm_reason.errors import UserError
-from hrm_reason.inference import evaluate_checkpoint
+from hrm_reason.inference import evaluate_run
 from tests.helpers import tiny_config, write_original_layout
 from tests.test_cli import assert_one_line_error, hrm
 
@@ -47,7 +47,7 @@ def test_every_config_and_seed_is_trained_and_evaluated(study) -> None:
         assert record["steps"] == 6 and record["train_seconds"] > 0  # 2 epochs * 24 groups / batch 8
         assert record["eval"]["mmax"] == 6  # default: twice halt_max_steps 3
         # The recorded evaluation is the checkpoint's evaluation.
-        direct = evaluate_checkpoint(run, None, None, 6, None, None, "cpu", progress=False)
+        direct = evaluate_run(run, None, None, 6, None, None, "cpu", progress=False)
         assert direct.exact_accuracy == record["eval"]["exact_accuracy"] and direct.token_accuracy == record["eval"]["token_accuracy"]
     hrm_runs = [r for r in results["runs"] if r["label"] == "hrm_tiny"]
     assert hrm_runs[0]["eval"]["token_accuracy"] != hrm_runs[1]["eval"]["token_accuracy"]  # seeds differ

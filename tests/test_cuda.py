@@ -97,7 +97,7 @@ def test_lm_head_trains_and_generates_on_cuda(tmp_path: Path) -> None:
     hrm("build-data", "text", "--input", str(corpus), "--out", str(data))
     run = tmp_path / "lm"
     hrm("train", "-c", str(REPO / "configs" / "hrm_text_lm_quick.yaml"), "--data", str(data), "--run-dir", str(run),
-        "--quiet", "max_steps=6", "eval_interval=3", "seq_len=32", "global_batch_size=4", "lr_warmup_steps=2",
+        "--quiet", "max_steps=6", "eval_every_steps=3", "seq_len=32", "global_batch_size=4", "lr_warmup_steps=2",
         "arch.hidden_size=32", "arch.intermediate_size=64", "arch.head_dim=16", "arch.num_attention_heads=2", "device=cuda")
     last = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
     assert torch.isfinite(torch.tensor(last["eval/ce"]))

@@ -1,5 +1,5 @@
-"""Training under torchrun: 2 CPU processes (gloo) follow the same run as 1 process on the same global batch, and a
-checkpoint resumes on a different number of processes."""
+"""Training under torchrun: 2 CPU processes (gloo) follow the same run as 1 process on the same global batch, for an
+ACT puzzle model and for an LM head, and a puzzle checkpoint resumes on a different number of processes."""
 
 from __future__ import annotations
 
@@ -11,14 +11,22 @@ from pathlib import Path
 
 import pytest
 
-from hrm_reason.config import save_config
+from hrm_reason.checkpoint import read_weights
+from hrm_reason.config import load_config, save_config
 from hrm_reason.train import train
 from tests.helpers import rewind, tiny_config, write_original_layout
 
 REPO = Path(__file__).resolve().parents[1]
 # Exploration off: its draws depend on the rank (seeded by seed, step and rank), everything else must not.
 SETTINGS = ("epochs=4", "eval_interval=2", "arch.halt_exploration_prob=0.0", "device=cpu", "puzzle_emb_lr=0.1")
-COMPARED = ("train/lm_loss", "train/q_halt_loss", "train/q_continue_loss", "train/accuracy", "train/steps", "train/count")
+COMPARED = ("train/lm_loss", "train/q_halt_loss", "train/q_continue_loss", "train/accuracy", "train/steps", "train/count",
+            "eval/exact_accuracy", "eval/accuracy", "eval/lm_loss")
+# A tiny HRM-Text head on a tiny text corpus: 6 steps of 8 windows, validation after steps 3 and 6.
+LM_SETTINGS = ("arch.name=hrm_text", "arch.hidden_size=32", "arch.intermediate_size=64", "arch.num_hidden_layers=1",
+               "arch.num_attention_heads=2", "arch.head_dim=16", "arch.H_cycles=2", "arch.L_cycles=2",
+               "arch.max_position_embeddings=64", "seq_len=16", "global_batch_size=8", "max_steps=6", "eval_every_steps=3",
+               "eval_max_tokens=256", "lr=3e-3", "lr_warmup_steps=2", "device=cpu", "seed=0")
+LM_COMPARED = ("train/loss", "train/ce", "train/grad_norm", "eval/ce", "eval/perplexity")
 
 
 def torchrun(nproc: int, config_path: Path, *args: str) -> None:
@@ -33,11 +41,19 @@ def records(run: Path) -> list[dict]:
     return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
 
 
-def assert_same_run(a: list[dict], b: list[dict]) -> None:
+def assert_same_run(a: list[dict], b: list[dict], compared: tuple[str, ...] = COMPARED) -> None:
     assert [r["step"] for r in a] == [r["step"] for r in b]
     for ra, rb in zip(a, b):
-        for key in set(ra) & set(COMPARED + ("eval/exact_accuracy", "eval/accuracy", "eval/lm_loss")):
+        for key in set(ra) & set(compared):
             assert rb[key] == pytest.approx(ra[key], rel=1e-4, abs=1e-5), (ra["step"], key)
+
+
+def assert_same_weights(a: Path, b: Path) -> None:
+    ours, _ = read_weights(a)
+    ref, _ = read_weights(b)
+    assert ours.keys() == ref.keys()
+    for name in ref:
+        assert (ours[name] - ref[name]).abs().max() < 1e-4, name
 
 
 @pytest.fixture(scope="module")
@@ -57,13 +73,7 @@ def test_two_gloo_processes_match_one_process(single: tuple[Path, Path], tmp_pat
     assert len([r for r in expected if "train/lm_loss" in r]) == 12
     assert_same_run(expected, got)
     # The puzzle embedding (sparse, updated from ids and gradients gathered across ranks) and the weights agree too.
-    from hrm_reason.checkpoint import read_weights
-
-    ours, _ = read_weights(tmp_path / "run" / "checkpoints" / "step_12")
-    ref, _ = read_weights(single_run / "checkpoints" / "step_12")
-    assert ours.keys() == ref.keys()
-    for name in ref:
-        assert (ours[name] - ref[name]).abs().max() < 1e-4, name
+    assert_same_weights(tmp_path / "run" / "checkpoints" / "step_12", single_run / "checkpoints" / "step_12")
 
 
 def test_checkpoint_resumes_on_another_world_size(single: tuple[Path, Path], tmp_path: Path) -> None:
@@ -75,3 +85,24 @@ def test_checkpoint_resumes_on_another_world_size(single: tuple[Path, Path], tmp
     got = records(resumed)
     assert [r["step"] for r in got if "train/lm_loss" in r] == list(range(1, 13))
     assert_same_run(expected, got)
+
+
+def test_lm_head_two_gloo_processes_match_one_process(tmp_path: Path) -> None:
+    """Each process takes its rows of every step's windows; DDP averages the gradients, the logged losses are the
+    mean over processes: the same losses, gradient norms, validation CE and weights as one process."""
+    from datasets_build.text import TextBuildOptions, build_text
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for i in range(6):
+        (corpus / f"{i}.txt").write_text(f"def f{i}(x):\n    return x * {i} + 1\n" * 20)
+    data = build_text(TextBuildOptions(input=[str(corpus)], out=tmp_path / "text", val_fraction=0.2), progress=False)
+    single = train(load_config(None, [f"data_path={data}", f"run_dir={tmp_path / 'single'}", *LM_SETTINGS]), progress=False)
+    config = tmp_path / "config.yaml"
+    save_config(load_config(None, [f"data_path={data}", f"run_dir={tmp_path / 'run'}", *LM_SETTINGS]), config)
+    torchrun(2, config)
+    expected, got = records(single), records(tmp_path / "run")
+    assert [r["step"] for r in expected if "train/loss" in r] == list(range(1, 7))
+    assert [r["step"] for r in expected if "eval/ce" in r] == [3, 6]
+    assert_same_run(expected, got, LM_COMPARED)
+    assert_same_weights(tmp_path / "run" / "checkpoints" / "step_6", single / "checkpoints" / "step_6")

@@ -242,11 +242,11 @@ def test_cli_train_then_eval_on_a_puzzle_dataset(data_dir: Path, tmp_path: Path)
 
 
 def test_sudoku_preset_loads_and_matches_the_seq2seq_preset_size() -> None:
-    from hrm_reason.lm_config import load_lm_config
+    from hrm_reason.config import load_config
     from hrm_reason.models.registry import lm_config
 
     repo = Path(__file__).resolve().parents[1]
-    config = load_lm_config(repo / "configs" / "hrm_text_sudoku_quick.yaml")
+    config = load_config(repo / "configs" / "hrm_text_sudoku_quick.yaml")
     arch = lm_config(config.arch, PuzzleLayout(puzzle_len=16, puzzle_vocab=6).vocab_size)
     assert arch.max_position_embeddings >= 2 * 16 + 1
     assert abs(arch.param_count() - 1.05e6) / 1.05e6 < 0.1  # configs/sudoku_quick.yaml's HRM has 1.05M

@@ -24,14 +24,15 @@ from typer.testing import CliRunner
 import hrm_reason
 from datasets_build.text import TextBuildOptions, build_text
 from hrm_reason.checkpoint import find_checkpoint, read_weights
+from hrm_reason.config import load_config
 from hrm_reason.errors import UserError
 from hrm_reason.generate import generate, generate_text
-from hrm_reason.lm_config import load_any_config, load_lm_config
 from hrm_reason.lm_data import ByteTokenizer, load_text_dataset
-from hrm_reason.lm_eval import evaluate_lm, load_lm_checkpoint
-from hrm_reason.lm_train import train_lm
+from hrm_reason.lm_eval import evaluate_lm
+from hrm_reason.load import load_run
 from hrm_reason.models import registry
 from hrm_reason.models.lm.output import LMOutput
+from hrm_reason.train import train
 from tests.helpers import rewind
 
 REPO = Path(__file__).resolve().parents[1]
@@ -134,8 +135,8 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def config(data: Path, run_dir: Path, *overrides: str, name: str = "tiny_lm"):
     base = [f"arch.name={name}", f"data_path={data}", f"run_dir={run_dir}", "seq_len=32", "global_batch_size=8", "max_steps=6",
-            "eval_interval=3", "eval_max_tokens=512", "lr=3e-3", "lr_warmup_steps=2", "device=cpu", "seed=0"]
-    return load_lm_config(None, base + list(overrides))
+            "eval_every_steps=3", "eval_max_tokens=512", "lr=3e-3", "lr_warmup_steps=2", "device=cpu", "seed=0"]
+    return load_config(None, base + list(overrides))
 
 
 def read_metrics(run: Path) -> list[dict]:
@@ -166,12 +167,20 @@ def test_registry_errors_are_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_config_dispatch(tmp_path: Path) -> None:
     lm = tmp_path / "lm.yaml"
     lm.write_text("arch:\n  name: tiny_lm\n  hidden_size: 16\nseq_len: 8\n")
-    assert load_any_config(lm).arch == {"name": "tiny_lm", "hidden_size": 16}
-    assert type(load_any_config(REPO / "configs" / "sudoku_quick.yaml")).__name__ == "TrainConfig"
+    assert load_config(lm).arch == {"name": "tiny_lm", "hidden_size": 16}
+    assert type(load_config(REPO / "configs" / "sudoku_quick.yaml")).__name__ == "TrainConfig"
     with pytest.raises(UserError, match=r"field 'arch\.num_heads'"):
-        load_lm_config(lm, ["arch.num_heads=zero"])
+        load_config(lm, ["arch.num_heads=zero"])
     with pytest.raises(UserError, match="lr_warmup_steps 50 exceeds max_steps 10"):
-        load_lm_config(lm, ["max_steps=10", "lr_warmup_steps=50"])
+        load_config(lm, ["max_steps=10", "lr_warmup_steps=50"])
+    # The one run config: keys of LM run configs written before it (eval_interval counted steps) are read as today's.
+    old = load_config(lm, ["eval_interval=7", "eval_batch_size=3", "forward_dtype=float32"])
+    assert (old.eval_every_steps, old.eval_global_batch_size, old.eval_interval, old.forward_dtype) == (7, 3, None, "float32")
+    with pytest.raises(UserError, match="eval_interval .* and eval_every_steps are both given"):
+        load_config(lm, ["eval_interval=7", "eval_every_steps=5"])
+    with pytest.raises(UserError, match="LM heads count max_steps"):
+        load_config(lm, ["epochs=3"])
+    assert (old.family, load_config(REPO / "configs" / "sudoku_quick.yaml").family) == ("lm", "act")
 
 
 # -------------------------------------------------------------------------------------------------------- training
@@ -181,26 +190,27 @@ def test_training_lowers_the_validation_loss(data: Path, tmp_path: Path) -> None
     ds = load_text_dataset(data)
     fresh = registry.build_lm({"name": "tiny_lm"}, ds.vocab_size, seed=0)
     before = evaluate_lm(fresh, ds.splits["val"], 32, 8, torch.device("cpu"), max_tokens=512).ce
-    run = train_lm(config(data, tmp_path / "run", "max_steps=30", "eval_interval=30"), progress=False)
+    run = train(config(data, tmp_path / "run", "max_steps=30", "eval_every_steps=30"), progress=False)
     records = read_metrics(run)
     evals = [r for r in records if "eval/ce" in r]
     assert len(evals) == 1 and evals[0]["step"] == 30
     assert evals[0]["eval/ce"] < before - 1.0  # ln(259) = 5.56 to well under 4.6 in 30 steps
     assert evals[0]["eval/perplexity"] == pytest.approx(math.exp(evals[0]["eval/ce"]))
-    train = [r for r in records if "train/loss" in r]
-    assert [r["step"] for r in train] == list(range(1, 31))
-    assert np.mean([r["train/ce"] for r in train[-5:]]) < np.mean([r["train/ce"] for r in train[:5]]) - 0.5
-    assert all(r["train/tokens_per_s"] > 0 and r["train/grad_norm"] > 0 for r in train)
-    model, cfg, _ = load_lm_checkpoint(run)
+    steps = [r for r in records if "train/loss" in r]
+    assert [r["step"] for r in steps] == list(range(1, 31))
+    assert np.mean([r["train/ce"] for r in steps[-5:]]) < np.mean([r["train/ce"] for r in steps[:5]]) - 0.5
+    assert all(r["train/tokens_per_s"] > 0 and r["train/grad_norm"] > 0 for r in steps)
+    loaded = load_run(run)
+    model, cfg = loaded.model, loaded.config
     assert int(model.post_steps) == 30  # post_step after every optimizer step
     assert cfg is not None and cfg.arch["vocab_size"] == ds.vocab_size  # the run's config records the resolved head
     assert (run / "tokenizer_meta.json").is_file()
 
 
 def test_resume_reproduces_the_uninterrupted_run(data: Path, tmp_path: Path) -> None:
-    full = train_lm(config(data, tmp_path / "full", "checkpoint_every_steps=2"), progress=False)
+    full = train(config(data, tmp_path / "full", "checkpoint_every_steps=2"), progress=False)
     cut = rewind(full, tmp_path / "cut", 2)
-    resumed = train_lm(config(data, cut, "checkpoint_every_steps=2"), resume=True, progress=False)
+    resumed = train(config(data, cut, "checkpoint_every_steps=2"), resume=True, progress=False)
     a, b = read_metrics(full), read_metrics(resumed)
     assert [r["step"] for r in a] == [r["step"] for r in b]
     for ra, rb in zip(a, b):
@@ -216,13 +226,24 @@ def test_resume_reproduces_the_uninterrupted_run(data: Path, tmp_path: Path) -> 
 
 
 def test_run_guards(data: Path, tmp_path: Path) -> None:
-    run = train_lm(config(data, tmp_path / "run", "max_steps=2", "eval_interval=2"), progress=False)
+    run = train(config(data, tmp_path / "run", "max_steps=2", "eval_every_steps=2"), progress=False)
     with pytest.raises(UserError, match="not empty"):
-        train_lm(config(data, run, "max_steps=2", "eval_interval=2"), progress=False)
+        train(config(data, run, "max_steps=2", "eval_every_steps=2"), progress=False)
     with pytest.raises(UserError, match="another arch config"):
-        train_lm(config(data, run, "max_steps=4", "eval_interval=2", "arch.hidden_size=16"), resume=True, progress=False)
+        train(config(data, run, "max_steps=4", "eval_every_steps=2", "arch.hidden_size=16"), resume=True, progress=False)
     with pytest.raises(UserError, match="fewer than seq_len"):
-        train_lm(config(data, tmp_path / "r2", "seq_len=100000"), progress=False)
+        train(config(data, tmp_path / "r2", "seq_len=100000"), progress=False)
+    # A run directory written before the one run config (its LM keys: eval_interval counted steps) still loads.
+    import yaml
+
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    old_keys = {"arch", "data_path", "run_dir", "seq_len", "global_batch_size", "max_steps", "eval_max_tokens", "eval_max_examples",
+                "optimizer", "lr", "lr_min_ratio", "lr_warmup_steps", "beta1", "beta2", "weight_decay", "grad_clip", "seed",
+                "device", "forward_dtype", "checkpoint_every_steps", "max_seconds", "logger", "project_name", "run_name"}
+    old = {k: v for k, v in saved.items() if k in old_keys} | {"eval_interval": saved["eval_every_steps"], "eval_batch_size": None}
+    (run / "config.yaml").write_text(yaml.safe_dump(old, sort_keys=False))
+    loaded = load_run(run)
+    assert loaded.family == "lm" and loaded.config.eval_every_steps == 2 and loaded.config.eval_interval is None
 
 
 # ------------------------------------------------------------------------------------------------------ generation
@@ -262,7 +283,7 @@ def test_generation_stops_at_end_of_document_and_decodes() -> None:
 
 
 def test_load_returns_an_lm_with_transformers_shaped_logits(data: Path, tmp_path: Path) -> None:
-    run = train_lm(config(data, tmp_path / "run", "max_steps=2", "eval_interval=2"), progress=False)
+    run = train(config(data, tmp_path / "run", "max_steps=2", "eval_every_steps=2"), progress=False)
     ckpt = find_checkpoint(run)
     ids = torch.randint(0, 259, (2, 9))
     ref = hrm_reason.load(run)
@@ -322,7 +343,7 @@ def test_cli_train_eval_generate(data: Path, tmp_path: Path) -> None:
 def test_registered_heads_run_the_pipeline(name: str, data: Path, tmp_path: Path) -> None:
     if not head_available(name):
         pytest.skip(f"{name} not available yet")
-    run = train_lm(config(data, tmp_path / "run", "max_steps=2", "eval_interval=2", *HEADS[name], name=name), progress=False)
+    run = train(config(data, tmp_path / "run", "max_steps=2", "eval_every_steps=2", *HEADS[name], name=name), progress=False)
     assert [r["step"] for r in read_metrics(run) if "eval/ce" in r] == [2]
     model = hrm_reason.load(run)
     prompt = torch.randint(0, 256, (2, 6), generator=torch.Generator().manual_seed(1))
@@ -336,11 +357,10 @@ def test_registered_heads_run_the_pipeline(name: str, data: Path, tmp_path: Path
 
 
 def test_load_returns_puzzle_models_with_or_without_their_dataset(tmp_path: Path) -> None:
-    from hrm_reason.train import train
     from tests.helpers import tiny_config, write_original_layout
 
     puzzles = write_original_layout(tmp_path / "sudoku4")
-    run = train(tiny_config(puzzles, tmp_path / "prun", "epochs=2", "eval_interval=2"), progress=False)
+    run = train(tiny_config(puzzles, tmp_path / "prun", "epochs=2", "eval_every_steps=2"), progress=False)
     with_data = hrm_reason.load(run)
     shutil.move(puzzles, tmp_path / "moved")
     without = hrm_reason.load(run)  # shapes from the weights' header
@@ -357,7 +377,7 @@ def test_quick_presets_load(name: str) -> None:
     path = REPO / "configs" / PRESETS[name]
     if not head_available(name):
         pytest.skip(f"{name} not available yet")
-    cfg = load_any_config(path)
+    cfg = load_config(path)
     assert cfg.arch["name"] == name and cfg.data_path == "data/text-stdlib"
     model = registry.build_lm(cfg.arch, ByteTokenizer.vocab_size)
     assert 0.2e6 < sum(p.numel() for p in model.parameters()) < 5e6  # small enough for a CPU in minutes

@@ -30,7 +30,7 @@ from hrm_reason.tasks.maze import (
     start_distances,
 )
 from hrm_reason.models.act import ACTOutput
-from tests.helpers import ref_distances
+from tests.helpers import halting_output, ref_distances
 
 # ------------------------------------------------------------------------------------------- independent helpers
 
@@ -289,7 +289,7 @@ def _two_rank_worker(rank: int, init_file: str, results: dict) -> None:
         metric.update(
             m,
             tensor(np.stack(preds).reshape(2, -1)),
-            {"q_halt_logits": q, "q_continue_logits": q},
+            halting_output(q, q),
             batch,
             torch.tensor([True, rank == 0]),
         )

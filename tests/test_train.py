@@ -167,13 +167,17 @@ def test_original_checkpoint_loads_and_gives_same_outputs(data: Path, tmp_path: 
 
 def test_shipped_configs_load_and_the_paper_one_matches_the_paper() -> None:
     from hrm_reason.config import load_config
-    from hrm_reason.lm_config import load_any_config
 
     configs = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
     assert {p.name for p in configs} >= {"sudoku.yaml", "sudoku_quick.yaml"}
     for path in configs:
-        load_any_config(path)
+        load_config(path)
     paper = load_config(configs[[p.name for p in configs].index("sudoku.yaml")])
+    # arch.forward_dtype (the puzzle models' key before the one run config) is the run's forward_dtype.
+    moved = load_config(configs[[p.name for p in configs].index("sudoku.yaml")], ["arch.forward_dtype=float32"])
+    assert (moved.forward_dtype, moved.arch.forward_dtype, paper.forward_dtype, paper.arch.forward_dtype) == ("float32",) * 2 + ("auto",) * 2
+    with pytest.raises(UserError, match="give forward_dtype only"):
+        load_config(None, ["arch.forward_dtype=float32", "forward_dtype=bfloat16"])
     assert (paper.epochs, paper.eval_interval, paper.global_batch_size, paper.lr, paper.puzzle_emb_lr) == (20000, 2000, 768, 1e-4, 1e-4)
     assert (paper.weight_decay, paper.puzzle_emb_weight_decay, paper.lr_warmup_steps, paper.lr_min_ratio) == (1.0, 1.0, 2000, 1.0)
     a = paper.arch

@@ -121,10 +121,6 @@ class ACTOutput:
         """The tensors that are set, by field name."""
         return {f.name: v for f in dataclasses.fields(self) if (v := getattr(self, f.name)) is not None}
 
-    def __getitem__(self, name: str) -> torch.Tensor:
-        """Task metrics (hrm_reason/arc.py, maze_eval.py) still read the output by key."""
-        return self.as_dict()[name]
-
 
 @dataclass
 class Carry:

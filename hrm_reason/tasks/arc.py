@@ -25,7 +25,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -35,6 +35,9 @@ from hrm_reason.data import PuzzleSplit
 from hrm_reason.errors import UserError
 from hrm_reason.jsonfile import read_json
 from hrm_reason.tasks.dihedral import SWAPS_AXES, dihedral_transform, inverse_dihedral_transform
+
+if TYPE_CHECKING:
+    from hrm_reason.models.act import ACTOutput
 
 MAX_SIZE = 30  # the ARC format: grids of 1x1 up to 30x30
 PAD, EOS, COLOUR_OFFSET = 0, 1, 2  # tokens: colour c is c + 2
@@ -301,7 +304,7 @@ class ArcVoting:
         self.unmatched = 0  # rows whose input did not map back to a known test input (should stay 0)
 
     def update(
-        self, segment: int, preds: Tensor, out: dict[str, Tensor], batch: dict[str, Tensor], valid: Tensor
+        self, segment: int, preds: Tensor, out: ACTOutput, batch: dict[str, Tensor], valid: Tensor
     ) -> None:
         if segment != self.final_segment:
             return
@@ -312,7 +315,7 @@ class ArcVoting:
         ids = batch["puzzle_identifiers"][rows].cpu().numpy()
         x = batch["inputs"][rows].cpu().numpy().astype(np.uint8).reshape(-1, size, size)
         y = preds[rows].cpu().numpy().astype(np.uint8).reshape(-1, size, size)
-        q = torch.sigmoid(out["q_halt_logits"][rows].double()).cpu().numpy()
+        q = torch.sigmoid(out.q_halt_logits[rows].double()).cpu().numpy()
         xh, xw = crop_sizes(x)
         yh, yw = crop_sizes(y)
         for i, ident in enumerate(ids.tolist()):

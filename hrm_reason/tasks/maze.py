@@ -18,7 +18,7 @@ d steps. The BFS runs once per batch (a wavefront over all mazes of the batch at
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -28,6 +28,9 @@ from torch import Tensor
 
 from hrm_reason.data import PuzzleSplit
 from hrm_reason.errors import UserError
+
+if TYPE_CHECKING:
+    from hrm_reason.models.act import ACTOutput
 
 CHARSET = "# SGo"
 PAD, WALL, OPEN, START, GOAL, PATH = 0, 1, 2, 3, 4, 5
@@ -155,7 +158,7 @@ class OptimalPathAccuracy:
         self._act_done: torch.Tensor | None = None
 
     def update(
-        self, segment: int, preds: Tensor, out: dict[str, Tensor], batch: dict[str, Tensor], valid: Tensor
+        self, segment: int, preds: Tensor, out: ACTOutput, batch: dict[str, Tensor], valid: Tensor
     ) -> None:
         inputs = batch["inputs"]
         if self.sums is None:
@@ -171,7 +174,7 @@ class OptimalPathAccuracy:
         self.sums[segment] += ok.sum()
         # ACT: the segment where the example halts, by the rule `evaluate` uses (q_halt > q_continue, or the last)
         halt = (
-            valid & ~self._act_done & ((out["q_halt_logits"] > out["q_continue_logits"]) | (segment == self.mmax - 1))
+            valid & ~self._act_done & ((out.q_halt_logits > out.q_continue_logits) | (segment == self.mmax - 1))
         )
         self.sums[self.mmax] += (halt & ok).sum()
         self._act_done |= halt

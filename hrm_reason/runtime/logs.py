@@ -1,0 +1,100 @@
+"""Where a run's numbers go: metrics.jsonl in the run directory, and wandb or tensorboard when asked for."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from hrm_reason.atomic import atomic_write_text
+from hrm_reason.errors import UserError
+
+
+class MetricsLog:
+    """metrics.jsonl: one flat JSON object per logged step or evaluation, appended and flushed."""
+
+    def __init__(self, path: Path, resume_step: int | None) -> None:
+        self.path = path
+        if resume_step is not None and path.exists():
+            # Drop what was logged after the checkpoint we resume from, so the log matches the run.
+            lines = [line for line in path.read_text().splitlines() if line.strip()]
+            kept = [line for line in lines if json.loads(line)["step"] <= resume_step]
+            atomic_write_text(path, "".join(line + "\n" for line in kept))
+        elif resume_step is None:
+            atomic_write_text(path, "")
+        self.file = path.open("a")
+
+    def write(self, record: dict[str, Any]) -> None:
+        self.file.write(json.dumps(record) + "\n")
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()
+
+
+class ExternalLogger:
+    """wandb or tensorboard, only when installed and asked for."""
+
+    def __init__(
+        self, kind: str, project_name: str | None, run_name: str | None, config: dict[str, Any], run_dir: Path
+    ) -> None:
+        self.kind, self.impl = kind, None
+        if kind == "wandb":
+            try:
+                import wandb  # type: ignore[import-not-found]
+            except ImportError:
+                raise UserError("logger=wandb but wandb is not installed (pip install 'hrm-reason[wandb]')") from None
+            self.impl = wandb.init(
+                project=project_name or "hrm-reason", name=run_name or run_dir.name, config=config, dir=str(run_dir)
+            )
+        elif kind == "tensorboard":
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError:
+                raise UserError(
+                    "logger=tensorboard but tensorboard is not installed (pip install 'hrm-reason[tensorboard]')"
+                ) from None
+            self.impl = SummaryWriter(str(run_dir / "tensorboard"))
+
+    def log(self, record: dict[str, Any]) -> None:
+        if self.impl is None:
+            return
+        step = record["step"]
+        values = {k: v for k, v in record.items() if k != "step" and isinstance(v, (int, float))}
+        if self.kind == "wandb":
+            self.impl.log(values, step=step)
+        else:
+            for k, v in values.items():
+                self.impl.add_scalar(k, v, step)
+
+    def close(self) -> None:
+        if self.impl is not None:
+            self.impl.finish() if self.kind == "wandb" else self.impl.close()
+
+
+class RunLog:
+    """metrics.jsonl plus the external logger, written by the main process only (the others get a silent one)."""
+
+    def __init__(
+        self,
+        run_dir: Path | None,
+        resume_step: int | None,
+        kind: str = "none",
+        project_name: str | None = None,
+        run_name: str | None = None,
+        config: dict[str, Any] | None = None,
+    ) -> None:
+        self.metrics = MetricsLog(run_dir / "metrics.jsonl", resume_step) if run_dir is not None else None
+        self.external = (
+            ExternalLogger(kind, project_name, run_name, config or {}, run_dir) if run_dir is not None else None
+        )
+
+    def write(self, record: dict[str, Any]) -> None:
+        if self.metrics is not None:
+            self.metrics.write(record)
+            self.external.log(record)  # type: ignore[union-attr]
+
+    def close(self) -> None:
+        if self.metrics is not None:
+            self.metrics.close()
+            self.external.close()  # type: ignore[union-attr]
