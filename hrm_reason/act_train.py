@@ -20,10 +20,9 @@ import torch.distributed as dist
 
 from hrm_reason.checkpoint import load_checkpoint
 from hrm_reason.config import TrainConfig
-from hrm_reason.data import Batch, PuzzleSplit, TrainSampler, load_split, total_train_steps
+from hrm_reason.data import Batch, PuzzleSplit, TrainSampler, dataset_kind, load_split, total_train_steps
 from hrm_reason.errors import UserError
 from hrm_reason.evaluate import EvalResult, evaluate
-from hrm_reason.data import dataset_kind
 from hrm_reason.models.act import act_loss
 from hrm_reason.models.registry import build_model
 from hrm_reason.models.sparse_embedding import SparseSignSGD

@@ -76,22 +76,42 @@ def _peak_memory(device: torch.device) -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # Linux reports KiB
 
 
-def run_bench(config: Any, sizes: dict[str, int], device: torch.device, batch_size: int, steps: int, warmup: int) -> BenchResult:
+def run_bench(
+    config: Any, sizes: dict[str, int], device: torch.device, batch_size: int, steps: int, warmup: int
+) -> BenchResult:
     """Time `config`'s model (a TrainConfig or an LMTrainConfig) on random tokens of `sizes` (seq_len, vocab_size,
     and num_puzzle_identifiers for a puzzle model)."""
-    bench = _bench_act if registry.family(config.arch["name"] if isinstance(config.arch, dict) else config.arch.name) == "act" else _bench_lm
-    model, unit, units, dtype, train_step, eval_step, flops, eval_repeat, q_target = bench(config, sizes, device, batch_size)
+    bench = (
+        _bench_act
+        if registry.family(config.arch["name"] if isinstance(config.arch, dict) else config.arch.name) == "act"
+        else _bench_lm
+    )
+    model, unit, units, dtype, train_step, eval_step, flops, eval_repeat, q_target = bench(
+        config, sizes, device, batch_size
+    )
     train_time = _timed(train_step, steps, warmup, device)
     eval_time = eval_repeat * _timed(eval_step, steps, warmup, device)
     peak = matmul_peak(device, dtype)
     train_flops, eval_flops = flops.train_step * units, _eval_flops(flops) * units
     achieved = train_flops / train_time
     return BenchResult(
-        model=model.config.name, unit=unit, device=str(device), dtype=str(dtype).removeprefix("torch."),
-        threads=torch.get_num_threads(), batch_size=batch_size, seq_len=sizes["seq_len"], q_target=q_target,
-        compile=getattr(config, "compile", False), train_examples_per_s=units / train_time,
-        eval_examples_per_s=units / eval_time, train_flops_per_step=train_flops, eval_flops_per_segment=eval_flops,
-        train_flops_per_s=achieved, matmul_peak_flops=peak, mfu=achieved / peak, peak_memory_bytes=_peak_memory(device),
+        model=model.config.name,
+        unit=unit,
+        device=str(device),
+        dtype=str(dtype).removeprefix("torch."),
+        threads=torch.get_num_threads(),
+        batch_size=batch_size,
+        seq_len=sizes["seq_len"],
+        q_target=q_target,
+        compile=getattr(config, "compile", False),
+        train_examples_per_s=units / train_time,
+        eval_examples_per_s=units / eval_time,
+        train_flops_per_step=train_flops,
+        eval_flops_per_segment=eval_flops,
+        train_flops_per_s=achieved,
+        matmul_peak_flops=peak,
+        mfu=achieved / peak,
+        peak_memory_bytes=_peak_memory(device),
     )
 
 
@@ -105,14 +125,26 @@ def _bench_act(config: Any, sizes: dict[str, int], device: torch.device, batch_s
     model = registry.build(config.arch, sizes, device, seed=config.seed)
     if config.compile:
         compile_model(model)
-    optimizer = make_adam_atan2(model.parameters(), lr=config.lr, betas=(config.beta1, config.beta2), weight_decay=config.weight_decay, device=device)
-    sparse = SparseSignSGD(model.puzzle_emb, config.puzzle_emb_lr, config.puzzle_emb_weight_decay) if model.puzzle_emb is not None else None
+    optimizer = make_adam_atan2(
+        model.parameters(),
+        lr=config.lr,
+        betas=(config.beta1, config.beta2),
+        weight_decay=config.weight_decay,
+        device=device,
+    )
+    sparse = (
+        SparseSignSGD(model.puzzle_emb, config.puzzle_emb_lr, config.puzzle_emb_weight_decay)
+        if model.puzzle_emb is not None
+        else None
+    )
     g = torch.Generator().manual_seed(config.seed)
     shape = (batch_size, sizes["seq_len"])
     batch = {
         "inputs": torch.randint(1, sizes["vocab_size"], shape, generator=g, dtype=torch.int32).to(device),
         "labels": torch.randint(1, sizes["vocab_size"], shape, generator=g, dtype=torch.int32).to(device),
-        "puzzle_identifiers": torch.randint(0, sizes["num_puzzle_identifiers"], (batch_size,), generator=g, dtype=torch.int32).to(device),
+        "puzzle_identifiers": torch.randint(
+            0, sizes["num_puzzle_identifiers"], (batch_size,), generator=g, dtype=torch.int32
+        ).to(device),
     }
     explore = torch.Generator(device=device).manual_seed(config.seed)
     state = {"train": model.initial_carry(batch), "eval": model.initial_carry(batch)}
@@ -130,8 +162,17 @@ def _bench_act(config: Any, sizes: dict[str, int], device: torch.device, batch_s
         state["eval"], _ = model(state["eval"], batch, halt_max_steps=10**9)
 
     flops = registry.flop_count(model.config)
-    return (model, "examples", batch_size, model.config.dtype, train_step, eval_segment, flops, config.arch.halt_max_steps,
-            model.config.q_target)
+    return (
+        model,
+        "examples",
+        batch_size,
+        model.config.dtype,
+        train_step,
+        eval_segment,
+        flops,
+        config.arch.halt_max_steps,
+        model.config.q_target,
+    )
 
 
 def _bench_lm(config: Any, sizes: dict[str, int], device: torch.device, batch_size: int) -> tuple:
@@ -140,7 +181,9 @@ def _bench_lm(config: Any, sizes: dict[str, int], device: torch.device, batch_si
     from hrm_reason.lm_eval import autocast_context
 
     model = registry.build_lm(config.arch, sizes["vocab_size"], device, config.seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=(config.beta1, config.beta2), weight_decay=config.weight_decay)
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=config.lr, betas=(config.beta1, config.beta2), weight_decay=config.weight_decay
+    )
     g = torch.Generator().manual_seed(config.seed)
     input_ids = torch.randint(0, sizes["vocab_size"], (batch_size, sizes["seq_len"]), generator=g).to(device)
     autocast = lambda: autocast_context(device, config.forward_dtype)  # noqa: E731
@@ -161,8 +204,17 @@ def _bench_lm(config: Any, sizes: dict[str, int], device: torch.device, batch_si
 
     bf16 = device.type == "cuda" and config.forward_dtype != "float32"
     flops = registry.flop_count(model.config, sizes["seq_len"])
-    return (model, "tokens", batch_size * sizes["seq_len"], torch.bfloat16 if bf16 else torch.float32, train_step, forward,
-            flops, 1, "-")
+    return (
+        model,
+        "tokens",
+        batch_size * sizes["seq_len"],
+        torch.bfloat16 if bf16 else torch.float32,
+        train_step,
+        forward,
+        flops,
+        1,
+        "-",
+    )
 
 
 def _timed(fn: Callable[[], None], repeats: int, warmup: int, device: torch.device) -> float:
@@ -179,12 +231,14 @@ def _timed(fn: Callable[[], None], repeats: int, warmup: int, device: torch.devi
 
 def format_result(r: BenchResult) -> str:
     evaluation = "full segments" if r.unit == "examples" else "forwards"
-    return "\n".join([
-        f"{r.model} on device {r.device} ({r.dtype}, {r.threads} threads), batch {r.batch_size}, seq {r.seq_len}, "
-        f"q_target {r.q_target}, compile {r.compile}",
-        f"train: {r.train_examples_per_s:.2f} {r.unit}/s, {r.train_flops_per_step / 1e9:.3f} GFLOP/step, "
-        f"{r.train_flops_per_s / 1e9:.1f} GFLOP/s",
-        f"eval:  {r.eval_examples_per_s:.2f} {r.unit}/s ({r.eval_flops_per_segment / 1e9:.3f} GFLOP {evaluation})",
-        f"matmul peak {r.matmul_peak_flops / 1e9:.1f} GFLOP/s measured now; MFU {100 * r.mfu:.1f}%",
-        f"peak memory {r.peak_memory_bytes / 2**20:.0f} MiB",
-    ])
+    return "\n".join(
+        [
+            f"{r.model} on device {r.device} ({r.dtype}, {r.threads} threads), batch {r.batch_size}, seq {r.seq_len}, "
+            f"q_target {r.q_target}, compile {r.compile}",
+            f"train: {r.train_examples_per_s:.2f} {r.unit}/s, {r.train_flops_per_step / 1e9:.3f} GFLOP/step, "
+            f"{r.train_flops_per_s / 1e9:.1f} GFLOP/s",
+            f"eval:  {r.eval_examples_per_s:.2f} {r.unit}/s ({r.eval_flops_per_segment / 1e9:.3f} GFLOP {evaluation})",
+            f"matmul peak {r.matmul_peak_flops / 1e9:.1f} GFLOP/s measured now; MFU {100 * r.mfu:.1f}%",
+            f"peak memory {r.peak_memory_bytes / 2**20:.0f} MiB",
+        ]
+    )

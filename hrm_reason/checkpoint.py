@@ -23,15 +23,20 @@ from hrm_reason.errors import UserError
 WEIGHTS = "model.safetensors"
 STATE = "state.pt"
 
+
 def write_weights(directory: Path, model: nn.Module, model_config: dict[str, Any]) -> Path:
     """directory/model.safetensors with the model's config in the header (enough to rebuild it). Tensors are copied:
     safetensors refuses one storage under two names, as tied embeddings are."""
     tensors = {k: v.detach().to("cpu", copy=True).contiguous() for k, v in model.state_dict().items()}
-    save_file(tensors, str(directory / WEIGHTS), metadata={"format": "hrm-reason", "model_config": json.dumps(model_config)})
+    save_file(
+        tensors, str(directory / WEIGHTS), metadata={"format": "hrm-reason", "model_config": json.dumps(model_config)}
+    )
     return directory / WEIGHTS
 
 
-def save_checkpoint(run_dir: Path, step: int, model: nn.Module, model_config: dict[str, Any], state: dict[str, Any]) -> Path:
+def save_checkpoint(
+    run_dir: Path, step: int, model: nn.Module, model_config: dict[str, Any], state: dict[str, Any]
+) -> Path:
     """run_dir/checkpoints/step_N/{model.safetensors, state.pt} and checkpoints/latest, atomically."""
     ckpt_root = run_dir / "checkpoints"
     path = ckpt_root / f"step_{step}"
@@ -40,6 +45,7 @@ def save_checkpoint(run_dir: Path, step: int, model: nn.Module, model_config: di
         torch.save(state, tmp / STATE)
     atomic_write_text(ckpt_root / "latest", path.name)
     return path
+
 
 def find_checkpoint(path: Path) -> Path:
     """A run directory (its latest checkpoint), a checkpoint directory, or a weights file."""
@@ -51,7 +57,10 @@ def find_checkpoint(path: Path) -> Path:
         return path
     if path.is_file():
         return path
-    raise UserError(f"{path}: no checkpoint found (expected a run directory with checkpoints/latest, or a checkpoint directory)")
+    raise UserError(
+        f"{path}: no checkpoint found (expected a run directory with checkpoints/latest, or a checkpoint directory)"
+    )
+
 
 def _header_config(file: Path) -> dict[str, Any] | None:
     with safe_open(str(file), "pt") as f:
@@ -93,13 +102,16 @@ def convert_original_state_dict(sd: dict[str, torch.Tensor]) -> dict[str, torch.
 
     return checkpoint_adapter("hrm")(sd)
 
+
 def load_checkpoint(model: nn.Module, ckpt: Path) -> None:
     """Load a checkpoint's weights into `model`, refusing one trained with another model config or dataset."""
     weights, saved_config = read_weights(ckpt)
     own = model.config.model_dump()
     if saved_config is not None:
         # The compute dtype (a GPU run evaluated on a CPU) and the training-only Q target may differ; nothing else.
-        diff = sorted(k for k in own if k not in ("forward_dtype", "q_target") and k in saved_config and saved_config[k] != own[k])
+        diff = sorted(
+            k for k in own if k not in ("forward_dtype", "q_target") and k in saved_config and saved_config[k] != own[k]
+        )
         if diff:
             details = ", ".join(f"{k}: checkpoint {saved_config.get(k)} vs {own[k]}" for k in diff[:3])
             raise UserError(f"{ckpt}: checkpoint is from another config or dataset ({details})")

@@ -71,7 +71,9 @@ def plan_runs(configs: list[Path], seeds: int, out: Path, overrides: list[str]) 
             run_dir = out / "runs" / label / f"seed{seed}"
             config = load_config(path, [*overrides, f"seed={seed}", f"run_dir={run_dir}"])
             if config.family != "act":
-                raise UserError(f"{path}: arch.name={config.model_name}: hrm compare studies the ACT puzzle models only")
+                raise UserError(
+                    f"{path}: arch.name={config.model_name}: hrm compare studies the ACT puzzle models only"
+                )
             specs.append(RunSpec(label, Path(path), seed, config))
     return specs
 
@@ -88,14 +90,30 @@ def run_and_evaluate(spec: RunSpec, mmax: int | None, progress: bool) -> dict[st
 
     model, config, split, device = load_model_for_eval(run_dir, None, None, spec.config.device)
     m = mmax or 2 * config.arch.halt_max_steps
-    result = evaluate(model, split, m, config.eval_global_batch_size or config.global_batch_size, device,
-                      config.arch.loss.loss_type, config.eval_max_examples, progress=progress, metrics=task_metrics(split, m))
+    result = evaluate(
+        model,
+        split,
+        m,
+        config.eval_global_batch_size or config.global_batch_size,
+        device,
+        config.arch.loss.loss_type,
+        config.eval_max_examples,
+        progress=progress,
+        metrics=task_metrics(split, m),
+    )
     result.extra.pop("arc_submission", None)
     state = torch.load(find_checkpoint(run_dir) / STATE, map_location="cpu", weights_only=False)
     record = {
-        "label": spec.label, "config": str(spec.config_path), "arch": config.arch.name, "data_path": config.data_path,
-        "seed": spec.seed, "num_params": sum(p.numel() for p in model.parameters()), "halt_max_steps": config.arch.halt_max_steps,
-        "steps": state["step"], "train_seconds": state.get("train_seconds"), "eval": result.to_dict(),
+        "label": spec.label,
+        "config": str(spec.config_path),
+        "arch": config.arch.name,
+        "data_path": config.data_path,
+        "seed": spec.seed,
+        "num_params": sum(p.numel() for p in model.parameters()),
+        "halt_max_steps": config.arch.halt_max_steps,
+        "steps": state["step"],
+        "train_seconds": state.get("train_seconds"),
+        "eval": result.to_dict(),
     }
     atomic_write_text(run_dir / RUN_RESULT, json.dumps(record, indent=2))
     return record
@@ -119,9 +137,14 @@ def summarise(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         first, evals = runs[0], [r["eval"] for r in runs]
         trained = min(first["halt_max_steps"], first["eval"]["mmax"])
         entry: dict[str, Any] = {
-            "arch": first["arch"], "config": first["config"], "data_path": first["data_path"],
-            "seeds": [r["seed"] for r in runs], "num_params": first["num_params"], "halt_max_steps": first["halt_max_steps"],
-            "mmax": first["eval"]["mmax"], "count": first["eval"]["count"],
+            "arch": first["arch"],
+            "config": first["config"],
+            "data_path": first["data_path"],
+            "seeds": [r["seed"] for r in runs],
+            "num_params": first["num_params"],
+            "halt_max_steps": first["halt_max_steps"],
+            "mmax": first["eval"]["mmax"],
+            "count": first["eval"]["count"],
             "exact_accuracy": mean_std([e["exact_accuracy"][trained - 1] for e in evals]),
             "exact_accuracy_at_mmax": mean_std([e["exact_accuracy"][-1] for e in evals]),
             "exact_accuracy_per_segment": per_segment([e["exact_accuracy"] for e in evals]),
@@ -153,15 +176,24 @@ def _num(stat: dict[str, Any], digits: int) -> str:
 
 
 def markdown(summary: dict[str, dict[str, Any]], command: str) -> str:
-    lines = ["# hrm compare", "", f"Command: `{command}`", "",
-             "Mean ± sample standard deviation over seeds. Exact accuracy: the whole grid right, on the test split; "
-             "N_sup: the segments trained with (halt_max_steps); ACT: each example halts at the first segment with "
-             "q_halt > q_continue (TRM: q_halt > 0), at most mmax.", ""]
+    lines = [
+        "# hrm compare",
+        "",
+        f"Command: `{command}`",
+        "",
+        "Mean ± sample standard deviation over seeds. Exact accuracy: the whole grid right, on the test split; "
+        "N_sup: the segments trained with (halt_max_steps); ACT: each example halts at the first segment with "
+        "q_halt > q_continue (TRM: q_halt > 0), at most mmax.",
+        "",
+    ]
     for data_path in dict.fromkeys(e["data_path"] for e in summary.values()):
         entries = {k: e for k, e in summary.items() if e["data_path"] == data_path}
-        lines += [f"## {data_path} ({next(iter(entries.values()))['count']} test examples)", "",
-                  "| config | arch | params | seeds | steps | train s | exact @ N_sup | exact @ mmax | ACT exact | ACT segments |",
-                  "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        lines += [
+            f"## {data_path} ({next(iter(entries.values()))['count']} test examples)",
+            "",
+            "| config | arch | params | seeds | steps | train s | exact @ N_sup | exact @ mmax | ACT exact | ACT segments |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
         for label, e in entries.items():
             lines.append(
                 f"| {label} | {e['arch']} | {e['num_params']:,} | {len(e['seeds'])} | {e['steps']['mean']:.0f} | "
@@ -169,9 +201,13 @@ def markdown(summary: dict[str, dict[str, Any]], command: str) -> str:
                 f"{_pct(e['exact_accuracy_at_mmax'])} ({e['mmax']}) | {_pct(e['act_exact_accuracy'])} | {_num(e['act_mean_segments'], 2)} |"
             )
         width = max(e["mmax"] for e in entries.values())
-        lines += ["", "Exact accuracy after m segments (mean over seeds):", "",
-                  "| config | " + " | ".join(str(m) for m in range(1, width + 1)) + " |",
-                  "|---|" + "---:|" * width]
+        lines += [
+            "",
+            "Exact accuracy after m segments (mean over seeds):",
+            "",
+            "| config | " + " | ".join(str(m) for m in range(1, width + 1)) + " |",
+            "|---|" + "---:|" * width,
+        ]
         for label, e in entries.items():
             cells = [f"{100 * v:.1f}" for v in e["exact_accuracy_per_segment"]["mean"]] + [""] * (width - e["mmax"])
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
@@ -205,8 +241,13 @@ def plot(summary: dict[str, dict[str, Any]], out_dir: Path) -> list[Path]:
         means = [100 * entries[k]["exact_accuracy"]["mean"] for k in labels]
         stds = [100 * (entries[k]["exact_accuracy"]["std"] or 0.0) for k in labels]
         ax.bar(range(len(labels)), means, yerr=stds, capsize=4, color=[colours[k] for k in labels])
-        ax.set_xticks(range(len(labels)), [f"{k} ({entries[k]['num_params'] / 1e6:.2f}M)" for k in labels], fontsize=7,
-                      rotation=20, ha="right")
+        ax.set_xticks(
+            range(len(labels)),
+            [f"{k} ({entries[k]['num_params'] / 1e6:.2f}M)" for k in labels],
+            fontsize=7,
+            rotation=20,
+            ha="right",
+        )
         ax.set_ylabel("exact accuracy at N_sup segments (%)")
 
     def curves(ax: Any, entries: dict[str, dict[str, Any]]) -> None:
@@ -216,8 +257,13 @@ def plot(summary: dict[str, dict[str, Any]], out_dir: Path) -> list[Path]:
             mean = [100 * v for v in seg["mean"]]
             ax.plot(m, mean, marker="o", ms=3, color=colours[label], label=label)
             if seg["std"][0] is not None:
-                ax.fill_between(m, [a - 100 * s for a, s in zip(mean, seg["std"])], [a + 100 * s for a, s in zip(mean, seg["std"])],
-                                color=colours[label], alpha=0.15)
+                ax.fill_between(
+                    m,
+                    [a - 100 * s for a, s in zip(mean, seg["std"])],
+                    [a + 100 * s for a, s in zip(mean, seg["std"])],
+                    color=colours[label],
+                    alpha=0.15,
+                )
             ax.axvline(e["halt_max_steps"], color=colours[label], ls=":", lw=0.8)
         ax.set_xlabel("segments m (dotted: trained N_sup)")
         ax.set_ylabel("exact accuracy (%)")
@@ -226,10 +272,20 @@ def plot(summary: dict[str, dict[str, Any]], out_dir: Path) -> list[Path]:
     def act(ax: Any, entries: dict[str, dict[str, Any]]) -> None:
         for label, e in entries.items():
             m = range(1, e["mmax"] + 1)
-            ax.plot(m, [100 * v for v in e["exact_accuracy_per_segment"]["mean"]], color=colours[label], lw=1, alpha=0.6)
+            ax.plot(
+                m, [100 * v for v in e["exact_accuracy_per_segment"]["mean"]], color=colours[label], lw=1, alpha=0.6
+            )
             seg, acc = e["act_mean_segments"], e["act_exact_accuracy"]
-            ax.errorbar(seg["mean"], 100 * acc["mean"], xerr=seg["std"] or 0, yerr=100 * (acc["std"] or 0), fmt="*", ms=10,
-                        color=colours[label], label=f"{label} ACT")
+            ax.errorbar(
+                seg["mean"],
+                100 * acc["mean"],
+                xerr=seg["std"] or 0,
+                yerr=100 * (acc["std"] or 0),
+                fmt="*",
+                ms=10,
+                color=colours[label],
+                label=f"{label} ACT",
+            )
         ax.set_xlabel("segments (line: fixed m; star: ACT mean)")
         ax.set_ylabel("exact accuracy (%)")
         ax.legend(fontsize=7)
@@ -244,16 +300,28 @@ def _init_worker(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
-def compare(configs: list[Path], seeds: int, out: Path, mmax: int | None = None, overrides: list[str] | None = None,
-            progress: bool = True, command: str = "hrm compare", jobs: int = 1) -> dict[str, Any]:
+def compare(
+    configs: list[Path],
+    seeds: int,
+    out: Path,
+    mmax: int | None = None,
+    overrides: list[str] | None = None,
+    progress: bool = True,
+    command: str = "hrm compare",
+    jobs: int = 1,
+) -> dict[str, Any]:
     """Run the study (skipping finished runs) and write results.json, results.md and plots under `out`.
 
     jobs > 1 trains that many runs at once, each in its own process with cpu_count // jobs threads (no progress bars):
     small models use a core each better than two threads of one run do."""
     specs = plan_runs(configs, seeds, out, overrides or [])
     if jobs > 1:
-        pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker,
-                                   initargs=(max(1, (os.cpu_count() or 1) // jobs),))
+        pool = ProcessPoolExecutor(
+            jobs,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_init_worker,
+            initargs=(max(1, (os.cpu_count() or 1) // jobs),),
+        )
         with pool:
             futures = [pool.submit(run_and_evaluate, spec, mmax, False) for spec in specs]
             for i, (spec, future) in enumerate(zip(specs, futures), 1):
@@ -263,10 +331,19 @@ def compare(configs: list[Path], seeds: int, out: Path, mmax: int | None = None,
     for i, spec in enumerate(specs, 1):
         done = (spec.run_dir / RUN_RESULT).is_file()
         if jobs == 1:
-            typer.echo(f"[{i}/{len(specs)}] {spec.label} seed {spec.seed}: {'done, skipped' if done else 'training'}", err=True)
+            typer.echo(
+                f"[{i}/{len(specs)}] {spec.label} seed {spec.seed}: {'done, skipped' if done else 'training'}", err=True
+            )
         records.append(run_and_evaluate(spec, mmax, progress))
     summary = summarise(records)
-    results = {"command": command, "seeds": seeds, "mmax": mmax, "overrides": overrides or [], "summary": summary, "runs": records}
+    results = {
+        "command": command,
+        "seeds": seeds,
+        "mmax": mmax,
+        "overrides": overrides or [],
+        "summary": summary,
+        "runs": records,
+    }
     atomic_write_text(out / "results.json", json.dumps(results, indent=2))
     atomic_write_text(out / "results.md", markdown(summary, command))
     results["plots"] = [str(p) for p in plot(summary, out / "plots")]

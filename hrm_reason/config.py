@@ -18,18 +18,34 @@ from hrm_reason.errors import UserError
 from hrm_reason.models import registry
 from hrm_reason.models.registry import Family
 
+
 class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
-
 # What differs per family is a default, never a meaning: keys a config leaves out take these values.
 FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
-    "act": {"data_path": "data/sudoku-extreme-1k-aug-1000", "global_batch_size": 768, "epochs": 100000,
-            "eval_interval": 10000, "lr": 1e-4, "lr_min_ratio": 1.0, "lr_warmup_steps": 2000},
-    "lm": {"data_path": "data/text-stdlib", "seq_len": 256, "global_batch_size": 16, "max_steps": 1000,
-           "eval_every_steps": 250, "eval_max_tokens": 65536, "lr": 1e-3, "lr_min_ratio": 0.1, "lr_warmup_steps": 100,
-           "grad_clip": 1.0},
+    "act": {
+        "data_path": "data/sudoku-extreme-1k-aug-1000",
+        "global_batch_size": 768,
+        "epochs": 100000,
+        "eval_interval": 10000,
+        "lr": 1e-4,
+        "lr_min_ratio": 1.0,
+        "lr_warmup_steps": 2000,
+    },
+    "lm": {
+        "data_path": "data/text-stdlib",
+        "seq_len": 256,
+        "global_batch_size": 16,
+        "max_steps": 1000,
+        "eval_every_steps": 250,
+        "eval_max_tokens": 65536,
+        "lr": 1e-3,
+        "lr_min_ratio": 0.1,
+        "lr_warmup_steps": 100,
+        "grad_clip": 1.0,
+    },
 }
 # Keys of LM run configs written before the one run config (eval_interval counted steps there), read as today's.
 LEGACY_LM_KEYS = {"eval_interval": "eval_every_steps", "eval_batch_size": "eval_global_batch_size"}
@@ -58,22 +74,37 @@ class TrainConfig(StrictModel):
     """The one run config of every model family: run, data, optimizer and schedule fields; `arch` is the model's own
     section. Every key means the same for every family; a default may differ (FAMILY_DEFAULTS)."""
 
-    arch: Any = Field(default_factory=lambda: registry.arch_config({"name": "hrm"}), description="the model's config; arch.name picks the model")
-    data_path: str = Field(description="a puzzle dataset (hrm build-data sudoku/maze/arc) or a text dataset (hrm "
-                           "build-data text); LM heads on a puzzle dataset train PrefixLM on puzzles (lm_puzzle.py)")
+    arch: Any = Field(
+        default_factory=lambda: registry.arch_config({"name": "hrm"}),
+        description="the model's config; arch.name picks the model",
+    )
+    data_path: str = Field(
+        description="a puzzle dataset (hrm build-data sudoku/maze/arc) or a text dataset (hrm "
+        "build-data text); LM heads on a puzzle dataset train PrefixLM on puzzles (lm_puzzle.py)"
+    )
     run_dir: str | None = Field(None, description="None: runs/<dataset name>-<arch>-seed<seed>")
 
     global_batch_size: int = Field(gt=0, description="examples (LM: windows) per optimizer step, over all processes")
     epochs: int | None = Field(None, gt=0, description="ACT puzzle models: passes over the training groups")
-    eval_interval: int | None = Field(None, gt=0, description="ACT puzzle models: evaluate (and checkpoint) every N epochs")
-    eval_every_steps: int | None = Field(None, gt=0, description="evaluate (and checkpoint) every N optimizer steps, and "
-                                         "at the end of the run")
-    max_steps: int | None = Field(None, gt=0, description="optimizer steps (a cap on those the epochs give); the LR "
-                                  "schedule spans the run")
-    seq_len: int | None = Field(None, gt=0, description="text datasets: tokens predicted per training window (windows "
-                                "hold seq_len + 1); puzzle datasets fix their own")
+    eval_interval: int | None = Field(
+        None, gt=0, description="ACT puzzle models: evaluate (and checkpoint) every N epochs"
+    )
+    eval_every_steps: int | None = Field(
+        None, gt=0, description="evaluate (and checkpoint) every N optimizer steps, and at the end of the run"
+    )
+    max_steps: int | None = Field(
+        None, gt=0, description="optimizer steps (a cap on those the epochs give); the LR schedule spans the run"
+    )
+    seq_len: int | None = Field(
+        None,
+        gt=0,
+        description="text datasets: tokens predicted per training window (windows "
+        "hold seq_len + 1); puzzle datasets fix their own",
+    )
 
-    optimizer: Literal["adam_atan2", "adamw"] = Field("adam_atan2", description="adam_atan2 (HRM's); adamw (the HRM-LM paper's)")
+    optimizer: Literal["adam_atan2", "adamw"] = Field(
+        "adam_atan2", description="adam_atan2 (HRM's); adamw (the HRM-LM paper's)"
+    )
     lr: float = Field(gt=0)
     lr_min_ratio: float = Field(ge=0, le=1)
     lr_warmup_steps: int = Field(ge=0)
@@ -87,31 +118,45 @@ class TrainConfig(StrictModel):
     seed: int = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
     forward_dtype: Literal["auto", "float32", "bfloat16"] = Field(
-        "auto", description="the one precision policy: auto/bfloat16 compute in bf16 on CUDA (fp32 master weights); a "
-        "CPU always computes in fp32"
+        "auto",
+        description="the one precision policy: auto/bfloat16 compute in bf16 on CUDA (fp32 master weights); a "
+        "CPU always computes in fp32",
     )
     eval_global_batch_size: int | None = Field(None, gt=0, description="None: global_batch_size")
-    eval_max_examples: int | None = Field(None, gt=0, description="puzzle datasets: evaluate on the first N test examples (per set)")
-    eval_max_tokens: int | None = Field(None, gt=0, description="text datasets: validation tokens per evaluation; None: all")
+    eval_max_examples: int | None = Field(
+        None, gt=0, description="puzzle datasets: evaluate on the first N test examples (per set)"
+    )
+    eval_max_tokens: int | None = Field(
+        None, gt=0, description="text datasets: validation tokens per evaluation; None: all"
+    )
     checkpoint_every_eval: bool = True
-    checkpoint_every_steps: int | None = Field(None, gt=0, description="also checkpoint every N steps (long iterations)")
+    checkpoint_every_steps: int | None = Field(
+        None, gt=0, description="also checkpoint every N steps (long iterations)"
+    )
     logger: Literal["none", "wandb", "tensorboard"] = "none"
     compile: bool = Field(False, description="torch.compile the recurrent core (first steps pay the compile time)")
     ema: float | None = Field(
-        None, gt=0, lt=1, description="decay of an exponential moving average of the weights, updated after every step; "
-        "evaluation and checkpoints use the average (TRM: 0.999); None: off"
+        None,
+        gt=0,
+        lt=1,
+        description="decay of an exponential moving average of the weights, updated after every step; "
+        "evaluation and checkpoints use the average (TRM: 0.999); None: off",
     )
     max_seconds: float | None = Field(
-        None, gt=0, description="stop after this many seconds of training steps (evaluations not counted), then evaluate "
-        "and checkpoint: equal-time comparisons (see budget_clock, schedule_over)"
+        None,
+        gt=0,
+        description="stop after this many seconds of training steps (evaluations not counted), then evaluate "
+        "and checkpoint: equal-time comparisons (see budget_clock, schedule_over)",
     )
     budget_clock: Literal["wall", "cpu"] = Field(
-        "wall", description="what max_seconds and train_seconds measure: wall-clock time, or this process's CPU time "
-        "(a fair budget when runs share a machine with other work; CPU runs only: GPU time is not CPU time)"
+        "wall",
+        description="what max_seconds and train_seconds measure: wall-clock time, or this process's CPU time "
+        "(a fair budget when runs share a machine with other work; CPU runs only: GPU time is not CPU time)",
     )
     schedule_over: Literal["steps", "seconds"] = Field(
-        "steps", description="what the LR schedule spans: the step budget, or (with max_seconds) the time budget, so "
-        "that every run of an equal-time comparison completes its decay however fast its steps are"
+        "steps",
+        description="what the LR schedule spans: the step budget, or (with max_seconds) the time budget, so "
+        "that every run of an equal-time comparison completes its decay however fast its steps are",
     )
 
     project_name: str | None = None
@@ -133,14 +178,18 @@ class TrainConfig(StrictModel):
                     del data[old]
                 elif old in data:
                     if data.get(new) is not None:
-                        raise ValueError(f"{old} (an LM key before the one run config) and {new} are both given: keep {new}")
+                        raise ValueError(
+                            f"{old} (an LM key before the one run config) and {new} are both given: keep {new}"
+                        )
                     data[new] = data.pop(old)
         else:  # arch.forward_dtype (the puzzle models' name before) is the run's forward_dtype; the model follows it
             arch = data.get("arch")
             arch = arch.model_dump(exclude_unset=True) if isinstance(arch, BaseModel) else dict(arch or {})
             given = arch.pop("forward_dtype", None)
             if given is not None and data.setdefault("forward_dtype", given) != given:
-                raise ValueError(f"arch.forward_dtype {given} and forward_dtype {data['forward_dtype']} differ: give forward_dtype only")
+                raise ValueError(
+                    f"arch.forward_dtype {given} and forward_dtype {data['forward_dtype']} differ: give forward_dtype only"
+                )
             data["arch"] = {**arch, "forward_dtype": data.get("forward_dtype", "auto")}
         for key, value in FAMILY_DEFAULTS[family].items():
             data.setdefault(key, value)
@@ -168,7 +217,9 @@ class TrainConfig(StrictModel):
                 raise ValueError(f"eval_interval {self.eval_interval} must divide epochs {self.epochs}")
         else:
             if self.epochs is not None:
-                raise ValueError("epochs counts passes over a puzzle dataset for the ACT models; LM heads count max_steps")
+                raise ValueError(
+                    "epochs counts passes over a puzzle dataset for the ACT models; LM heads count max_steps"
+                )
             if self.max_steps is None:
                 raise ValueError("LM heads need max_steps")
             if self.lr_warmup_steps > self.max_steps:
@@ -229,7 +280,11 @@ def validation_message(e: ValidationError, source: str, prefix: tuple[str, ...] 
     loc = ".".join(str(p) for p in (*prefix, *err["loc"]))
     msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
     where = f"field '{loc}'" if loc else "config"
-    given = f" (got {err['input']!r})" if err["type"] != "extra_forbidden" and loc and not isinstance(err.get("input"), dict) else ""
+    given = (
+        f" (got {err['input']!r})"
+        if err["type"] != "extra_forbidden" and loc and not isinstance(err.get("input"), dict)
+        else ""
+    )
     return f"{source}: {where}: {msg}{given}"
 
 

@@ -47,7 +47,11 @@ class EMA:
 
     def checkpoint_state(self, model: nn.Module) -> dict[str, Any]:
         """What state.pt needs besides the (averaged) checkpoint weights: the trained weights."""
-        return {LIVE_WEIGHTS: {name: p.detach().cpu().clone() for name, p in model.named_parameters() if name in self.shadow}}
+        return {
+            LIVE_WEIGHTS: {
+                name: p.detach().cpu().clone() for name, p in model.named_parameters() if name in self.shadow
+            }
+        }
 
 
 def ema_for_training(model: nn.Module, decay: float | None, resumed_state: dict[str, Any] | None) -> EMA | None:

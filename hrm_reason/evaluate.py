@@ -27,8 +27,9 @@ class SegmentMetric(Protocol):
     world_size > 1 and returns JSON-ready values. A list of length mmax is a per-segment column in the eval table.
     """
 
-    def update(self, segment: int, preds: torch.Tensor, out: ACTOutput, batch: dict[str, torch.Tensor],
-               valid: torch.Tensor) -> None: ...
+    def update(
+        self, segment: int, preds: torch.Tensor, out: ACTOutput, batch: dict[str, torch.Tensor], valid: torch.Tensor
+    ) -> None: ...
 
     def result(self, world_size: int) -> dict[str, Any]: ...
 
@@ -69,7 +70,9 @@ def evaluate(
     # Rows: exact and token accuracy per segment; then ACT exact, ACT segments, lm loss, q_halt accuracy, count.
     sums = torch.zeros(2 * mmax + 5, dtype=torch.float64, device=device)
     total = split.num_examples if max_examples is None else min(max_examples * len(split.sets), split.num_examples)
-    bar = tqdm(total=total, desc=f"eval (mmax={mmax})", unit="ex", disable=not progress, leave=False, dynamic_ncols=True)
+    bar = tqdm(
+        total=total, desc=f"eval (mmax={mmax})", unit="ex", disable=not progress, leave=False, dynamic_ncols=True
+    )
     for _set_name, batch in eval_batches(split, global_batch_size, rank, world_size, max_examples):
         batch = {k: v.to(device) for k, v in batch.items()}
         labels = batch["labels"]

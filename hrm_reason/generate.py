@@ -25,7 +25,9 @@ from hrm_reason.lm_data import (
 )
 
 
-def sample_next(logits: torch.Tensor, temperature: float, top_k: int | None, generator: torch.Generator | None) -> torch.Tensor:
+def sample_next(
+    logits: torch.Tensor, temperature: float, top_k: int | None, generator: torch.Generator | None
+) -> torch.Tensor:
     """Next ids [batch] from last-position logits [batch, vocab]; temperature <= 0 is greedy (argmax)."""
     if temperature <= 0:
         return logits.argmax(dim=-1)
@@ -39,8 +41,15 @@ def sample_next(logits: torch.Tensor, temperature: float, top_k: int | None, gen
 
 @torch.no_grad()
 def generate(
-    model: nn.Module, input_ids: torch.Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
-    generator: torch.Generator | None = None, use_cache: bool | None = None, eos_id: int | None = None, prefix: bool = False,
+    model: nn.Module,
+    input_ids: torch.Tensor,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    generator: torch.Generator | None = None,
+    use_cache: bool | None = None,
+    eos_id: int | None = None,
+    prefix: bool = False,
 ) -> torch.Tensor:
     """The prompt [batch, T] followed by up to `max_new_tokens` generated ids; stops early once every row has emitted
     `eos_id`. use_cache None: the head's KV cache when it has one."""
@@ -64,8 +73,12 @@ def generate(
             else:
                 types = None
                 if prompt_types is not None:  # prompt bidirectional, generated tokens causal
-                    types = torch.cat([prompt_types, torch.zeros_like(ids[:, input_ids.shape[1]:])], dim=1)
-                out = model(ids, token_type_ids=types, use_cache=use_cache) if use_cache else model(ids, token_type_ids=types)
+                    types = torch.cat([prompt_types, torch.zeros_like(ids[:, input_ids.shape[1] :])], dim=1)
+                out = (
+                    model(ids, token_type_ids=types, use_cache=use_cache)
+                    if use_cache
+                    else model(ids, token_type_ids=types)
+                )
             if use_cache:
                 past = out.past_key_values
             nxt = sample_next(out.logits[:, -1, :], temperature, top_k, generator)
@@ -104,19 +117,30 @@ def load_for_generation(path: Path, data: Path | None, device: torch.device) -> 
 
     loaded = load_run(path, device)
     if loaded.family != "lm":
-        raise UserError(f"--run {path}: not a language-model head (hrm generate needs hrm_lm, unitf_lm, hrm_text or ham_lm)")
+        raise UserError(
+            f"--run {path}: not a language-model head (hrm generate needs hrm_lm, unitf_lm, hrm_text or ham_lm)"
+        )
     ckpt = loaded.checkpoint
     cfg = run_config_path(ckpt) if loaded.config is not None else None
     dirs = [cfg.parent if cfg is not None else None, ckpt if ckpt.is_dir() else ckpt.parent]
     tokenizer = find_tokenizer(data, *dirs, Path(loaded.config.data_path) if loaded.config is not None else None)
     if tokenizer is None:
-        raise UserError(f"--run {path}: no tokenizer found beside it; pass --data DIR (the text dataset it was trained on)")
+        raise UserError(
+            f"--run {path}: no tokenizer found beside it; pass --data DIR (the text dataset it was trained on)"
+        )
     return loaded.model, tokenizer
 
 
 def generate_text(
-    model: nn.Module, tokenizer: Tokenizer, prompt: str, max_new_tokens: int, temperature: float = 1.0,
-    top_k: int | None = None, seed: int = 0, use_cache: bool | None = None, prefix: bool = False,
+    model: nn.Module,
+    tokenizer: Tokenizer,
+    prompt: str,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    seed: int = 0,
+    use_cache: bool | None = None,
+    prefix: bool = False,
     device: torch.device | str = "cpu",
 ) -> str:
     """The decoded continuation of `prompt` (without the prompt); it ends at the end-of-document id. An empty prompt
@@ -125,11 +149,15 @@ def generate_text(
     device = torch.device(device)
     vocab = getattr(getattr(model, "config", None), "vocab_size", None)
     if vocab is not None and max(ids) >= vocab:
-        raise UserError(f"the prompt has token id {max(ids)} but the model's vocabulary has {vocab} ids: is this the run's tokenizer?")
+        raise UserError(
+            f"the prompt has token id {max(ids)} but the model's vocabulary has {vocab} ids: is this the run's tokenizer?"
+        )
     generator = torch.Generator(device=device).manual_seed(seed)
     prompt_ids = torch.tensor([ids], dtype=torch.long, device=device)
-    out = generate(model, prompt_ids, max_new_tokens, temperature, top_k, generator, use_cache, tokenizer.eos_id, prefix)
-    new = out[0, len(ids):].tolist()
+    out = generate(
+        model, prompt_ids, max_new_tokens, temperature, top_k, generator, use_cache, tokenizer.eos_id, prefix
+    )
+    new = out[0, len(ids) :].tolist()
     if tokenizer.eos_id in new:
         new = new[: new.index(tokenizer.eos_id)]
     return tokenizer.decode(new)

@@ -37,8 +37,14 @@ class LMEvalResult:
 
 @torch.no_grad()
 def evaluate_lm(
-    model: nn.Module, stream: TokenStream, seq_len: int, batch_size: int, device: torch.device,
-    max_tokens: int | None = None, progress: bool = False, forward_dtype: str = "auto",
+    model: nn.Module,
+    stream: TokenStream,
+    seq_len: int,
+    batch_size: int,
+    device: torch.device,
+    max_tokens: int | None = None,
+    progress: bool = False,
+    forward_dtype: str = "auto",
 ) -> LMEvalResult:
     """CE and perplexity over contiguous windows of the stream (up to `max_tokens` predicted tokens)."""
     was_training = model.training
@@ -49,7 +55,9 @@ def evaluate_lm(
     if total < 1:
         raise UserError("the validation split has fewer than 2 tokens: nothing to predict")
     start = time.perf_counter()
-    bar = tqdm(total=total, desc="eval", unit="tok", unit_scale=True, disable=not progress, dynamic_ncols=True, leave=False)
+    bar = tqdm(
+        total=total, desc="eval", unit="tok", unit_scale=True, disable=not progress, dynamic_ncols=True, leave=False
+    )
     try:
         for ids in validation_batches(stream, seq_len, batch_size, max_tokens):
             ids = ids.to(device)
@@ -57,7 +65,9 @@ def evaluate_lm(
                 out = model(ids, labels=ids)
             logits = out.logits[:, :-1].float()
             n = ids[:, 1:].numel()
-            ce_sum += F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="sum").item()
+            ce_sum += F.cross_entropy(
+                logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="sum"
+            ).item()
             tokens += n
             for k, v in out.metrics.items():
                 if k != "ce" and isinstance(v, torch.Tensor) and v.numel() == 1:
@@ -70,8 +80,14 @@ def evaluate_lm(
         torch.cuda.synchronize(device)
     seconds = time.perf_counter() - start
     ce = ce_sum / tokens
-    return LMEvalResult(ce=ce, perplexity=math.exp(min(ce, 700.0)), tokens=tokens, seconds=seconds,
-                        tokens_per_s=tokens / max(seconds, 1e-9), metrics={k: v / tokens for k, v in metric_sums.items()})
+    return LMEvalResult(
+        ce=ce,
+        perplexity=math.exp(min(ce, 700.0)),
+        tokens=tokens,
+        seconds=seconds,
+        tokens_per_s=tokens / max(seconds, 1e-9),
+        metrics={k: v / tokens for k, v in metric_sums.items()},
+    )
 
 
 def format_lm_result(result: LMEvalResult) -> str:

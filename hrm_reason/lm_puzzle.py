@@ -45,8 +45,8 @@ from hrm_reason.data import load_split
 from hrm_reason.errors import UserError
 from hrm_reason.generate import generate
 from hrm_reason.lm_data import step_generator
-from hrm_reason.runtime.device import autocast_context
 from hrm_reason.losses import IGNORE_LABEL_ID
+from hrm_reason.runtime.device import autocast_context
 
 
 @dataclass(frozen=True)

@@ -107,8 +107,7 @@ def puzzle_metadata(
 ) -> Any:
     """The train split's metadata of a built puzzle dataset (None when `data_path` holds none), or with data_path None
     a stand-in of the given shapes (a model built without its dataset: hrm bench, weights without their data)."""
-    from hrm_reason.data import PuzzleDatasetMetadata, load_split
-    from hrm_reason.data import dataset_kind
+    from hrm_reason.data import PuzzleDatasetMetadata, dataset_kind, load_split
 
     if data_path is not None:
         return load_split(data_path, "train").metadata if dataset_kind(data_path) == "puzzle" else None
@@ -151,9 +150,8 @@ def _load_act(ckpt: Path, config: TrainConfig, data: Path | None, device: Any) -
     """An ACT puzzle model, shaped by its dataset's metadata, or (dataset not on disk, none given) by the weights'
     header (seq_len, vocab_size, num_puzzle_identifiers are fields of every puzzle model's config)."""
     from hrm_reason.checkpoint import load_checkpoint, saved_model_config
-    from hrm_reason.data import load_split
+    from hrm_reason.data import dataset_kind, load_split
     from hrm_reason.errors import UserError
-    from hrm_reason.data import dataset_kind
     from hrm_reason.models.registry import build_model
 
     if data is not None or dataset_kind(config.data_path) == "puzzle":

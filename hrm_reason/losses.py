@@ -22,7 +22,9 @@ def log_stablemax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     return torch.log(s_x / s_x.sum(dim=dim, keepdim=True))
 
 
-def stablemax_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int = IGNORE_LABEL_ID) -> torch.Tensor:
+def stablemax_cross_entropy(
+    logits: torch.Tensor, labels: torch.Tensor, ignore_index: int = IGNORE_LABEL_ID
+) -> torch.Tensor:
     """Per-token loss, in float64 as the original (small probabilities lose precision in fp32); 0 where ignored."""
     logprobs = log_stablemax(logits.to(torch.float64), dim=-1)
     valid = labels != ignore_index
@@ -30,8 +32,12 @@ def stablemax_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, ignore_i
     return -torch.where(valid, picked, 0)
 
 
-def softmax_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int = IGNORE_LABEL_ID) -> torch.Tensor:
-    loss = F.cross_entropy(logits.float().flatten(0, -2), labels.long().flatten(), ignore_index=ignore_index, reduction="none")
+def softmax_cross_entropy(
+    logits: torch.Tensor, labels: torch.Tensor, ignore_index: int = IGNORE_LABEL_ID
+) -> torch.Tensor:
+    loss = F.cross_entropy(
+        logits.float().flatten(0, -2), labels.long().flatten(), ignore_index=ignore_index, reduction="none"
+    )
     return loss.view(labels.shape)
 
 
@@ -42,6 +48,7 @@ def next_token_ce(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Mean CE of logits[:, :-1] against labels[:, 1:] (HF-style unshifted labels) over labels != -100, in fp32;
     0 when nothing is labelled."""
     targets = labels[:, 1:].reshape(-1)
-    total = F.cross_entropy(logits[:, :-1].float().reshape(-1, logits.shape[-1]), targets, ignore_index=IGNORE_LABEL_ID,
-                            reduction="sum")
+    total = F.cross_entropy(
+        logits[:, :-1].float().reshape(-1, logits.shape[-1]), targets, ignore_index=IGNORE_LABEL_ID, reduction="sum"
+    )
     return total / (targets != IGNORE_LABEL_ID).sum().clamp(min=1)

@@ -23,7 +23,11 @@ class AdamAtan2(Optimizer):
     """
 
     def __init__(
-        self, params: Iterable[torch.Tensor], lr: float = 1e-4, betas: tuple[float, float] = (0.9, 0.95), weight_decay: float = 0.0
+        self,
+        params: Iterable[torch.Tensor],
+        lr: float = 1e-4,
+        betas: tuple[float, float] = (0.9, 0.95),
+        weight_decay: float = 0.0,
     ) -> None:
         if lr < 0 or weight_decay < 0 or not all(0.0 <= b < 1.0 for b in betas):
             raise ValueError(f"invalid AdamAtan2 settings: lr={lr}, betas={betas}, weight_decay={weight_decay}")
@@ -54,7 +58,9 @@ class AdamAtan2(Optimizer):
         return None
 
 
-def make_adam_atan2(params: Iterable[torch.Tensor], lr: float, betas: tuple[float, float], weight_decay: float, device: torch.device) -> Optimizer:
+def make_adam_atan2(
+    params: Iterable[torch.Tensor], lr: float, betas: tuple[float, float], weight_decay: float, device: torch.device
+) -> Optimizer:
     """The fused CUDA kernel when it is installed (extra `[cuda]`) and we are on CUDA; the portable one otherwise."""
     if device.type == "cuda":
         try:
@@ -75,7 +81,9 @@ def make_optimizer(config: TrainConfig, model: torch.nn.Module, device: torch.de
     return make_adam_atan2(params, lr=config.lr, betas=betas, weight_decay=config.weight_decay, device=device)
 
 
-def cosine_schedule_with_warmup(step: float, base_lr: float, warmup_steps: int, total_steps: int, min_ratio: float) -> float:
+def cosine_schedule_with_warmup(
+    step: float, base_lr: float, warmup_steps: int, total_steps: int, min_ratio: float
+) -> float:
     """Linear warmup from 0 (step counts from 1), then cosine from base_lr to min_ratio * base_lr."""
     if step < warmup_steps:
         return base_lr * step / max(1, warmup_steps)

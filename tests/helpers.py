@@ -36,13 +36,20 @@ DIHEDRAL_REFERENCE = [
 def latin_4x4(rng: np.random.Generator) -> np.ndarray:
     """A random valid 4x4 Sudoku solution (values 1..4)."""
     base = np.array([[1, 2, 3, 4], [3, 4, 1, 2], [2, 1, 4, 3], [4, 3, 2, 1]])
-    base = base[np.concatenate([rng.permutation(2), 2 + rng.permutation(2)])][:, np.concatenate([rng.permutation(2), 2 + rng.permutation(2)])]
+    base = base[np.concatenate([rng.permutation(2), 2 + rng.permutation(2)])][
+        :, np.concatenate([rng.permutation(2), 2 + rng.permutation(2)])
+    ]
     relabel = np.concatenate([[0], rng.permutation(4) + 1])
     return relabel[base]
 
 
 def write_original_layout(
-    root: Path, n_train_groups: int = 24, n_test: int = 16, per_group: int = 2, seed: int = 0, distinct_identifiers: bool = False
+    root: Path,
+    n_train_groups: int = 24,
+    n_test: int = 16,
+    per_group: int = 2,
+    seed: int = 0,
+    distinct_identifiers: bool = False,
 ) -> Path:
     """<root>/{train,test}/dataset.json + all__*.npy + identifiers.json, exactly as the original HRM builders write.
 
@@ -62,19 +69,31 @@ def write_original_layout(
         return {
             "inputs": np.array(inputs, dtype=np.int32),
             "labels": np.array(labels, dtype=np.int32),
-            "puzzle_identifiers": np.arange(1, n + 1, dtype=np.int32) if own_identifiers else np.zeros(n, dtype=np.int32),
+            "puzzle_identifiers": np.arange(1, n + 1, dtype=np.int32)
+            if own_identifiers
+            else np.zeros(n, dtype=np.int32),
             "puzzle_indices": np.arange(n + 1, dtype=np.int32),
             "group_indices": np.arange(0, n + 1, per, dtype=np.int32),
         }
 
-    for name, arrays, groups in (("train", split(n_train_groups, per_group, distinct_identifiers), n_train_groups), ("test", split(n_test, 1, False), n_test)):
+    for name, arrays, groups in (
+        ("train", split(n_train_groups, per_group, distinct_identifiers), n_train_groups),
+        ("test", split(n_test, 1, False), n_test),
+    ):
         d = root / name
         d.mkdir(parents=True)
         for key, arr in arrays.items():
             np.save(d / f"all__{key}.npy", arr)
         meta = {
-            "pad_id": 0, "ignore_label_id": 0, "blank_identifier_id": 0, "vocab_size": 6, "seq_len": 16,
-            "num_puzzle_identifiers": num_identifiers, "total_groups": groups, "mean_puzzle_examples": 1.0, "sets": ["all"],
+            "pad_id": 0,
+            "ignore_label_id": 0,
+            "blank_identifier_id": 0,
+            "vocab_size": 6,
+            "seq_len": 16,
+            "num_puzzle_identifiers": num_identifiers,
+            "total_groups": groups,
+            "mean_puzzle_examples": 1.0,
+            "sets": ["all"],
         }
         (d / "dataset.json").write_text(json.dumps(meta))
     (root / "identifiers.json").write_text(json.dumps(["<blank>"] + [f"puzzle{i}" for i in range(1, num_identifiers)]))
@@ -83,14 +102,25 @@ def write_original_layout(
 
 def tiny_config(data: Path, run_dir: Path, *overrides: str) -> TrainConfig:
     base = [
-        f"data_path={data}", f"run_dir={run_dir}", "global_batch_size=8", "epochs=4", "eval_interval=2",
-        "arch.hidden_size=32", "arch.num_heads=2", "arch.halt_max_steps=3", "lr=1e-3", "lr_warmup_steps=2",
-        "puzzle_emb_lr=1e-2", "seed=0",
+        f"data_path={data}",
+        f"run_dir={run_dir}",
+        "global_batch_size=8",
+        "epochs=4",
+        "eval_interval=2",
+        "arch.hidden_size=32",
+        "arch.num_heads=2",
+        "arch.halt_max_steps=3",
+        "lr=1e-3",
+        "lr_warmup_steps=2",
+        "puzzle_emb_lr=1e-2",
+        "seed=0",
     ]
     # Options of one model only (another model's option is an error): HRM's small sizes, a transformer of as many blocks.
     name = next((o.partition("=")[2] for o in overrides if o.startswith("arch.name=")), "hrm")
-    own = {"hrm": ["arch.H_layers=1", "arch.L_layers=1", "arch.H_cycles=2", "arch.L_cycles=2"],
-           "transformer": ["arch.num_layers=2"]}.get(name, [])
+    own = {
+        "hrm": ["arch.H_layers=1", "arch.L_layers=1", "arch.H_cycles=2", "arch.L_cycles=2"],
+        "transformer": ["arch.num_layers=2"],
+    }.get(name, [])
     return load_config(None, base + own + list(overrides))
 
 

@@ -31,13 +31,24 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def meta(vocab: int = 6, seq_len: int = 16, identifiers: int = 3) -> PuzzleDatasetMetadata:
-    return PuzzleDatasetMetadata(pad_id=0, ignore_label_id=0, blank_identifier_id=0, vocab_size=vocab, seq_len=seq_len,
-                                 num_puzzle_identifiers=identifiers, total_groups=1, mean_puzzle_examples=1.0, sets=["all"])
+    return PuzzleDatasetMetadata(
+        pad_id=0,
+        ignore_label_id=0,
+        blank_identifier_id=0,
+        vocab_size=vocab,
+        seq_len=seq_len,
+        num_puzzle_identifiers=identifiers,
+        total_groups=1,
+        mean_puzzle_examples=1.0,
+        sets=["all"],
+    )
 
 
 def small(name: str, **overrides) -> torch.nn.Module:
     fields = dict(name=name, hidden_size=32, num_heads=2, halt_max_steps=4, halt_exploration_prob=0.0)
-    fields.update({"hrm": dict(H_layers=1, L_layers=1), "transformer": dict(num_layers=2), "trm": dict(L_layers=1)}.get(name, {}))
+    fields.update(
+        {"hrm": dict(H_layers=1, L_layers=1), "transformer": dict(num_layers=2), "trm": dict(L_layers=1)}.get(name, {})
+    )
     fields.update(overrides)
     return build_model(arch_config(fields), meta(), CPU, seed=0)
 
@@ -144,7 +155,15 @@ def test_unitf_applies_one_shared_block_M_times(M: int, K: int | None) -> None:
 @pytest.mark.parametrize("mlp_t", [False, True])
 def test_trm_backpropagates_through_the_whole_last_recursion_and_nothing_before(mlp_t: bool) -> None:
     T, n = 3, 2
-    model = small("trm", H_cycles=T, L_cycles=n, L_layers=2, mlp_t=mlp_t, pos_encodings="none" if mlp_t else "rope", puzzle_emb_len=2)
+    model = small(
+        "trm",
+        H_cycles=T,
+        L_cycles=n,
+        L_layers=2,
+        mlp_t=mlp_t,
+        pos_encodings="none" if mlp_t else "rope",
+        puzzle_emb_len=2,
+    )
     assert isinstance(model, TRM)
     core = model.inner
     calls: list[bool] = []
@@ -215,8 +234,12 @@ def test_trm_halts_on_q_halt_alone_without_extra_forward() -> None:
 
 
 def test_trm_token_mlp_mixes_positions_and_paper_sizes() -> None:
-    config = build_model(arch_config(dict(name="trm", hidden_size=32, num_heads=2, mlp_t=True, pos_encodings="none", puzzle_emb_len=3)),
-                         meta(), CPU, seed=0).config
+    config = build_model(
+        arch_config(dict(name="trm", hidden_size=32, num_heads=2, mlp_t=True, pos_encodings="none", puzzle_emb_len=3)),
+        meta(),
+        CPU,
+        seed=0,
+    ).config
     block = TRMBlock(config)
     h = torch.randn(2, 19, 32)
     jac = torch.autograd.functional.jacobian(lambda v: block(v, None)[0, 5], h)  # output at position 5
@@ -225,7 +248,12 @@ def test_trm_token_mlp_mixes_positions_and_paper_sizes() -> None:
 
     def count(**arch) -> int:
         with torch.device("meta"):
-            model = build_model(arch_config(dict(name="trm", L_layers=2, puzzle_emb_len=16, **arch)), meta(12, 81, 1), torch.device("meta"), 0)
+            model = build_model(
+                arch_config(dict(name="trm", L_layers=2, puzzle_emb_len=16, **arch)),
+                meta(12, 81, 1),
+                torch.device("meta"),
+                0,
+            )
         return sum(p.numel() for p in model.parameters())
 
     # The TRM paper's sizes (6.83M attention, 5.03M MLP on Sudoku, counted from the TRM code; one q logit here).
@@ -236,16 +264,31 @@ def test_trm_token_mlp_mixes_positions_and_paper_sizes() -> None:
 # --- configs and checkpoints -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("overrides,fragment", [
-    (["arch.mlp_t=true"], "mlp_t is an option of trm, not hrm"),
-    (["arch.name=transformer", "arch.mlp_t=true", "arch.pos_encodings=none"], "mlp_t is an option of trm, not transformer"),
-    (["arch.pos_encodings=none"], "not hrm"),
-    (["arch.puzzle_emb_len=4"], "not hrm"),
-    (["arch.name=unitf", "arch.unitf_steps=2", "arch.unitf_grad_steps=3"], "exceeds unitf_steps"),
-    (["arch.name=trm", "arch.mlp_t=true"], "no attention for rope"),
-    (["arch.name=trm", "arch.hidden_size=64", "arch.num_heads=2", "arch.puzzle_emb_len=1", "arch.puzzle_emb_ndim=128"], "cannot hold"),
-    (["arch.name=mamba"], "arch.name"),
-])
+@pytest.mark.parametrize(
+    "overrides,fragment",
+    [
+        (["arch.mlp_t=true"], "mlp_t is an option of trm, not hrm"),
+        (
+            ["arch.name=transformer", "arch.mlp_t=true", "arch.pos_encodings=none"],
+            "mlp_t is an option of trm, not transformer",
+        ),
+        (["arch.pos_encodings=none"], "not hrm"),
+        (["arch.puzzle_emb_len=4"], "not hrm"),
+        (["arch.name=unitf", "arch.unitf_steps=2", "arch.unitf_grad_steps=3"], "exceeds unitf_steps"),
+        (["arch.name=trm", "arch.mlp_t=true"], "no attention for rope"),
+        (
+            [
+                "arch.name=trm",
+                "arch.hidden_size=64",
+                "arch.num_heads=2",
+                "arch.puzzle_emb_len=1",
+                "arch.puzzle_emb_ndim=128",
+            ],
+            "cannot hold",
+        ),
+        (["arch.name=mamba"], "arch.name"),
+    ],
+)
 def test_options_of_other_models_are_one_line_errors(overrides: list[str], fragment: str) -> None:
     with pytest.raises(UserError, match=fragment) as e:
         load_config(None, overrides)
@@ -260,10 +303,22 @@ def test_quick_configs_have_about_hrms_parameter_count() -> None:
         return sum(p.numel() for p in model.parameters())
 
     hrm = count("sudoku_quick.yaml")
-    counts = {name: count(name) for name in ("transformer_quick.yaml", "transformer_direct_quick.yaml", "unitf_quick.yaml", "trm_quick.yaml", "trm_att_quick.yaml")}
+    counts = {
+        name: count(name)
+        for name in (
+            "transformer_quick.yaml",
+            "transformer_direct_quick.yaml",
+            "unitf_quick.yaml",
+            "trm_quick.yaml",
+            "trm_att_quick.yaml",
+        )
+    }
     assert all(abs(c / hrm - 1) < 0.05 for c in counts.values()), (hrm, counts)
     quick = {name: load_config(REPO / "configs" / name) for name in ("sudoku_quick.yaml", *counts)}
-    same = {(c.data_path, c.global_batch_size, c.max_steps, c.epochs, c.lr, c.lr_warmup_steps, c.weight_decay) for c in quick.values()}
+    same = {
+        (c.data_path, c.global_batch_size, c.max_steps, c.epochs, c.lr, c.lr_warmup_steps, c.weight_decay)
+        for c in quick.values()
+    }
     assert len(same) == 1  # same data and budget
 
 
@@ -279,7 +334,14 @@ ARCHS = {
     "transformer": ["arch.name=transformer"],
     "unitf": ["arch.name=unitf", "arch.unitf_steps=3", "arch.unitf_grad_steps=2"],
     "trm": ["arch.name=trm", "arch.H_cycles=2", "arch.L_cycles=2", "arch.L_layers=1", "arch.puzzle_emb_len=2"],
-    "trm_mlp": ["arch.name=trm", "arch.H_cycles=2", "arch.L_cycles=2", "arch.L_layers=1", "arch.mlp_t=true", "arch.pos_encodings=none"],
+    "trm_mlp": [
+        "arch.name=trm",
+        "arch.H_cycles=2",
+        "arch.L_cycles=2",
+        "arch.L_layers=1",
+        "arch.mlp_t=true",
+        "arch.pos_encodings=none",
+    ],
 }
 
 
@@ -289,7 +351,9 @@ def read_metrics(run: Path) -> list[dict]:
 
 @pytest.mark.parametrize("arch", list(ARCHS))
 def test_each_model_trains_and_evaluates(arch: str, data: Path, tmp_path: Path) -> None:
-    run = train(tiny_config(data, tmp_path / "run", "epochs=8", "eval_interval=4", "lr=3e-3", *ARCHS[arch]), progress=False)
+    run = train(
+        tiny_config(data, tmp_path / "run", "epochs=8", "eval_interval=4", "lr=3e-3", *ARCHS[arch]), progress=False
+    )
     records = read_metrics(run)
     losses = [r["train/lm_loss"] for r in records if "train/lm_loss" in r]
     assert len(losses) == 24 and sum(losses[-4:]) < sum(losses[:4])
@@ -303,7 +367,9 @@ def test_each_model_trains_and_evaluates(arch: str, data: Path, tmp_path: Path) 
     assert len({round(a, 6) for a in result.token_accuracy}) > 1  # the carried state changes the answer
 
     # A checkpoint of one model never loads into another.
-    hrm = build_model(arch_config(dict(hidden_size=32, num_heads=2, H_layers=1, L_layers=1, halt_max_steps=3)), split.metadata, CPU, 0)
+    hrm = build_model(
+        arch_config(dict(hidden_size=32, num_heads=2, H_layers=1, L_layers=1, halt_max_steps=3)), split.metadata, CPU, 0
+    )
     with pytest.raises(UserError, match="another config"):
         load_checkpoint(hrm, find_checkpoint(run))
 
@@ -319,7 +385,7 @@ def test_ema_update_and_swap() -> None:
         for p in model.parameters():
             p.add_(1.0)
     ema.update(model)
-    for n, p in model.named_parameters():
+    for n in dict(model.named_parameters()):
         torch.testing.assert_close(ema.shadow[n], 0.9 * start[n] + 0.1 * (start[n] + 1))
     live = {n: p.detach().clone() for n, p in model.named_parameters()}
     with ema.applied(model):
@@ -330,7 +396,9 @@ def test_ema_update_and_swap() -> None:
     assert "inner.puzzle_emb.weights" not in ema.shadow  # buffers are used as they are
 
 
-def test_evaluation_and_checkpoints_use_the_ema_weights(data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_evaluation_and_checkpoints_use_the_ema_weights(
+    data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     decay = 0.6
     config = tiny_config(data, tmp_path / "run", "epochs=4", "eval_interval=2", f"ema={decay}", *ARCHS["trm"])
     live_after_step: list[dict[str, torch.Tensor]] = []
@@ -355,7 +423,9 @@ def test_evaluation_and_checkpoints_use_the_ema_weights(data: Path, tmp_path: Pa
     monkeypatch.setattr(train_module, "optimizer_step", recording_step)
     monkeypatch.setattr(train_module, "evaluate", recording_eval)
     monkeypatch.setattr(train_module, "build_model", recording_build)
-    init = {n: p.detach().clone() for n, p in build_model(config.arch, meta(6, 16, 1), CPU, config.seed).named_parameters()}
+    init = {
+        n: p.detach().clone() for n, p in build_model(config.arch, meta(6, 16, 1), CPU, config.seed).named_parameters()
+    }
     run = train(config, progress=False)
 
     # By hand: shadow_0 = initial weights, shadow_t = decay * shadow_{t-1} + (1 - decay) * weights after step t.
@@ -378,7 +448,14 @@ def test_evaluation_and_checkpoints_use_the_ema_weights(data: Path, tmp_path: Pa
 
 
 def test_resume_with_ema_follows_the_same_trajectory(data: Path, tmp_path: Path) -> None:
-    overrides = ("epochs=4", "eval_interval=2", "checkpoint_every_steps=4", "ema=0.7", "arch.halt_exploration_prob=0.5", *ARCHS["unitf"])
+    overrides = (
+        "epochs=4",
+        "eval_interval=2",
+        "checkpoint_every_steps=4",
+        "ema=0.7",
+        "arch.halt_exploration_prob=0.5",
+        *ARCHS["unitf"],
+    )
     full = train(tiny_config(data, tmp_path / "full", *overrides), progress=False)
     cut = rewind(full, tmp_path / "cut", 4)
     resumed = train(tiny_config(data, cut, *overrides), resume=True, progress=False)
@@ -411,8 +488,17 @@ def test_time_budget_ends_the_run_with_an_evaluation_and_a_checkpoint(data: Path
 
 
 @pytest.mark.parametrize("schedule_over", ["steps", "seconds"])
-def test_schedule_over_seconds_completes_the_decay_within_the_time_budget(data: Path, tmp_path: Path, schedule_over: str) -> None:
-    budget = ["epochs=1000", "eval_interval=1000", "max_seconds=1.0", "budget_clock=cpu", "lr_warmup_steps=0", "lr_min_ratio=0.1"]
+def test_schedule_over_seconds_completes_the_decay_within_the_time_budget(
+    data: Path, tmp_path: Path, schedule_over: str
+) -> None:
+    budget = [
+        "epochs=1000",
+        "eval_interval=1000",
+        "max_seconds=1.0",
+        "budget_clock=cpu",
+        "lr_warmup_steps=0",
+        "lr_min_ratio=0.1",
+    ]
     run = train(tiny_config(data, tmp_path / "run", *budget, f"schedule_over={schedule_over}"), progress=False)
     lrs = [r["train/lr"] for r in read_metrics(run) if "train/lr" in r]
     assert 10 < len(lrs) < 1000  # stopped by the budget, far inside the 1000-epoch step budget

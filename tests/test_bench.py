@@ -47,14 +47,40 @@ def test_counted_flops_match_pytorch_flop_counter(q_target: str) -> None:
 def test_bench_command_writes_the_documented_json(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    args = ["bench", "--config", str(REPO / "configs" / "sudoku_quick.yaml"), "--json", str(out), "--batch-size", "4",
-            "--steps", "1", "--warmup", "1", "data_path=/nonexistent", "arch.hidden_size=32", "arch.num_heads=2", "device=cpu"]
-    proc = subprocess.run([sys.executable, "-c", "import cli; cli.main()", *args], env=env, capture_output=True, text=True, timeout=300)
+    args = [
+        "bench",
+        "--config",
+        str(REPO / "configs" / "sudoku_quick.yaml"),
+        "--json",
+        str(out),
+        "--batch-size",
+        "4",
+        "--steps",
+        "1",
+        "--warmup",
+        "1",
+        "data_path=/nonexistent",
+        "arch.hidden_size=32",
+        "arch.num_heads=2",
+        "device=cpu",
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-c", "import cli; cli.main()", *args], env=env, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr
     figures = json.loads(out.read_text())
-    for key in ("train_examples_per_s", "eval_examples_per_s", "train_flops_per_step", "matmul_peak_flops", "mfu", "peak_memory_bytes"):
+    for key in (
+        "train_examples_per_s",
+        "eval_examples_per_s",
+        "train_flops_per_step",
+        "matmul_peak_flops",
+        "mfu",
+        "peak_memory_bytes",
+    ):
         assert figures[key] > 0, key
-    assert figures["mfu"] == pytest.approx(figures["train_flops_per_step"] * figures["train_examples_per_s"] / 4 / figures["matmul_peak_flops"])
+    assert figures["mfu"] == pytest.approx(
+        figures["train_flops_per_step"] * figures["train_examples_per_s"] / 4 / figures["matmul_peak_flops"]
+    )
 
 
 SIZES = dict(seq_len=16, vocab_size=6, num_puzzle_identifiers=3)
@@ -88,11 +114,37 @@ def test_baseline_flops_match_pytorch_flop_counter(case: str) -> None:
 LM_HEADS = {
     "hrm_lm": (dict(name="hrm_lm", hidden_size=32, num_heads=2, N=2, T=2, S=2, K=2, max_seq_len=32), 0.02),
     "unitf_lm": (dict(name="unitf_lm", hidden_size=32, num_heads=2, M=3, K=3, max_seq_len=32), 0.01),
-    "hrm_text": (dict(name="hrm_text", hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-                      head_dim=16, H_cycles=2, L_cycles=2, max_position_embeddings=32), 0.01),
+    "hrm_text": (
+        dict(
+            name="hrm_text",
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            head_dim=16,
+            H_cycles=2,
+            L_cycles=2,
+            max_position_embeddings=32,
+        ),
+        0.01,
+    ),
     # The count takes a backward of the whole recurrence, the fit error's gradient-free products included (2%).
-    "ham_lm": (dict(name="ham_lm", hidden_size=32, num_layers=2, qk_dim=16, v_dim=24, rnn_head_qk_dim=8, rnn_head_v_dim=12,
-                    kv_head_qk_dim=8, kv_head_v_dim=12, chunk_size=4, max_position_embeddings=32), 0.03),
+    "ham_lm": (
+        dict(
+            name="ham_lm",
+            hidden_size=32,
+            num_layers=2,
+            qk_dim=16,
+            v_dim=24,
+            rnn_head_qk_dim=8,
+            rnn_head_v_dim=12,
+            kv_head_qk_dim=8,
+            kv_head_v_dim=12,
+            chunk_size=4,
+            max_position_embeddings=32,
+        ),
+        0.03,
+    ),
 }
 
 
@@ -118,11 +170,30 @@ def test_lm_head_flops_match_pytorch_flop_counter(name: str) -> None:
 def test_bench_command_measures_a_language_model_head(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    args = ["bench", "--config", str(REPO / "configs" / "unitf_lm_quick.yaml"), "--json", str(out), "--batch-size", "2",
-            "--steps", "1", "--warmup", "1", "seq_len=16", "arch.hidden_size=32", "arch.num_heads=2", "arch.M=2",
-            "device=cpu"]
-    proc = subprocess.run([sys.executable, "-c", "import cli; cli.main()", *args], env=env, capture_output=True, text=True, timeout=300)
+    args = [
+        "bench",
+        "--config",
+        str(REPO / "configs" / "unitf_lm_quick.yaml"),
+        "--json",
+        str(out),
+        "--batch-size",
+        "2",
+        "--steps",
+        "1",
+        "--warmup",
+        "1",
+        "seq_len=16",
+        "arch.hidden_size=32",
+        "arch.num_heads=2",
+        "arch.M=2",
+        "device=cpu",
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-c", "import cli; cli.main()", *args], env=env, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr
     figures = json.loads(out.read_text())
     assert figures["model"] == "unitf_lm" and figures["unit"] == "tokens" and figures["mfu"] > 0
-    assert figures["mfu"] == pytest.approx(figures["train_flops_per_step"] * figures["train_examples_per_s"] / (2 * 16) / figures["matmul_peak_flops"])
+    assert figures["mfu"] == pytest.approx(
+        figures["train_flops_per_step"] * figures["train_examples_per_s"] / (2 * 16) / figures["matmul_peak_flops"]
+    )

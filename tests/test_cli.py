@@ -15,13 +15,27 @@ import pytest
 from tests.helpers import write_original_layout
 
 REPO = Path(__file__).resolve().parents[1]
-TINY = ["global_batch_size=8", "arch.hidden_size=32", "arch.num_heads=2", "arch.H_layers=1", "arch.L_layers=1",
-        "arch.halt_max_steps=3", "lr_warmup_steps=2"]
+TINY = [
+    "global_batch_size=8",
+    "arch.hidden_size=32",
+    "arch.num_heads=2",
+    "arch.H_layers=1",
+    "arch.L_layers=1",
+    "arch.halt_max_steps=3",
+    "lr_warmup_steps=2",
+]
 
 
 def hrm(*args: str, **kwargs) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-c", "import cli; cli.main()", *args], capture_output=True, text=True, env=env, timeout=300, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-c", "import cli; cli.main()", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        **kwargs,
+    )
 
 
 def assert_one_line_error(proc: subprocess.CompletedProcess, *fragments: str) -> None:
@@ -60,11 +74,14 @@ def test_bad_config_is_one_line(data: Path, tmp_path: Path, override: str, fragm
     assert_one_line_error(hrm("train", "--data", str(data), "--run-dir", str(tmp_path / "r"), override), *fragments)
 
 
-@pytest.mark.parametrize("args, fragment", [
-    (["build-data", "maze", "--bogus"], "--bogus"),
-    (["eval", "--mmax", "0", "--run", "x"], "--mmax"),
-    (["viz", "puzzle"], "--data"),
-])
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["build-data", "maze", "--bogus"], "--bogus"),
+        (["eval", "--mmax", "0", "--run", "x"], "--mmax"),
+        (["viz", "puzzle"], "--data"),
+    ],
+)
 def test_usage_errors_are_one_line(args: list[str], fragment: str) -> None:
     assert_one_line_error(hrm(*args), fragment)
 
@@ -77,24 +94,36 @@ def test_bad_config_file_is_one_line(tmp_path: Path) -> None:
 
 
 def test_missing_or_malformed_dataset_is_one_line(data: Path, tmp_path: Path) -> None:
-    assert_one_line_error(hrm("train", "--data", str(tmp_path / "nope"), "--run-dir", str(tmp_path / "r")), "nope", "does not exist")
+    assert_one_line_error(
+        hrm("train", "--data", str(tmp_path / "nope"), "--run-dir", str(tmp_path / "r")), "nope", "does not exist"
+    )
     broken = tmp_path / "broken"
     (broken / "train").mkdir(parents=True)
     (broken / "train" / "dataset.json").write_text("{not json")
-    assert_one_line_error(hrm("train", "--data", str(broken), "--run-dir", str(tmp_path / "r")), "dataset.json", "not valid JSON")
+    assert_one_line_error(
+        hrm("train", "--data", str(broken), "--run-dir", str(tmp_path / "r")), "dataset.json", "not valid JSON"
+    )
     (broken / "train" / "dataset.json").write_text(json.dumps({"pad_id": 0}))
-    assert_one_line_error(hrm("train", "--data", str(broken), "--run-dir", str(tmp_path / "r")), "dataset.json", "ignore_label_id")
+    assert_one_line_error(
+        hrm("train", "--data", str(broken), "--run-dir", str(tmp_path / "r")), "dataset.json", "ignore_label_id"
+    )
     # Arrays missing and arrays inconsistent with the metadata.
     import shutil
 
     shutil.copytree(data, tmp_path / "partial")
     (tmp_path / "partial" / "train" / "all__labels.npy").unlink()
-    assert_one_line_error(hrm("train", "--data", str(tmp_path / "partial"), "--run-dir", str(tmp_path / "r")), "all__labels.npy", "not found")
+    assert_one_line_error(
+        hrm("train", "--data", str(tmp_path / "partial"), "--run-dir", str(tmp_path / "r")),
+        "all__labels.npy",
+        "not found",
+    )
     shutil.copytree(data, tmp_path / "wrong")
     meta = json.loads((tmp_path / "wrong" / "test" / "dataset.json").read_text())
     meta["seq_len"] = 81
     (tmp_path / "wrong" / "test" / "dataset.json").write_text(json.dumps(meta))
-    assert_one_line_error(hrm("train", "--data", str(tmp_path / "wrong"), "--run-dir", str(tmp_path / "r")), "seq_len=81")
+    assert_one_line_error(
+        hrm("train", "--data", str(tmp_path / "wrong"), "--run-dir", str(tmp_path / "r")), "seq_len=81"
+    )
 
 
 def test_eval_table_and_json(run: Path, tmp_path: Path) -> None:
@@ -118,14 +147,32 @@ def test_checkpoint_from_another_config_is_one_line(run: Path, tmp_path: Path) -
 
 
 def test_existing_run_needs_resume(run: Path, data: Path) -> None:
-    assert_one_line_error(hrm("train", "--data", str(data), "--run-dir", str(run), *TINY, "epochs=2", "eval_interval=2"), "--resume")
+    assert_one_line_error(
+        hrm("train", "--data", str(data), "--run-dir", str(run), *TINY, "epochs=2", "eval_interval=2"), "--resume"
+    )
 
 
 def test_ctrl_c_writes_checkpoint_and_resume_continues(data: Path, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    args = ["train", "--data", str(data), "--run-dir", str(run_dir), "--quiet", "epochs=4000", "eval_interval=4000", *TINY]
-    proc = subprocess.Popen([sys.executable, "-c", "import cli; cli.main()", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    args = [
+        "train",
+        "--data",
+        str(data),
+        "--run-dir",
+        str(run_dir),
+        "--quiet",
+        "epochs=4000",
+        "eval_interval=4000",
+        *TINY,
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import cli; cli.main()", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     metrics = run_dir / "metrics.jsonl"
     deadline = time.time() + 120
     while time.time() < deadline and (not metrics.exists() or len(metrics.read_text().splitlines()) < 5):

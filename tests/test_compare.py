@@ -28,7 +28,10 @@ def study(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path], d
     root = tmp_path_factory.mktemp("compare")
     data = write_original_layout(root / "sudoku4")
     configs = []
-    for name, arch in (("hrm_tiny", []), ("trm_tiny", ["arch.name=trm", "arch.L_layers=1", "arch.puzzle_emb_len=1", "ema=0.5"])):
+    for name, arch in (
+        ("hrm_tiny", []),
+        ("trm_tiny", ["arch.name=trm", "arch.L_layers=1", "arch.puzzle_emb_len=1", "ema=0.5"]),
+    ):
         path = root / f"{name}.yaml"
         save_config(tiny_config(data, root / "unused", *arch), path)
         configs.append(path)
@@ -40,7 +43,12 @@ def study(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path], d
 def test_every_config_and_seed_is_trained_and_evaluated(study) -> None:
     out, configs, results = study
     assert list(results["summary"]) == ["hrm_tiny", "trm_tiny"]
-    assert [(r["label"], r["seed"]) for r in results["runs"]] == [("hrm_tiny", 0), ("hrm_tiny", 1), ("trm_tiny", 0), ("trm_tiny", 1)]
+    assert [(r["label"], r["seed"]) for r in results["runs"]] == [
+        ("hrm_tiny", 0),
+        ("hrm_tiny", 1),
+        ("trm_tiny", 0),
+        ("trm_tiny", 1),
+    ]
     for record in results["runs"]:
         run = out / "runs" / record["label"] / f"seed{record['seed']}"
         assert json.loads((run / "compare.json").read_text()) == record
@@ -48,7 +56,10 @@ def test_every_config_and_seed_is_trained_and_evaluated(study) -> None:
         assert record["eval"]["mmax"] == 6  # default: twice halt_max_steps 3
         # The recorded evaluation is the checkpoint's evaluation.
         direct = evaluate_run(run, None, None, 6, None, None, "cpu", progress=False)
-        assert direct.exact_accuracy == record["eval"]["exact_accuracy"] and direct.token_accuracy == record["eval"]["token_accuracy"]
+        assert (
+            direct.exact_accuracy == record["eval"]["exact_accuracy"]
+            and direct.token_accuracy == record["eval"]["token_accuracy"]
+        )
     hrm_runs = [r for r in results["runs"] if r["label"] == "hrm_tiny"]
     assert hrm_runs[0]["eval"]["token_accuracy"] != hrm_runs[1]["eval"]["token_accuracy"]  # seeds differ
     assert json.loads((out / "results.json").read_text())["summary"] == results["summary"]
@@ -78,7 +89,10 @@ def test_tables_and_plots(study) -> None:
     text = (out / "results.md").read_text()
     e = results["summary"]["trm_tiny"]
     row = next(line for line in text.splitlines() if line.startswith("| trm_tiny | trm |"))
-    assert f"{e['num_params']:,}" in row and f"{100 * e['exact_accuracy']['mean']:.1f} ± {100 * e['exact_accuracy']['std']:.1f}% (3)" in row
+    assert (
+        f"{e['num_params']:,}" in row
+        and f"{100 * e['exact_accuracy']['mean']:.1f} ± {100 * e['exact_accuracy']['std']:.1f}% (3)" in row
+    )
     assert "| config | 1 | 2 | 3 | 4 | 5 | 6 |" in text
     assert "hrm compare (test)" in text
     names = sorted(Path(p).name for p in results["plots"])
@@ -107,9 +121,13 @@ def test_rerun_skips_finished_runs_and_resumes_interrupted_ones(study, monkeypat
     (partial / "compare.json").unlink()
     again = compare(configs, seeds=2, out=out, overrides=TINY, progress=False, command="hrm compare (test)")
     assert calls == [(str(partial), False), (str(out / "runs" / "trm_tiny" / "seed1"), True)]
-    assert again["summary"]["trm_tiny"]["exact_accuracy"] == pytest.approx(results["summary"]["trm_tiny"]["exact_accuracy"])
+    assert again["summary"]["trm_tiny"]["exact_accuracy"] == pytest.approx(
+        results["summary"]["trm_tiny"]["exact_accuracy"]
+    )
     first, rerun = results["runs"][0]["eval"], again["runs"][0]["eval"]  # same seed: the same run again
-    assert rerun["exact_accuracy"] == first["exact_accuracy"] and rerun["token_accuracy"] == pytest.approx(first["token_accuracy"])
+    assert rerun["exact_accuracy"] == first["exact_accuracy"] and rerun["token_accuracy"] == pytest.approx(
+        first["token_accuracy"]
+    )
 
 
 def test_bad_requests_are_one_line_errors(study, tmp_path: Path) -> None:
@@ -124,16 +142,22 @@ def test_bad_requests_are_one_line_errors(study, tmp_path: Path) -> None:
     with pytest.raises(UserError, match="arch.hidden_size"):
         compare(configs, 1, tmp_path, overrides=["arch.hidden_size=-1"], progress=False)
     assert not (tmp_path / "runs").exists()  # nothing trains before every config is valid
-    assert_one_line_error(hrm("compare", str(tmp_path / "missing.yaml"), "--out", str(tmp_path / "o")), "missing.yaml", "not found")
+    assert_one_line_error(
+        hrm("compare", str(tmp_path / "missing.yaml"), "--out", str(tmp_path / "o")), "missing.yaml", "not found"
+    )
 
 
 def test_compare_command(study, tmp_path: Path) -> None:
     _, configs, _ = study
-    proc = hrm("compare", str(configs[1]), "--seeds", "1", "--out", str(tmp_path / "o"), "--mmax", "4", "--quiet", *TINY)
+    proc = hrm(
+        "compare", str(configs[1]), "--seeds", "1", "--out", str(tmp_path / "o"), "--mmax", "4", "--quiet", *TINY
+    )
     assert proc.returncode == 0, proc.stderr
     assert "| trm_tiny | trm |" in proc.stdout and f"wrote {tmp_path / 'o' / 'results.json'}" in proc.stdout
     results = json.loads((tmp_path / "o" / "results.json").read_text())
-    assert results["summary"]["trm_tiny"]["mmax"] == 4 and results["summary"]["trm_tiny"]["exact_accuracy"]["std"] is None
+    assert (
+        results["summary"]["trm_tiny"]["mmax"] == 4 and results["summary"]["trm_tiny"]["exact_accuracy"]["std"] is None
+    )
     assert results["command"].startswith("hrm compare ") and "epochs=2" in results["command"]
 
 

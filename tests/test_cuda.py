@@ -33,7 +33,9 @@ def test_puzzle_models_in_bf16_on_cuda_match_fp32_cpu(name: str) -> None:
     saved = GOLDEN[name]
     model, got = run_case(name, saved["state_dict"], device="cuda")
     assert all(p.dtype == torch.float32 for p in model.parameters()), "master weights must stay fp32"
-    keys = [k for k in saved if k.startswith(("train0/", "eval")) and "metric" not in k and saved[k].is_floating_point()]
+    keys = [
+        k for k in saved if k.startswith(("train0/", "eval")) and "metric" not in k and saved[k].is_floating_point()
+    ]
     assert any(k.startswith("train0/grad/") for k in keys) and any(k.startswith("eval4/") for k in keys)
     for key in keys:
         tol = 8e-2 if "/grad/" in key else 3e-2
@@ -52,14 +54,31 @@ def test_lm_heads_on_cuda_match_cpu(name: str) -> None:
 
 def hrm(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-c", "import cli; cli.main()", *args], capture_output=True, text=True, env=env,
-                          timeout=600, cwd=cwd)
+    proc = subprocess.run(
+        [sys.executable, "-c", "import cli; cli.main()", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=cwd,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 
 
-TINY = ("global_batch_size=8", "epochs=4", "eval_interval=2", "arch.hidden_size=32", "arch.num_heads=2", "arch.H_layers=1",
-        "arch.L_layers=1", "arch.halt_max_steps=3", "lr=1e-3", "lr_warmup_steps=2", "device=cuda")
+TINY = (
+    "global_batch_size=8",
+    "epochs=4",
+    "eval_interval=2",
+    "arch.hidden_size=32",
+    "arch.num_heads=2",
+    "arch.H_layers=1",
+    "arch.L_layers=1",
+    "arch.halt_max_steps=3",
+    "lr=1e-3",
+    "lr_warmup_steps=2",
+    "device=cuda",
+)
 
 
 @pytest.mark.parametrize("arch", ["hrm", "transformer", "unitf", "trm"])
@@ -67,8 +86,18 @@ TINY = ("global_batch_size=8", "epochs=4", "eval_interval=2", "arch.hidden_size=
 def test_train_resume_and_eval_on_cuda(arch: str, compile: bool, tmp_path: Path) -> None:
     data = write_original_layout(tmp_path / "data", distinct_identifiers=True)
     run = tmp_path / "run"
-    hrm("train", "--data", str(data), "--run-dir", str(run), "--quiet", f"arch.name={arch}", f"compile={compile}",
-        "checkpoint_every_steps=3", *TINY)
+    hrm(
+        "train",
+        "--data",
+        str(data),
+        "--run-dir",
+        str(run),
+        "--quiet",
+        f"arch.name={arch}",
+        f"compile={compile}",
+        "checkpoint_every_steps=3",
+        *TINY,
+    )
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     losses = [r["train/lm_loss"] for r in records if "train/lm_loss" in r]
     assert len(losses) == 12 and all(torch.isfinite(torch.tensor(losses)))
@@ -96,9 +125,26 @@ def test_lm_head_trains_and_generates_on_cuda(tmp_path: Path) -> None:
     data = tmp_path / "text"
     hrm("build-data", "text", "--input", str(corpus), "--out", str(data))
     run = tmp_path / "lm"
-    hrm("train", "-c", str(REPO / "configs" / "hrm_text_lm_quick.yaml"), "--data", str(data), "--run-dir", str(run),
-        "--quiet", "max_steps=6", "eval_every_steps=3", "seq_len=32", "global_batch_size=4", "lr_warmup_steps=2",
-        "arch.hidden_size=32", "arch.intermediate_size=64", "arch.head_dim=16", "arch.num_attention_heads=2", "device=cuda")
+    hrm(
+        "train",
+        "-c",
+        str(REPO / "configs" / "hrm_text_lm_quick.yaml"),
+        "--data",
+        str(data),
+        "--run-dir",
+        str(run),
+        "--quiet",
+        "max_steps=6",
+        "eval_every_steps=3",
+        "seq_len=32",
+        "global_batch_size=4",
+        "lr_warmup_steps=2",
+        "arch.hidden_size=32",
+        "arch.intermediate_size=64",
+        "arch.head_dim=16",
+        "arch.num_attention_heads=2",
+        "device=cuda",
+    )
     last = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
     assert torch.isfinite(torch.tensor(last["eval/ce"]))
     out = hrm("generate", "--run", str(run), "--prompt", "the ", "--max-new-tokens", "8", "--device", "cuda").stdout
@@ -107,8 +153,21 @@ def test_lm_head_trains_and_generates_on_cuda(tmp_path: Path) -> None:
 
 def test_bench_on_cuda_reports_bf16_mfu(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
-    hrm("bench", "--config", str(REPO / "configs" / "sudoku_quick.yaml"), "--json", str(out), "--batch-size", "64",
-        "--steps", "3", "--warmup", "2", "data_path=/nonexistent", "device=cuda")
+    hrm(
+        "bench",
+        "--config",
+        str(REPO / "configs" / "sudoku_quick.yaml"),
+        "--json",
+        str(out),
+        "--batch-size",
+        "64",
+        "--steps",
+        "3",
+        "--warmup",
+        "2",
+        "data_path=/nonexistent",
+        "device=cuda",
+    )
     figures = json.loads(out.read_text())
     assert figures["device"].startswith("cuda") and figures["dtype"] == "bfloat16"
     assert 0 < figures["mfu"] < 1 and figures["peak_memory_bytes"] > 0

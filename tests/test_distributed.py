@@ -19,20 +19,56 @@ from tests.helpers import rewind, tiny_config, write_original_layout
 REPO = Path(__file__).resolve().parents[1]
 # Exploration off: its draws depend on the rank (seeded by seed, step and rank), everything else must not.
 SETTINGS = ("epochs=4", "eval_interval=2", "arch.halt_exploration_prob=0.0", "device=cpu", "puzzle_emb_lr=0.1")
-COMPARED = ("train/lm_loss", "train/q_halt_loss", "train/q_continue_loss", "train/accuracy", "train/steps", "train/count",
-            "eval/exact_accuracy", "eval/accuracy", "eval/lm_loss")
+COMPARED = (
+    "train/lm_loss",
+    "train/q_halt_loss",
+    "train/q_continue_loss",
+    "train/accuracy",
+    "train/steps",
+    "train/count",
+    "eval/exact_accuracy",
+    "eval/accuracy",
+    "eval/lm_loss",
+)
 # A tiny HRM-Text head on a tiny text corpus: 6 steps of 8 windows, validation after steps 3 and 6.
-LM_SETTINGS = ("arch.name=hrm_text", "arch.hidden_size=32", "arch.intermediate_size=64", "arch.num_hidden_layers=1",
-               "arch.num_attention_heads=2", "arch.head_dim=16", "arch.H_cycles=2", "arch.L_cycles=2",
-               "arch.max_position_embeddings=64", "seq_len=16", "global_batch_size=8", "max_steps=6", "eval_every_steps=3",
-               "eval_max_tokens=256", "lr=3e-3", "lr_warmup_steps=2", "device=cpu", "seed=0")
+LM_SETTINGS = (
+    "arch.name=hrm_text",
+    "arch.hidden_size=32",
+    "arch.intermediate_size=64",
+    "arch.num_hidden_layers=1",
+    "arch.num_attention_heads=2",
+    "arch.head_dim=16",
+    "arch.H_cycles=2",
+    "arch.L_cycles=2",
+    "arch.max_position_embeddings=64",
+    "seq_len=16",
+    "global_batch_size=8",
+    "max_steps=6",
+    "eval_every_steps=3",
+    "eval_max_tokens=256",
+    "lr=3e-3",
+    "lr_warmup_steps=2",
+    "device=cpu",
+    "seed=0",
+)
 LM_COMPARED = ("train/loss", "train/ce", "train/grad_norm", "eval/ce", "eval/perplexity")
 
 
 def torchrun(nproc: int, config_path: Path, *args: str) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-           str(REPO / "cli.py"), "train", "--config", str(config_path), "--quiet", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={nproc}",
+        str(REPO / "cli.py"),
+        "train",
+        "--config",
+        str(config_path),
+        "--quiet",
+        *args,
+    ]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
 
@@ -97,7 +133,9 @@ def test_lm_head_two_gloo_processes_match_one_process(tmp_path: Path) -> None:
     for i in range(6):
         (corpus / f"{i}.txt").write_text(f"def f{i}(x):\n    return x * {i} + 1\n" * 20)
     data = build_text(TextBuildOptions(input=[str(corpus)], out=tmp_path / "text", val_fraction=0.2), progress=False)
-    single = train(load_config(None, [f"data_path={data}", f"run_dir={tmp_path / 'single'}", *LM_SETTINGS]), progress=False)
+    single = train(
+        load_config(None, [f"data_path={data}", f"run_dir={tmp_path / 'single'}", *LM_SETTINGS]), progress=False
+    )
     config = tmp_path / "config.yaml"
     save_config(load_config(None, [f"data_path={data}", f"run_dir={tmp_path / 'run'}", *LM_SETTINGS]), config)
     torchrun(2, config)

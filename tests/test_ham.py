@@ -19,8 +19,19 @@ from hrm_reason.models.lm.ham import (
     sparse_causal_attention,
 )
 
-TINY = dict(vocab_size=37, hidden_size=32, num_layers=2, qk_dim=16, v_dim=24, rnn_head_qk_dim=8, rnn_head_v_dim=12,
-            kv_head_qk_dim=4, kv_head_v_dim=6, chunk_size=8, max_position_embeddings=256)
+TINY = dict(
+    vocab_size=37,
+    hidden_size=32,
+    num_layers=2,
+    qk_dim=16,
+    v_dim=24,
+    rnn_head_qk_dim=8,
+    rnn_head_v_dim=12,
+    kv_head_qk_dim=4,
+    kv_head_v_dim=6,
+    chunk_size=8,
+    max_position_embeddings=256,
+)
 
 
 def tiny(**overrides) -> HAMLMConfig:
@@ -149,7 +160,9 @@ def test_gradients_reach_learned_router_and_eda_but_never_the_threshold():
     assert all(layer.mixer.p_tau.grad is None for layer in model.layers)
 
 
-@pytest.mark.parametrize("overrides", [dict(), dict(router="input_deep", eda=True, threshold_mode="per_layer", tau_init=0.5)])
+@pytest.mark.parametrize(
+    "overrides", [dict(), dict(router="input_deep", eda=True, threshold_mode="per_layer", tau_init=0.5)]
+)
 def test_changing_token_t_leaves_earlier_logits_unchanged(overrides):
     model = build(**overrides)
     gen = torch.Generator().manual_seed(3)
@@ -191,7 +204,9 @@ def test_user_errors():
 
 
 @pytest.mark.parametrize("dtype,atol", [(torch.float64, 1e-10), (torch.float32, 1e-4)])
-@pytest.mark.parametrize("overrides", [dict(), dict(router="input_deep", eda=True, threshold_mode="per_layer", tau_init=0.5)])
+@pytest.mark.parametrize(
+    "overrides", [dict(), dict(router="input_deep", eda=True, threshold_mode="per_layer", tau_init=0.5)]
+)
 def test_cached_decoding_equals_full_recomputation(overrides, dtype, atol):
     """fp64 checks the logic to round-off. In fp32 the gated RMSNorm of the RNN output amplifies round-off wherever
     that output is small (q nearly orthogonal to the freshly written key), so the two paths agree to ~2e-5, not 1e-6."""
@@ -201,7 +216,7 @@ def test_cached_decoding_equals_full_recomputation(overrides, dtype, atol):
     out = model(ids[:, :6], use_cache=True)
     logits, cache = [out.logits], out.past_key_values
     for t in range(6, 14):  # one token at a time
-        out = model(ids[:, t:t + 1], past_key_values=cache, use_cache=True)
+        out = model(ids[:, t : t + 1], past_key_values=cache, use_cache=True)
         logits.append(out.logits)
         cache = out.past_key_values
     out = model(ids[:, 14:], past_key_values=cache, use_cache=True)  # a multi-token continuation
@@ -257,7 +272,9 @@ def test_controller_sign_and_freeze():
         assert int(model.threshold_steps) == 3
 
 
-@pytest.mark.parametrize("mode,target,tau_init", [("global", 0.25, 0.5), ("global", 0.75, 1.5), ("per_layer", 0.5, 1.1)])
+@pytest.mark.parametrize(
+    "mode,target,tau_init", [("global", 0.25, 0.5), ("global", 0.75, 1.5), ("per_layer", 0.5, 1.1)]
+)
 def test_controller_reaches_target_kv_fraction(mode, target, tau_init):
     """From a threshold that keeps far too many (or too few) tokens; lr 0.05 instead of the paper's 2.5e-4 so that a
     hundred steps suffice (Adam moves p_tau by about lr per step)."""
@@ -277,7 +294,9 @@ def test_controller_reaches_target_kv_fraction(mode, target, tau_init):
 # Parameter count (section C.2)
 
 
-@pytest.mark.parametrize("overrides", [dict(threshold_mode="fixed"), dict(), dict(router="input_shallow", eda=True, num_layers=3)])
+@pytest.mark.parametrize(
+    "overrides", [dict(threshold_mode="fixed"), dict(), dict(router="input_shallow", eda=True, num_layers=3)]
+)
 def test_parameter_count_matches_the_papers_table(overrides):
     config = tiny(**overrides)
     torch.manual_seed(0)
@@ -287,8 +306,19 @@ def test_parameter_count_matches_the_papers_table(overrides):
 
 def test_paper_scale_parameter_count():
     """800M HAM (fit_error, fixed tau): the per-layer table equals the simplified formula, and the total is 805M."""
-    config = HAMLMConfig(vocab_size=32000, hidden_size=1792, num_layers=24, qk_dim=1280, v_dim=1920, rnn_head_qk_dim=256,
-                         rnn_head_v_dim=384, kv_head_qk_dim=128, kv_head_v_dim=192, threshold_mode="fixed", max_position_embeddings=8)
+    config = HAMLMConfig(
+        vocab_size=32000,
+        hidden_size=1792,
+        num_layers=24,
+        qk_dim=1280,
+        v_dim=1920,
+        rnn_head_qk_dim=256,
+        rnn_head_v_dim=384,
+        kv_head_qk_dim=128,
+        kv_head_v_dim=192,
+        threshold_mode="fixed",
+        max_position_embeddings=8,
+    )
     d = 1792
     with torch.device("meta"):
         model = HAMLM(config)

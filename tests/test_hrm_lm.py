@@ -49,7 +49,9 @@ def n_params(module: nn.Module) -> int:
 def test_param_count_formulas_match_modules(V_: int, d: int) -> None:
     for ctx_norm in (True, False):
         for out_proj in (True, False):
-            model = HRMLM(HRMLMConfig(vocab_size=V_, hidden_size=d, num_heads=2, fast_ctx_norm=ctx_norm, out_proj=out_proj))
+            model = HRMLM(
+                HRMLMConfig(vocab_size=V_, hidden_size=d, num_heads=2, fast_ctx_norm=ctx_norm, out_proj=out_proj)
+            )
             assert n_params(model) == hrm_lm_param_count(V_, d, fast_ctx_norm=ctx_norm, out_proj=out_proj)
     assert hrm_lm_param_count(V_, d) == V_ * d + 61 * d * d + 23 * d + 3  # the paper's closed form, both flags on
     assert n_params(UniTFLM(UniTFLMConfig(vocab_size=V_, hidden_size=d, num_heads=2))) == unitf_lm_param_count(V_, d)
@@ -71,9 +73,16 @@ def test_param_count_formulas_reproduce_paper_sizes() -> None:
 def test_modules_at_paper_sizes_have_the_paper_counts() -> None:
     """Shape-only (meta) modules at the paper's sizes, so the real code, not just the formula, gives the totals."""
     with torch.device("meta"):
-        hrm = {d: n_params(HRMLM(HRMLMConfig(vocab_size=50257, hidden_size=d, num_heads=16))) for d in (2048, 4096, 5120)}
-        unitf = {d: n_params(UniTFLM(UniTFLMConfig(vocab_size=50257, hidden_size=d, num_heads=16))) for d in (4096, 5760, 7296)}
-        t_l4 = n_params(nn.ModuleList([nn.Embedding(50257, 4096), *(CausalAttnBlock(4096, 16, 1e-5) for _ in range(4))]))
+        hrm = {
+            d: n_params(HRMLM(HRMLMConfig(vocab_size=50257, hidden_size=d, num_heads=16))) for d in (2048, 4096, 5120)
+        }
+        unitf = {
+            d: n_params(UniTFLM(UniTFLMConfig(vocab_size=50257, hidden_size=d, num_heads=16)))
+            for d in (4096, 5760, 7296)
+        }
+        t_l4 = n_params(
+            nn.ModuleList([nn.Embedding(50257, 4096), *(CausalAttnBlock(4096, 16, 1e-5) for _ in range(4))])
+        )
     assert hrm[4096] == 1_229_357_059
     assert {d: round(n / 1e6) for d, n in hrm.items()} == {2048: 359, 4096: 1229, 5120: 1857}
     assert {d: round(n / 1e6) for d, n in unitf.items()} == {4096: 474, 5760: 820, 7296: 1218}
@@ -93,7 +102,10 @@ def record_calls(model: HRMLM) -> list[tuple[str, bool, tuple, torch.Tensor]]:
     return calls
 
 
-@pytest.mark.parametrize("K, L_grad_steps, H_grad_steps", [(2, {11, 12}, {12}), (4, {9, 10, 11, 12}, {9, 12}), (12, set(range(1, 13)), {3, 6, 9, 12})])
+@pytest.mark.parametrize(
+    "K, L_grad_steps, H_grad_steps",
+    [(2, {11, 12}, {12}), (4, {9, 10, 11, 12}, {9, 12}), (12, set(range(1, 13)), {3, 6, 9, 12})],
+)
 def test_k_step_window_schedule(K: int, L_grad_steps: set[int], H_grad_steps: set[int]) -> None:
     model = tiny_hrm(N=4, T=3, K=K)  # M = 12
     calls = record_calls(model)
@@ -303,7 +315,11 @@ def test_flags_and_start_states() -> None:
 
 def test_init_is_seeded_scaled_and_leaves_global_rng_alone() -> None:
     rng = torch.random.get_rng_state()
-    a, b, c = tiny_hrm(hidden_size=64, N=4, T=3), tiny_hrm(hidden_size=64, N=4, T=3), tiny_hrm(hidden_size=64, N=4, T=3, seed=1)
+    a, b, c = (
+        tiny_hrm(hidden_size=64, N=4, T=3),
+        tiny_hrm(hidden_size=64, N=4, T=3),
+        tiny_hrm(hidden_size=64, N=4, T=3, seed=1),
+    )
     assert torch.equal(torch.random.get_rng_state(), rng)
     assert all(torch.equal(v, b.state_dict()[k]) for k, v in a.state_dict().items())
     assert not torch.equal(a.z_L0, c.z_L0)
@@ -329,7 +345,9 @@ def test_changing_a_token_leaves_earlier_logits_unchanged(make) -> None:
     assert (a[:, 5:] - b[:, 5:]).abs().amax(dim=-1).min() > 1e-6  # every later position does see the change
 
 
-@pytest.mark.parametrize("make, slots", [(lambda: tiny_hrm(S=2, N=2, T=2), 2 * (4 + 2) + 1), (lambda: tiny_unitf(M=4), 4)])
+@pytest.mark.parametrize(
+    "make, slots", [(lambda: tiny_hrm(S=2, N=2, T=2), 2 * (4 + 2) + 1), (lambda: tiny_unitf(M=4), 4)]
+)
 def test_cached_decoding_equals_full_recompute(make, slots: int) -> None:
     model = make()
     x = ids(n=12)

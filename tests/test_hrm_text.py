@@ -20,14 +20,45 @@ ATOL = 1e-5
 # Small configs covering: default L_bp_cycles, a custom one, gelu, padding_idx, biases, h*d_h != d, tied embeddings,
 # a non-default RoPE base, one H-cycle.
 CONFIGS = {
-    "default_bp": dict(vocab_size=61, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
-                       num_attention_heads=4, head_dim=16, H_cycles=2, L_cycles=2, initializer_range=0.05),
-    "bp13_gelu_bias": dict(vocab_size=37, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-                           num_attention_heads=2, head_dim=32, H_cycles=2, L_cycles=3, L_bp_cycles=[1, 3],
-                           hidden_act="gelu", pad_token_id=0, attention_bias=True, mlp_bias=True),
-    "tied_narrow_heads": dict(vocab_size=29, hidden_size=48, intermediate_size=64, num_hidden_layers=1,
-                              num_attention_heads=3, head_dim=8, H_cycles=1, L_cycles=2, tie_word_embeddings=True,
-                              rope_parameters={"rope_theta": 500.0, "rope_type": "default"}, initializer_range=0.1),
+    "default_bp": dict(
+        vocab_size=61,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        head_dim=16,
+        H_cycles=2,
+        L_cycles=2,
+        initializer_range=0.05,
+    ),
+    "bp13_gelu_bias": dict(
+        vocab_size=37,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        head_dim=32,
+        H_cycles=2,
+        L_cycles=3,
+        L_bp_cycles=[1, 3],
+        hidden_act="gelu",
+        pad_token_id=0,
+        attention_bias=True,
+        mlp_bias=True,
+    ),
+    "tied_narrow_heads": dict(
+        vocab_size=29,
+        hidden_size=48,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=3,
+        head_dim=8,
+        H_cycles=1,
+        L_cycles=2,
+        tie_word_embeddings=True,
+        rope_parameters={"rope_theta": 500.0, "rope_type": "default"},
+        initializer_range=0.1,
+    ),
 }
 
 
@@ -103,14 +134,17 @@ def test_hand_built_legacy_fused_checkpoint_splits_as_gate_q_k_v(tmp_path):
         if key.endswith("self_attn.q_proj.weight"):
             base = key.removesuffix("self_attn.q_proj.weight")
             legacy[base + "attn.gqkv_proj.weight"] = torch.cat(
-                [sd[base + f"self_attn.{n}_proj.weight"] for n in ("gate", "q", "k", "v")])
+                [sd[base + f"self_attn.{n}_proj.weight"] for n in ("gate", "q", "k", "v")]
+            )
         elif key.endswith("mlp.gate_proj.weight"):
             base = key.removesuffix("mlp.gate_proj.weight")
             legacy[base + "mlp.gate_up_proj.weight"] = torch.cat([t, sd[base + "mlp.up_proj.weight"]])
         elif key.endswith("self_attn.o_proj.weight"):
             legacy[key.replace("self_attn.o_proj", "attn.o_proj")] = t
-        elif not any(key.endswith(f"{s}.weight") for s in ("self_attn.gate_proj", "self_attn.k_proj",
-                                                             "self_attn.v_proj", "mlp.up_proj")):
+        elif not any(
+            key.endswith(f"{s}.weight")
+            for s in ("self_attn.gate_proj", "self_attn.k_proj", "self_attn.v_proj", "mlp.up_proj")
+        ):
             legacy[key] = t
     (tmp_path / "legacy").mkdir()
     save_file(legacy, tmp_path / "legacy" / "model.safetensors", metadata={"format": "pt"})
@@ -140,8 +174,19 @@ def test_padding_mask_and_loss_match_transformers(tmp_path):
 
 def test_L_bp_cycles_gradient_schedule():
     """[2] with H_cycles=2, L_cycles=3 pads to [1, 2]: L calls (0,2), (1,1), (1,2) keep gradients; H always does."""
-    model = HRMText(HRMTextConfig(vocab_size=17, hidden_size=32, intermediate_size=32, num_hidden_layers=1,
-                                  num_attention_heads=2, head_dim=16, H_cycles=2, L_cycles=3, L_bp_cycles=[2])).train()
+    model = HRMText(
+        HRMTextConfig(
+            vocab_size=17,
+            hidden_size=32,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            head_dim=16,
+            H_cycles=2,
+            L_cycles=3,
+            L_bp_cycles=[2],
+        )
+    ).train()
     calls: list[tuple[str, bool]] = []
     model.L_module.register_forward_pre_hook(lambda m, a: calls.append(("L", torch.is_grad_enabled())))
     model.H_module.register_forward_pre_hook(lambda m, a: calls.append(("H", torch.is_grad_enabled())))
@@ -155,8 +200,19 @@ def test_L_bp_cycles_gradient_schedule():
 
 def test_no_L_gradient_when_every_bp_is_zero():
     """bp = 0 everywhere: the L stack gets no gradient at all, while H and the embedding (through z_H) still do."""
-    model = HRMText(HRMTextConfig(vocab_size=17, hidden_size=32, intermediate_size=32, num_hidden_layers=1,
-                                  num_attention_heads=2, head_dim=16, H_cycles=2, L_cycles=2, L_bp_cycles=[0, 0]))
+    model = HRMText(
+        HRMTextConfig(
+            vocab_size=17,
+            hidden_size=32,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            head_dim=16,
+            H_cycles=2,
+            L_cycles=2,
+            L_bp_cycles=[0, 0],
+        )
+    )
     ids = torch.randint(0, 17, (2, 5))
     model(ids, labels=ids).loss.backward()
     assert all(p.grad is None for p in model.L_module.parameters())

@@ -32,8 +32,17 @@ from hrm_reason.models.registry import build_lm
 from tests.helpers import write_original_layout
 
 L = 16  # cells of the helpers' 4x4 grids
-TINY_TEXT = {"name": "hrm_text", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
-             "num_attention_heads": 2, "head_dim": 16, "H_cycles": 2, "L_cycles": 2, "max_position_embeddings": 40}
+TINY_TEXT = {
+    "name": "hrm_text",
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 2,
+    "head_dim": 16,
+    "H_cycles": 2,
+    "L_cycles": 2,
+    "max_position_embeddings": 40,
+}
 
 
 @pytest.fixture(scope="module")
@@ -100,12 +109,16 @@ def test_greedy_decoding_with_cache_equals_recomputation(data: PuzzleLMData) -> 
 
 
 def test_causal_only_head_takes_the_puzzle_as_a_causal_prompt(data: PuzzleLMData) -> None:
-    model = build_lm({"name": "unitf_lm", "hidden_size": 32, "num_heads": 2, "M": 2, "K": 1, "max_seq_len": 40},
-                     data.layout.vocab_size)
+    model = build_lm(
+        {"name": "unitf_lm", "hidden_size": 32, "num_heads": 2, "M": 2, "K": 1, "max_seq_len": 40},
+        data.layout.vocab_size,
+    )
     seqs = data.train_batch(4, 0, 0)
     assert torch.isfinite(forward_sequences(model, seqs).loss)  # no token_type_ids reach the causal-only head
     prompt = seqs.input_ids[:, : data.layout.prefix_len]
-    assert torch.equal(greedy_decode(model, prompt, data.layout, True), greedy_decode(model, prompt, data.layout, False))
+    assert torch.equal(
+        greedy_decode(model, prompt, data.layout, True), greedy_decode(model, prompt, data.layout, False)
+    )
 
 
 class OracleLM(nn.Module):
@@ -117,7 +130,9 @@ class OracleLM(nn.Module):
         super().__init__()
         self.config = SimpleNamespace(vocab_size=data.layout.vocab_size)
         s = data.test.sets["all"]
-        self.solutions = {tuple(p): np.array(sol) for p, sol in zip(np.asarray(s.inputs).tolist(), np.asarray(s.labels).tolist())}
+        self.solutions = {
+            tuple(p): np.array(sol) for p, sol in zip(np.asarray(s.inputs).tolist(), np.asarray(s.labels).tolist())
+        }
         if wrong is not None:  # (example, cell): predict another id there
             example, cell = wrong
             sol = self.solutions[tuple(np.asarray(s.inputs[example]).tolist())]
@@ -217,8 +232,19 @@ def test_cli_train_then_eval_on_a_puzzle_dataset(data_dir: Path, tmp_path: Path)
 
     assert dataset_kind(data_dir) == "puzzle" and dataset_kind(data_dir / "train") is None
     cfg = tmp_path / "cfg.yaml"
-    cfg.write_text(yaml.safe_dump({"data_path": "unused", "global_batch_size": 8, "max_steps": 4, "eval_interval": 2,
-                                   "lr_warmup_steps": 1, "optimizer": "adamw", "arch": TINY_TEXT}))
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "data_path": "unused",
+                "global_batch_size": 8,
+                "max_steps": 4,
+                "eval_interval": 2,
+                "lr_warmup_steps": 1,
+                "optimizer": "adamw",
+                "arch": TINY_TEXT,
+            }
+        )
+    )
     run = tmp_path / "run"
     runner = CliRunner()
     res = runner.invoke(cli.app, ["train", "-c", str(cfg), "--data", str(data_dir), "--run-dir", str(run), "--quiet"])
@@ -236,7 +262,9 @@ def test_cli_train_then_eval_on_a_puzzle_dataset(data_dir: Path, tmp_path: Path)
     assert result["exact_accuracy"] == evals[-1]["eval/exact_accuracy"]
     assert result["token_accuracy"] == evals[-1]["eval/accuracy"]
     assert result["ce"] == pytest.approx(evals[-1]["eval/ce"], rel=1e-5)
-    res = runner.invoke(cli.app, ["eval", "--run", str(run), "--max-examples", "4", "--json", str(tmp_path / "e4.json"), "--quiet"])
+    res = runner.invoke(
+        cli.app, ["eval", "--run", str(run), "--max-examples", "4", "--json", str(tmp_path / "e4.json"), "--quiet"]
+    )
     assert res.exit_code == 0, res.output
     assert json.loads((tmp_path / "e4.json").read_text())["count"] == 4
 

@@ -69,8 +69,14 @@ class TinyLM(nn.Module):
         self.register_buffer("post_steps", torch.zeros((), dtype=torch.long))
         self.calls: list[int] = []  # sequence length of every forward (not state: for the cache test)
 
-    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None, labels: torch.Tensor | None = None,
-                past_key_values: Any = None, use_cache: bool = False) -> LMOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        past_key_values: Any = None,
+        use_cache: bool = False,
+    ) -> LMOutput:
         if token_type_ids is not None and bool((token_type_ids != 0).any()):
             raise UserError("tiny_lm is causal only")
         self.calls.append(input_ids.shape[1])
@@ -81,14 +87,19 @@ class TinyLM(nn.Module):
         q, k, v = (t.reshape(B, T, h, -1).transpose(1, 2) for t in self.qkv(self.norm1(x)).chunk(3, dim=-1))
         if past_key_values is not None:
             k, v = torch.cat([past_key_values[0], k], dim=2), torch.cat([past_key_values[1], v], dim=2)
-        mask = torch.arange(start + T, device=x.device)[None, :] <= torch.arange(start, start + T, device=x.device)[:, None]
+        mask = (
+            torch.arange(start + T, device=x.device)[None, :]
+            <= torch.arange(start, start + T, device=x.device)[:, None]
+        )
         a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         x = x + self.o(a.transpose(1, 2).reshape(B, T, -1))
         x = x + self.mlp(self.norm2(x))
         logits = self.head(self.norm_f(x))
         loss, metrics = None, {}
         if labels is not None:
-            loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1), ignore_index=-100)
+            loss = F.cross_entropy(
+                logits[:, :-1].reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1), ignore_index=-100
+            )
             metrics["ce"] = loss.detach()
         return LMOutput(logits=logits, loss=loss, metrics=metrics, past_key_values=(k, v) if use_cache else None)
 
@@ -99,17 +110,36 @@ class TinyLM(nn.Module):
 
 @pytest.fixture(autouse=True)
 def _tiny_head(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(registry.MODELS, "tiny_lm", registry.ModelSpec("lm", __name__, "TinyLMConfig", "TinyLM", "tiny_lm_flops"))
+    monkeypatch.setitem(
+        registry.MODELS, "tiny_lm", registry.ModelSpec("lm", __name__, "TinyLMConfig", "TinyLM", "tiny_lm_flops")
+    )
 
 
 # Small settings of the registered heads (the registry's names), a few hundred tokens per step.
 HEADS = {
     "hrm_lm": ["arch.hidden_size=32", "arch.num_heads=2", "arch.N=2", "arch.T=2", "arch.K=2", "arch.max_seq_len=128"],
     "unitf_lm": ["arch.hidden_size=32", "arch.num_heads=2", "arch.M=3", "arch.K=2", "arch.max_seq_len=128"],
-    "hrm_text": ["arch.hidden_size=32", "arch.intermediate_size=64", "arch.num_hidden_layers=1", "arch.num_attention_heads=2",
-                 "arch.head_dim=16", "arch.H_cycles=2", "arch.L_cycles=2", "arch.max_position_embeddings=128"],
-    "ham_lm": ["arch.hidden_size=32", "arch.num_layers=1", "arch.qk_dim=16", "arch.v_dim=24", "arch.rnn_head_qk_dim=8",
-               "arch.rnn_head_v_dim=12", "arch.kv_head_qk_dim=8", "arch.kv_head_v_dim=12", "arch.chunk_size=8"],
+    "hrm_text": [
+        "arch.hidden_size=32",
+        "arch.intermediate_size=64",
+        "arch.num_hidden_layers=1",
+        "arch.num_attention_heads=2",
+        "arch.head_dim=16",
+        "arch.H_cycles=2",
+        "arch.L_cycles=2",
+        "arch.max_position_embeddings=128",
+    ],
+    "ham_lm": [
+        "arch.hidden_size=32",
+        "arch.num_layers=1",
+        "arch.qk_dim=16",
+        "arch.v_dim=24",
+        "arch.rnn_head_qk_dim=8",
+        "arch.rnn_head_v_dim=12",
+        "arch.kv_head_qk_dim=8",
+        "arch.kv_head_v_dim=12",
+        "arch.chunk_size=8",
+    ],
 }
 
 
@@ -134,8 +164,20 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def config(data: Path, run_dir: Path, *overrides: str, name: str = "tiny_lm"):
-    base = [f"arch.name={name}", f"data_path={data}", f"run_dir={run_dir}", "seq_len=32", "global_batch_size=8", "max_steps=6",
-            "eval_every_steps=3", "eval_max_tokens=512", "lr=3e-3", "lr_warmup_steps=2", "device=cpu", "seed=0"]
+    base = [
+        f"arch.name={name}",
+        f"data_path={data}",
+        f"run_dir={run_dir}",
+        "seq_len=32",
+        "global_batch_size=8",
+        "max_steps=6",
+        "eval_every_steps=3",
+        "eval_max_tokens=512",
+        "lr=3e-3",
+        "lr_warmup_steps=2",
+        "device=cpu",
+        "seed=0",
+    ]
     return load_config(None, base + list(overrides))
 
 
@@ -150,7 +192,9 @@ TIMING_KEYS = {"train/tokens_per_s", "eval/tokens_per_s"}
 
 
 def test_registry_errors_are_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(registry.MODELS, "ghost_lm", registry.ModelSpec("lm", "hrm_reason.models.lm.no_such_file", "C", "M", "f"))
+    monkeypatch.setitem(
+        registry.MODELS, "ghost_lm", registry.ModelSpec("lm", "hrm_reason.models.lm.no_such_file", "C", "M", "f")
+    )
     with pytest.raises(UserError, match="no_such_file is not available"):
         registry.build_lm({"name": "ghost_lm"}, 10)
     with pytest.raises(UserError, match="unknown language-model head 'gpt'"):
@@ -175,7 +219,12 @@ def test_config_dispatch(tmp_path: Path) -> None:
         load_config(lm, ["max_steps=10", "lr_warmup_steps=50"])
     # The one run config: keys of LM run configs written before it (eval_interval counted steps) are read as today's.
     old = load_config(lm, ["eval_interval=7", "eval_batch_size=3", "forward_dtype=float32"])
-    assert (old.eval_every_steps, old.eval_global_batch_size, old.eval_interval, old.forward_dtype) == (7, 3, None, "float32")
+    assert (old.eval_every_steps, old.eval_global_batch_size, old.eval_interval, old.forward_dtype) == (
+        7,
+        3,
+        None,
+        "float32",
+    )
     with pytest.raises(UserError, match="eval_interval .* and eval_every_steps are both given"):
         load_config(lm, ["eval_interval=7", "eval_every_steps=5"])
     with pytest.raises(UserError, match="LM heads count max_steps"):
@@ -230,17 +279,45 @@ def test_run_guards(data: Path, tmp_path: Path) -> None:
     with pytest.raises(UserError, match="not empty"):
         train(config(data, run, "max_steps=2", "eval_every_steps=2"), progress=False)
     with pytest.raises(UserError, match="another arch config"):
-        train(config(data, run, "max_steps=4", "eval_every_steps=2", "arch.hidden_size=16"), resume=True, progress=False)
+        train(
+            config(data, run, "max_steps=4", "eval_every_steps=2", "arch.hidden_size=16"), resume=True, progress=False
+        )
     with pytest.raises(UserError, match="fewer than seq_len"):
         train(config(data, tmp_path / "r2", "seq_len=100000"), progress=False)
     # A run directory written before the one run config (its LM keys: eval_interval counted steps) still loads.
     import yaml
 
     saved = yaml.safe_load((run / "config.yaml").read_text())
-    old_keys = {"arch", "data_path", "run_dir", "seq_len", "global_batch_size", "max_steps", "eval_max_tokens", "eval_max_examples",
-                "optimizer", "lr", "lr_min_ratio", "lr_warmup_steps", "beta1", "beta2", "weight_decay", "grad_clip", "seed",
-                "device", "forward_dtype", "checkpoint_every_steps", "max_seconds", "logger", "project_name", "run_name"}
-    old = {k: v for k, v in saved.items() if k in old_keys} | {"eval_interval": saved["eval_every_steps"], "eval_batch_size": None}
+    old_keys = {
+        "arch",
+        "data_path",
+        "run_dir",
+        "seq_len",
+        "global_batch_size",
+        "max_steps",
+        "eval_max_tokens",
+        "eval_max_examples",
+        "optimizer",
+        "lr",
+        "lr_min_ratio",
+        "lr_warmup_steps",
+        "beta1",
+        "beta2",
+        "weight_decay",
+        "grad_clip",
+        "seed",
+        "device",
+        "forward_dtype",
+        "checkpoint_every_steps",
+        "max_seconds",
+        "logger",
+        "project_name",
+        "run_name",
+    }
+    old = {k: v for k, v in saved.items() if k in old_keys} | {
+        "eval_interval": saved["eval_every_steps"],
+        "eval_batch_size": None,
+    }
     (run / "config.yaml").write_text(yaml.safe_dump(old, sort_keys=False))
     loaded = load_run(run)
     assert loaded.family == "lm" and loaded.config.eval_every_steps == 2 and loaded.config.eval_interval is None
@@ -301,8 +378,17 @@ def test_load_reads_a_transformers_hrm_text_directory(tmp_path: Path) -> None:
     transformers = pytest.importorskip("transformers")
     if not head_available("hrm_text"):
         pytest.skip("hrm_text head not available")
-    cfg = transformers.HrmTextConfig(vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-                                     head_dim=16, H_cycles=2, L_cycles=2, max_position_embeddings=64)
+    cfg = transformers.HrmTextConfig(
+        vocab_size=50,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        head_dim=16,
+        H_cycles=2,
+        L_cycles=2,
+        max_position_embeddings=64,
+    )
     torch.manual_seed(0)
     transformers.HrmTextForCausalLM(cfg).save_pretrained(tmp_path / "hf")
     model = hrm_reason.load(tmp_path / "hf")
@@ -316,23 +402,41 @@ def test_cli_train_eval_generate(data: Path, tmp_path: Path) -> None:
 
     runner = CliRunner()
     cfg = tmp_path / "tiny.yaml"
-    cfg.write_text("arch:\n  name: tiny_lm\nseq_len: 16\nglobal_batch_size: 4\nmax_steps: 3\neval_interval: 3\neval_max_tokens: 128\n"
-                   "lr_warmup_steps: 1\ndevice: cpu\n")
+    cfg.write_text(
+        "arch:\n  name: tiny_lm\nseq_len: 16\nglobal_batch_size: 4\nmax_steps: 3\neval_interval: 3\neval_max_tokens: 128\n"
+        "lr_warmup_steps: 1\ndevice: cpu\n"
+    )
     run = tmp_path / "run"
     res = runner.invoke(cli.app, ["train", "-c", str(cfg), "--data", str(data), "--run-dir", str(run), "--quiet"])
     assert res.exit_code == 0, res.output + repr(res.exception)
     assert (run / "checkpoints" / "step_3").is_dir()
-    res = runner.invoke(cli.app, ["eval", "--run", str(run), "--max-tokens", "64", "--json", str(tmp_path / "e.json"), "--quiet"])
+    res = runner.invoke(
+        cli.app, ["eval", "--run", str(run), "--max-tokens", "64", "--json", str(tmp_path / "e.json"), "--quiet"]
+    )
     assert res.exit_code == 0, res.output + repr(res.exception)
     result = json.loads((tmp_path / "e.json").read_text())
     assert result["tokens"] == 64 and result["perplexity"] == pytest.approx(math.exp(result["ce"]))
     assert "perplexity" in res.output
-    args = ["generate", "--run", str(run), "--prompt", "the cat", "--max-new-tokens", "8", "--seed", "3", "--device", "cpu"]
+    args = [
+        "generate",
+        "--run",
+        str(run),
+        "--prompt",
+        "the cat",
+        "--max-new-tokens",
+        "8",
+        "--seed",
+        "3",
+        "--device",
+        "cpu",
+    ]
     first = runner.invoke(cli.app, args)
     assert first.exit_code == 0, first.output + repr(first.exception)
     assert first.output.startswith("the cat")
     assert runner.invoke(cli.app, args + ["--no-cache"]).output == first.output  # cache or not, same text
-    res = runner.invoke(cli.app, ["train", "--data", str(data), "--run-dir", str(tmp_path / "r2")])  # the default puzzle config
+    res = runner.invoke(
+        cli.app, ["train", "--data", str(data), "--run-dir", str(tmp_path / "r2")]
+    )  # the default puzzle config
     assert isinstance(res.exception, UserError) and "is a text dataset" in str(res.exception)
 
 
@@ -343,7 +447,9 @@ def test_cli_train_eval_generate(data: Path, tmp_path: Path) -> None:
 def test_registered_heads_run_the_pipeline(name: str, data: Path, tmp_path: Path) -> None:
     if not head_available(name):
         pytest.skip(f"{name} not available yet")
-    run = train(config(data, tmp_path / "run", "max_steps=2", "eval_every_steps=2", *HEADS[name], name=name), progress=False)
+    run = train(
+        config(data, tmp_path / "run", "max_steps=2", "eval_every_steps=2", *HEADS[name], name=name), progress=False
+    )
     assert [r["step"] for r in read_metrics(run) if "eval/ce" in r] == [2]
     model = hrm_reason.load(run)
     prompt = torch.randint(0, 256, (2, 6), generator=torch.Generator().manual_seed(1))
@@ -369,7 +475,12 @@ def test_load_returns_puzzle_models_with_or_without_their_dataset(tmp_path: Path
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
-PRESETS = {"hrm_lm": "hrm_lm_quick.yaml", "unitf_lm": "unitf_lm_quick.yaml", "hrm_text": "hrm_text_lm_quick.yaml", "ham_lm": "ham_lm_quick.yaml"}
+PRESETS = {
+    "hrm_lm": "hrm_lm_quick.yaml",
+    "unitf_lm": "unitf_lm_quick.yaml",
+    "hrm_text": "hrm_text_lm_quick.yaml",
+    "ham_lm": "ham_lm_quick.yaml",
+}
 
 
 @pytest.mark.parametrize("name", list(PRESETS))

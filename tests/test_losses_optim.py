@@ -40,8 +40,12 @@ def test_act_loss_normalisation_and_metrics() -> None:
     logits = torch.full((3, 3, 4), -2.0)
     logits[0, 0, 2] = logits[0, 1, 3] = 3.0  # row 0 fully right
     logits[1, 0, 2] = 3.0  # row 1: 1 of 3 right
-    outputs = ACTOutput(logits=logits, q_halt_logits=torch.tensor([1.0, -1.0, 0.5]), q_continue_logits=torch.zeros(3),
-                        target_q_continue=torch.tensor([0.2, 0.7, 0.1]))
+    outputs = ACTOutput(
+        logits=logits,
+        q_halt_logits=torch.tensor([1.0, -1.0, 0.5]),
+        q_continue_logits=torch.zeros(3),
+        target_q_continue=torch.tensor([0.2, 0.7, 0.1]),
+    )
     halted = torch.tensor([True, True, True])
     steps = torch.tensor([2, 3, 1], dtype=torch.int32)
     total, m = act_loss(outputs, labels, halted, steps, "stablemax_cross_entropy")
@@ -49,7 +53,9 @@ def test_act_loss_normalisation_and_metrics() -> None:
     per_token = stablemax_cross_entropy(logits, labels)
     lm = per_token[0].sum() / 2 + per_token[1].sum() / 3  # per-sequence mean, summed; empty row contributes 0
     bce = torch.nn.functional.binary_cross_entropy_with_logits
-    q_halt = bce(outputs.q_halt_logits, torch.tensor([1.0, 0.0, 1.0]), reduction="sum")  # the empty row counts as correct
+    q_halt = bce(
+        outputs.q_halt_logits, torch.tensor([1.0, 0.0, 1.0]), reduction="sum"
+    )  # the empty row counts as correct
     q_cont = bce(outputs.q_continue_logits, outputs.target_q_continue, reduction="sum")
     torch.testing.assert_close(total, (lm + 0.5 * (q_halt + q_cont)).double())
     assert m["count"] == 2  # the row without labels is excluded from metrics
@@ -78,7 +84,9 @@ def test_adam_atan2_matches_original_kernel_formula() -> None:
     for g in grads:
         param.grad = torch.tensor(g)
         opt.step()
-    np.testing.assert_allclose(param.detach().numpy(), reference_adam_atan2(p0, grads, 0.01, 0.9, 0.95, 0.1), rtol=1e-10)
+    np.testing.assert_allclose(
+        param.detach().numpy(), reference_adam_atan2(p0, grads, 0.01, 0.9, 0.95, 0.1), rtol=1e-10
+    )
 
 
 def test_adam_atan2_state_round_trips() -> None:

@@ -89,8 +89,9 @@ def test_matches_transformers_prefix_overlay():
     pad = torch.tensor([[1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1], [0, 1, 1, 1, 1, 1]])
     block = torch.where(tt == 1, 0, -1)
     fn = masking_utils.or_masks(masking_utils.causal_mask_function, masking_utils.blockwise_overlay(block))
-    ref = masking_utils.sdpa_mask(batch_size=3, q_length=6, kv_length=6, mask_function=fn, attention_mask=pad.bool(),
-                                  allow_is_causal_skip=False)
+    ref = masking_utils.sdpa_mask(
+        batch_size=3, q_length=6, kv_length=6, mask_function=fn, attention_mask=pad.bool(), allow_is_causal_skip=False
+    )
     assert torch.equal(_dense("prefix", 6, batch=3, token_type_ids=tt, attention_mask=pad), ref)
 
 

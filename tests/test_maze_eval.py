@@ -16,6 +16,7 @@ from datasets_build import maze as M
 from hrm_reason.data import load_split
 from hrm_reason.errors import UserError
 from hrm_reason.evaluate import evaluate
+from hrm_reason.models.act import ACTOutput
 from hrm_reason.tasks import task_metrics
 from hrm_reason.tasks.maze import (
     GOAL,
@@ -29,7 +30,6 @@ from hrm_reason.tasks.maze import (
     segment_metrics,
     start_distances,
 )
-from hrm_reason.models.act import ACTOutput
 from tests.helpers import halting_output, ref_distances
 
 # ------------------------------------------------------------------------------------------- independent helpers

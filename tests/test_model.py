@@ -11,18 +11,30 @@ import pytest
 import torch
 
 from hrm_reason.data import PuzzleDatasetMetadata
+from hrm_reason.models import registry
 from hrm_reason.models.act import act_loss
 from hrm_reason.models.hrm import HRM, HRMConfig
 from hrm_reason.models.layers import swiglu_intermediate_size, trunc_normal_init_
-from hrm_reason.models import registry
 from hrm_reason.models.registry import arch_config, build_model
 
 CPU = torch.device("cpu")
 
 
 def small_model(**overrides) -> HRM:
-    cfg = dict(seq_len=16, vocab_size=6, num_puzzle_identifiers=3, hidden_size=32, num_heads=2, H_layers=1, L_layers=1,
-               H_cycles=2, L_cycles=3, halt_max_steps=4, halt_exploration_prob=0.0, puzzle_emb_ndim=32)
+    cfg = dict(
+        seq_len=16,
+        vocab_size=6,
+        num_puzzle_identifiers=3,
+        hidden_size=32,
+        num_heads=2,
+        H_layers=1,
+        L_layers=1,
+        H_cycles=2,
+        L_cycles=3,
+        halt_max_steps=4,
+        halt_exploration_prob=0.0,
+        puzzle_emb_ndim=32,
+    )
     cfg.update(overrides)
     torch.manual_seed(0)
     return HRM(HRMConfig(**cfg))
@@ -38,8 +50,17 @@ def batch(n: int = 4, seed: int = 0) -> dict[str, torch.Tensor]:
 
 
 def meta(vocab: int, seq_len: int) -> PuzzleDatasetMetadata:
-    return PuzzleDatasetMetadata(pad_id=0, ignore_label_id=0, blank_identifier_id=0, vocab_size=vocab, seq_len=seq_len,
-                                 num_puzzle_identifiers=1, total_groups=1, mean_puzzle_examples=1.0, sets=["all"])
+    return PuzzleDatasetMetadata(
+        pad_id=0,
+        ignore_label_id=0,
+        blank_identifier_id=0,
+        vocab_size=vocab,
+        seq_len=seq_len,
+        num_puzzle_identifiers=1,
+        total_groups=1,
+        mean_puzzle_examples=1.0,
+        sets=["all"],
+    )
 
 
 @pytest.mark.parametrize("vocab,seq_len,expected", [(11, 81, 27_275_266), (12, 900, 27_276_290), (6, 900, 27_270_146)])
@@ -269,9 +290,17 @@ def test_rotary_embedding_matches_rotate_half_definition() -> None:
 # For each model, its quick config and an option of another model (which the model does not read).
 FOREIGN_OPTION = {
     "hrm": ("sudoku_quick.yaml", "arch.unitf_steps=3", "unitf_steps is an option of unitf, not hrm"),
-    "transformer": ("transformer_quick.yaml", "arch.H_cycles=7", "H_cycles is an option of hrm, trm, hrm_text, not transformer"),
+    "transformer": (
+        "transformer_quick.yaml",
+        "arch.H_cycles=7",
+        "H_cycles is an option of hrm, trm, hrm_text, not transformer",
+    ),
     "unitf": ("unitf_quick.yaml", "arch.mlp_t=true", "mlp_t is an option of trm, not unitf"),
-    "trm": ("trm_quick.yaml", "arch.q_target=next_segment", "q_target is an option of hrm, transformer, unitf, not trm"),
+    "trm": (
+        "trm_quick.yaml",
+        "arch.q_target=next_segment",
+        "q_target is an option of hrm, transformer, unitf, not trm",
+    ),
     "hrm_lm": ("hrm_lm_quick.yaml", "arch.M=3", "M is an option of unitf_lm, not hrm_lm"),
     "unitf_lm": ("unitf_lm_quick.yaml", "arch.N=2", "N is an option of hrm_lm, not unitf_lm"),
     "hrm_text": ("hrm_text_lm_quick.yaml", "arch.router=fit_error", "router is an option of ham_lm, not hrm_text"),
@@ -284,13 +313,16 @@ def test_every_registered_model_has_an_option_error_case() -> None:
 
 
 @pytest.mark.parametrize("name", list(FOREIGN_OPTION))
-def test_an_option_of_another_model_is_a_one_line_error(name: str, monkeypatch: pytest.MonkeyPatch,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_option_of_another_model_is_a_one_line_error(
+    name: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     import cli
 
     config, option, message = FOREIGN_OPTION[name]
     repo = Path(__file__).resolve().parents[1]
-    monkeypatch.setattr(sys, "argv", ["hrm", "train", "--config", str(repo / "configs" / config), option, "data_path=/nonexistent"])
+    monkeypatch.setattr(
+        sys, "argv", ["hrm", "train", "--config", str(repo / "configs" / config), option, "data_path=/nonexistent"]
+    )
     with pytest.raises(SystemExit) as exit_:
         cli.main()
     err = capsys.readouterr().err

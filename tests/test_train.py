@@ -40,7 +40,9 @@ def test_original_layout_dataset_loads_and_trains(data: Path, tmp_path: Path) ->
     # 8 epochs * 24 groups / batch 8 = 24 steps, evaluated after each of the 2 iterations.
     assert [r["step"] for r in train_records] == list(range(1, 25))
     assert [r["step"] for r in evals] == [12, 24]
-    assert np.mean([r["train/lm_loss"] for r in train_records[-4:]]) < np.mean([r["train/lm_loss"] for r in train_records[:4]])
+    assert np.mean([r["train/lm_loss"] for r in train_records[-4:]]) < np.mean(
+        [r["train/lm_loss"] for r in train_records[:4]]
+    )
     assert (run / "checkpoints" / "step_24" / "model.safetensors").is_file()
     assert (run / "checkpoints" / "latest").read_text() == "step_24"
 
@@ -105,7 +107,9 @@ def test_non_finite_loss_stops_and_keeps_last_checkpoint(data: Path, tmp_path: P
     before = weights_file.read_bytes()
     weights["inner.lm_head.weight"][0, 0] = float("nan")
     poisoned = tmp_path / "poisoned.safetensors"
-    save_file(weights, str(poisoned), metadata={"format": "hrm-reason", "model_config": json.dumps(read_weights(ckpt)[1])})
+    save_file(
+        weights, str(poisoned), metadata={"format": "hrm-reason", "model_config": json.dumps(read_weights(ckpt)[1])}
+    )
     shutil.copy(poisoned, weights_file)
     config = tiny_config(data, run, "epochs=4", "eval_interval=2")
     with pytest.raises(UserError, match="loss became nan at step 7.*last good checkpoint"):
@@ -134,15 +138,26 @@ def original_state_dict(model: torch.nn.Module, compiled: bool) -> dict[str, tor
     prefix = "_orig_mod.model." if compiled else "model."
     out = {}
     for k, v in model.state_dict().items():
-        k = k.replace("embed_tokens.weight", "embed_tokens.embedding_weight").replace("embed_pos.weight", "embed_pos.embedding_weight")
+        k = k.replace("embed_tokens.weight", "embed_tokens.embedding_weight").replace(
+            "embed_pos.weight", "embed_pos.embedding_weight"
+        )
         out[prefix + k] = v.to(torch.bfloat16) if k.endswith("_init") else v.clone()
     return out
 
 
 ORIGINAL_KEYS_1_LAYER = {
-    "model.inner.H_init", "model.inner.L_init", "model.inner.embed_tokens.embedding_weight", "model.inner.lm_head.weight",
-    "model.inner.q_head.weight", "model.inner.q_head.bias", "model.inner.puzzle_emb.weights",
-    *(f"model.inner.{lvl}_level.layers.0.{p}.weight" for lvl in "HL" for p in ("self_attn.qkv_proj", "self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj")),
+    "model.inner.H_init",
+    "model.inner.L_init",
+    "model.inner.embed_tokens.embedding_weight",
+    "model.inner.lm_head.weight",
+    "model.inner.q_head.weight",
+    "model.inner.q_head.bias",
+    "model.inner.puzzle_emb.weights",
+    *(
+        f"model.inner.{lvl}_level.layers.0.{p}.weight"
+        for lvl in "HL"
+        for p in ("self_attn.qkv_proj", "self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj")
+    ),
 }
 
 
@@ -175,10 +190,31 @@ def test_shipped_configs_load_and_the_paper_one_matches_the_paper() -> None:
     paper = load_config(configs[[p.name for p in configs].index("sudoku.yaml")])
     # arch.forward_dtype (the puzzle models' key before the one run config) is the run's forward_dtype.
     moved = load_config(configs[[p.name for p in configs].index("sudoku.yaml")], ["arch.forward_dtype=float32"])
-    assert (moved.forward_dtype, moved.arch.forward_dtype, paper.forward_dtype, paper.arch.forward_dtype) == ("float32",) * 2 + ("auto",) * 2
+    assert (moved.forward_dtype, moved.arch.forward_dtype, paper.forward_dtype, paper.arch.forward_dtype) == (
+        "float32",
+    ) * 2 + ("auto",) * 2
     with pytest.raises(UserError, match="give forward_dtype only"):
         load_config(None, ["arch.forward_dtype=float32", "forward_dtype=bfloat16"])
-    assert (paper.epochs, paper.eval_interval, paper.global_batch_size, paper.lr, paper.puzzle_emb_lr) == (20000, 2000, 768, 1e-4, 1e-4)
-    assert (paper.weight_decay, paper.puzzle_emb_weight_decay, paper.lr_warmup_steps, paper.lr_min_ratio) == (1.0, 1.0, 2000, 1.0)
+    assert (paper.epochs, paper.eval_interval, paper.global_batch_size, paper.lr, paper.puzzle_emb_lr) == (
+        20000,
+        2000,
+        768,
+        1e-4,
+        1e-4,
+    )
+    assert (paper.weight_decay, paper.puzzle_emb_weight_decay, paper.lr_warmup_steps, paper.lr_min_ratio) == (
+        1.0,
+        1.0,
+        2000,
+        1.0,
+    )
     a = paper.arch
-    assert (a.hidden_size, a.H_layers, a.L_layers, a.H_cycles, a.L_cycles, a.halt_max_steps, a.pos_encodings) == (512, 4, 4, 2, 2, 16, "rope")
+    assert (a.hidden_size, a.H_layers, a.L_layers, a.H_cycles, a.L_cycles, a.halt_max_steps, a.pos_encodings) == (
+        512,
+        4,
+        4,
+        2,
+        2,
+        16,
+        "rope",
+    )

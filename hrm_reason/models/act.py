@@ -60,7 +60,9 @@ class ACTConfig(BaseModel):
     def resolved(self, sizes: dict[str, int], device: torch.device) -> ACTConfig:
         """This config with the dataset's sizes, the compute dtype of `device` and every None default filled: what
         the model reads and what its checkpoints record."""
-        dtype = self.forward_dtype if self.forward_dtype != "auto" else "bfloat16" if device.type == "cuda" else "float32"
+        dtype = (
+            self.forward_dtype if self.forward_dtype != "auto" else "bfloat16" if device.type == "cuda" else "float32"
+        )
         update = {**sizes, "forward_dtype": dtype, "puzzle_emb_ndim": self.emb_ndim}
         return self.model_copy(update=update | self._resolved_defaults())
 
@@ -85,15 +87,19 @@ class PrefixConfig(ACTConfig):
     """The options of the models other than HRM: how many prefix positions the puzzle embedding gets."""
 
     puzzle_emb_len: int | None = Field(
-        None, ge=0, description="prefix positions; the puzzle embedding fills the first, the others are zero "
-        "'registers' (TRM: 16); None: ceil(puzzle_emb_ndim / hidden_size), as hrm"
+        None,
+        ge=0,
+        description="prefix positions; the puzzle embedding fills the first, the others are zero "
+        "'registers' (TRM: 16); None: ceil(puzzle_emb_ndim / hidden_size), as hrm",
     )
 
     @model_validator(mode="after")
     def _prefix_holds_embedding(self) -> PrefixConfig:
         if self.puzzle_emb_len is not None and self.puzzle_emb_len * self.hidden_size < self.emb_ndim:
-            raise ValueError(f"puzzle_emb_len {self.puzzle_emb_len} positions of hidden_size {self.hidden_size} "
-                             f"cannot hold puzzle_emb_ndim {self.emb_ndim}")
+            raise ValueError(
+                f"puzzle_emb_len {self.puzzle_emb_len} positions of hidden_size {self.hidden_size} "
+                f"cannot hold puzzle_emb_ndim {self.emb_ndim}"
+            )
         return self
 
     def _resolved_defaults(self) -> dict[str, Any]:
@@ -177,8 +183,13 @@ class ACTModel(nn.Module):
             # Evaluation always runs the full budget, so all rows of a batch halt together.
             if self.training and max_steps > 1:
                 halted = halted | (q_halt > q_continue)
-                explore = torch.rand(q_halt.shape, generator=generator, device=q_halt.device) < self.config.halt_exploration_prob
-                min_halt = torch.randint(2, max_steps + 1, steps.shape, generator=generator, device=steps.device, dtype=steps.dtype)
+                explore = (
+                    torch.rand(q_halt.shape, generator=generator, device=q_halt.device)
+                    < self.config.halt_exploration_prob
+                )
+                min_halt = torch.randint(
+                    2, max_steps + 1, steps.shape, generator=generator, device=steps.device, dtype=steps.dtype
+                )
                 halted = halted & (steps >= explore * min_halt)
 
                 if self.config.q_target == "extra_forward":
@@ -235,6 +246,8 @@ def act_loss(
         terms = F.binary_cross_entropy_with_logits(out.q_continue_prediction, out.target_q_continue, reduction="none")
         q_continue_loss = torch.where(out.target_q_continue_mask, terms, 0).sum()
     else:
-        q_continue_loss = F.binary_cross_entropy_with_logits(out.q_continue_logits, out.target_q_continue, reduction="sum")
+        q_continue_loss = F.binary_cross_entropy_with_logits(
+            out.q_continue_logits, out.target_q_continue, reduction="sum"
+        )
     metrics["q_continue_loss"] = q_continue_loss.detach()
     return total + 0.5 * q_continue_loss, metrics

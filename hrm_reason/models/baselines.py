@@ -37,9 +37,13 @@ class TransformerConfig(PrefixConfig):
 
 class UniTFConfig(PrefixConfig):
     name: Literal["unitf"] = "unitf"
-    unitf_steps: int = Field(8, ge=1, description="applications of its one shared block per segment (the HRM-LM paper's M)")
+    unitf_steps: int = Field(
+        8, ge=1, description="applications of its one shared block per segment (the HRM-LM paper's M)"
+    )
     unitf_grad_steps: int | None = Field(
-        None, ge=1, description="only the last K applications carry gradient (the HRM-LM paper's K-step window); None: all"
+        None,
+        ge=1,
+        description="only the last K applications carry gradient (the HRM-LM paper's K-step window); None: all",
     )
     q_target: QTarget = "extra_forward"
 
@@ -61,7 +65,9 @@ class TransformerCore(PuzzleCore):
         self.register_initial_states()
         self.layers = nn.ModuleList(HRMBlock(config) for _ in range(config.num_layers))
 
-    def forward(self, carry: LatentCarry, batch: Batch) -> tuple[LatentCarry, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    def forward(
+        self, carry: LatentCarry, batch: Batch
+    ) -> tuple[LatentCarry, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         cos_sin = self.cos_sin()
         z = carry.z + self.input_embeddings(batch["inputs"], batch["puzzle_identifiers"])
         for layer in self.layers:
@@ -76,7 +82,9 @@ class UniTFCore(PuzzleCore):
         self.register_initial_states()
         self.block = HRMBlock(config)
 
-    def forward(self, carry: LatentCarry, batch: Batch) -> tuple[LatentCarry, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    def forward(
+        self, carry: LatentCarry, batch: Batch
+    ) -> tuple[LatentCarry, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         cos_sin = self.cos_sin()
         x = self.input_embeddings(batch["inputs"], batch["puzzle_identifiers"])
         M = self.config.unitf_steps

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from hrm_reason.models.act import ACTConfig, Batch
+from hrm_reason.models.act import ACTConfig
 from hrm_reason.models.layers import CastedEmbedding, CastedLinear, RotaryEmbedding, trunc_normal_init_
 from hrm_reason.models.sparse_embedding import SparsePuzzleEmbedding
 
@@ -50,7 +50,9 @@ class PuzzleCore(nn.Module):
 
         self.puzzle_emb_len = config.prefix_len
         if config.emb_ndim > 0:
-            self.puzzle_emb = SparsePuzzleEmbedding(config.num_puzzle_identifiers, config.emb_ndim, 0.0, self.forward_dtype)
+            self.puzzle_emb = SparsePuzzleEmbedding(
+                config.num_puzzle_identifiers, config.emb_ndim, 0.0, self.forward_dtype
+            )
 
         self.full_len = config.seq_len + self.puzzle_emb_len
         if config.pos_encodings == "rope":
@@ -90,13 +92,18 @@ class PuzzleCore(nn.Module):
 
     def empty_carry(self, batch_size: int, device: torch.device) -> Any:
         shape = (batch_size, self.full_len, self.config.hidden_size)
-        return self.carry_cls(**{name: torch.empty(shape, dtype=self.forward_dtype, device=device) for name in self.state_names})
+        return self.carry_cls(
+            **{name: torch.empty(shape, dtype=self.forward_dtype, device=device) for name in self.state_names}
+        )
 
     def reset_carry(self, reset: torch.Tensor, carry: Any) -> Any:
         flag = reset.view(-1, 1, 1)
-        return self.carry_cls(**{
-            name: torch.where(flag, getattr(self, self.init_name(name)), getattr(carry, name)) for name in self.state_names
-        })
+        return self.carry_cls(
+            **{
+                name: torch.where(flag, getattr(self, self.init_name(name)), getattr(carry, name))
+                for name in self.state_names
+            }
+        )
 
     def q_features(self, carry: Any) -> torch.Tensor:
         """What the Q head reads: position 0 (the puzzle-embedding slot) of the output state."""

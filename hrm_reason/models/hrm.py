@@ -68,7 +68,9 @@ class HRMCore(PuzzleCore):
         self.L_level = ReasoningModule([HRMBlock(config) for _ in range(config.L_layers)])
         self.register_initial_states()
 
-    def forward(self, carry: InnerCarry, batch: Batch) -> tuple[InnerCarry, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    def forward(
+        self, carry: InnerCarry, batch: Batch
+    ) -> tuple[InnerCarry, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         cos_sin = self.cos_sin()
         x = self.input_embeddings(batch["inputs"], batch["puzzle_identifiers"])
 

@@ -19,7 +19,11 @@ from hrm_reason.models.masks import build_mask
 
 
 def trunc_normal_init_(
-    tensor: torch.Tensor, std: float = 1.0, lower: float = -2.0, upper: float = 2.0, generator: torch.Generator | None = None
+    tensor: torch.Tensor,
+    std: float = 1.0,
+    lower: float = -2.0,
+    upper: float = 2.0,
+    generator: torch.Generator | None = None,
 ) -> torch.Tensor:
     """Truncated normal whose *actual* std equals `std` (JAX-style); torch's trunc_normal_ gives a smaller std."""
     with torch.no_grad():
@@ -31,7 +35,9 @@ def trunc_normal_init_(
         c = (2 * math.pi) ** -0.5
         pdf_u, pdf_l = c * math.exp(-0.5 * upper**2), c * math.exp(-0.5 * lower**2)
         comp_std = std / math.sqrt(1 - (upper * pdf_u - lower * pdf_l) / z - ((pdf_u - pdf_l) / z) ** 2)
-        sample = torch.empty(tensor.shape, dtype=torch.float32, device=tensor.device).uniform_(a, b, generator=generator)
+        sample = torch.empty(tensor.shape, dtype=torch.float32, device=tensor.device).uniform_(
+            a, b, generator=generator
+        )
         sample.erfinv_().mul_(sqrt2 * comp_std).clip_(lower * comp_std, upper * comp_std)
         return tensor.copy_(sample)
 
@@ -131,7 +137,10 @@ class Attention(nn.Module):
         self.o_proj = CastedLinear(hidden_size, hidden_size, bias=False)
 
     def forward(
-        self, hidden_states: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor] | None, cache: KVSlot | None = None
+        self,
+        hidden_states: torch.Tensor,
+        cos_sin: tuple[torch.Tensor, torch.Tensor] | None,
+        cache: KVSlot | None = None,
     ) -> torch.Tensor:
         qkv = rearrange(self.qkv_proj(hidden_states), "b s (n h d) -> n b h s d", n=3, h=self.num_heads)
         if cos_sin is not None:

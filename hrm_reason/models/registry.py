@@ -30,15 +30,29 @@ class ModelSpec:
 
 
 MODELS: dict[str, ModelSpec] = {
-    "hrm": ModelSpec("act", "hrm_reason.models.hrm", "HRMConfig", "HRM", "hrm_flops",
-                     adapter="hrm_reason.models.hrm:from_original_weights"),
-    "transformer": ModelSpec("act", "hrm_reason.models.baselines", "TransformerConfig", "Transformer", "transformer_flops"),
+    "hrm": ModelSpec(
+        "act",
+        "hrm_reason.models.hrm",
+        "HRMConfig",
+        "HRM",
+        "hrm_flops",
+        adapter="hrm_reason.models.hrm:from_original_weights",
+    ),
+    "transformer": ModelSpec(
+        "act", "hrm_reason.models.baselines", "TransformerConfig", "Transformer", "transformer_flops"
+    ),
     "unitf": ModelSpec("act", "hrm_reason.models.baselines", "UniTFConfig", "UniTF", "unitf_flops"),
     "trm": ModelSpec("act", "hrm_reason.models.trm", "TRMConfig", "TRM", "trm_flops"),
     "hrm_lm": ModelSpec("lm", "hrm_reason.models.lm.hrm_lm", "HRMLMConfig", "HRMLM", "hrm_lm_flops"),
     "unitf_lm": ModelSpec("lm", "hrm_reason.models.lm.unitf_lm", "UniTFLMConfig", "UniTFLM", "unitf_lm_flops"),
-    "hrm_text": ModelSpec("lm", "hrm_reason.models.lm.hrm_text", "HRMTextConfig", "HRMText", "hrm_text_flops",
-                          adapter="hrm_reason.models.lm.hrm_text_convert:rename_hf_weights"),
+    "hrm_text": ModelSpec(
+        "lm",
+        "hrm_reason.models.lm.hrm_text",
+        "HRMTextConfig",
+        "HRMText",
+        "hrm_text_flops",
+        adapter="hrm_reason.models.lm.hrm_text_convert:rename_hf_weights",
+    ),
     "ham_lm": ModelSpec("lm", "hrm_reason.models.lm.ham", "HAMLMConfig", "HAMLM", "ham_lm_flops"),
 }
 # The original HRM code's arch names, accepted so that its all_config.yaml loads.
@@ -50,7 +64,7 @@ def canonical_name(name: Any) -> Any:
 
 
 def family(name: Any) -> Family | None:
-    """"act" or "lm" for a registered name, None for anything else: the one "is this a language model" test."""
+    """ "act" or "lm" for a registered name, None for anything else: the one "is this a language model" test."""
     spec = MODELS.get(canonical_name(name)) if isinstance(name, str) else None
     return spec.family if spec is not None else None
 
@@ -74,7 +88,9 @@ def _load(name: str, module_name: str, attribute: str) -> Any:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as e:
         if e.name == module_name:
-            raise UserError(f"arch.name {name}: the model's module {module_name} is not available in this installation") from None
+            raise UserError(
+                f"arch.name {name}: the model's module {module_name} is not available in this installation"
+            ) from None
         raise UserError(f"arch.name {name}: its module needs the package '{e.name}', which is not installed") from None
     try:
         return getattr(module, attribute)
@@ -157,9 +173,28 @@ def arch_config(arch: Any, source: str = "config", want: Family | None = None) -
 
 # Every field of the flat ArchConfig that the code before per-model configs wrote into run directories' config.yaml.
 FLAT_ARCH_FIELDS = {
-    "name", "hidden_size", "num_heads", "expansion", "H_cycles", "L_cycles", "H_layers", "L_layers", "num_layers",
-    "unitf_steps", "unitf_grad_steps", "mlp_t", "puzzle_emb_len", "pos_encodings", "puzzle_emb_ndim", "rms_norm_eps",
-    "rope_theta", "halt_max_steps", "halt_exploration_prob", "q_target", "forward_dtype", "loss",
+    "name",
+    "hidden_size",
+    "num_heads",
+    "expansion",
+    "H_cycles",
+    "L_cycles",
+    "H_layers",
+    "L_layers",
+    "num_layers",
+    "unitf_steps",
+    "unitf_grad_steps",
+    "mlp_t",
+    "puzzle_emb_len",
+    "pos_encodings",
+    "puzzle_emb_ndim",
+    "rms_norm_eps",
+    "rope_theta",
+    "halt_max_steps",
+    "halt_exploration_prob",
+    "q_target",
+    "forward_dtype",
+    "loss",
 }
 
 
@@ -195,7 +230,9 @@ def build(arch: Any, sizes: dict[str, int], device: Any = "cpu", seed: int = 0) 
 
 def build_model(arch: Any, metadata: Any, device: Any, seed: int) -> Any:
     """A puzzle model for a dataset's metadata (data.PuzzleDatasetMetadata)."""
-    sizes = dict(seq_len=metadata.seq_len, vocab_size=metadata.vocab_size, num_puzzle_identifiers=metadata.num_puzzle_identifiers)
+    sizes = dict(
+        seq_len=metadata.seq_len, vocab_size=metadata.vocab_size, num_puzzle_identifiers=metadata.num_puzzle_identifiers
+    )
     return build(arch, sizes, device, seed)
 
 
@@ -206,7 +243,9 @@ def lm_config(arch: dict[str, Any], vocab_size: int | None, source: str = "confi
     if vocab_size is not None:
         given = fields.get("vocab_size")
         if given is not None and given != vocab_size:
-            raise UserError(f"{source}: field 'arch.vocab_size' is {given} but the dataset's vocabulary has {vocab_size} ids")
+            raise UserError(
+                f"{source}: field 'arch.vocab_size' is {given} but the dataset's vocabulary has {vocab_size} ids"
+            )
         fields["vocab_size"] = vocab_size
     config_cls, _ = head_classes(fields.get("name"))
     try:

@@ -30,12 +30,16 @@ class TRMConfig(PrefixConfig):
     H_cycles: int = Field(2, ge=1, description="recursions T per segment, all but the last without gradient")
     L_cycles: int = Field(2, ge=1, description="z updates n per recursion")
     L_layers: int = Field(4, ge=1, description="blocks of its one network")
-    mlp_t: bool = Field(False, description="a SwiGLU across positions in place of attention (TRM-MLP, fixed-size grids)")
+    mlp_t: bool = Field(
+        False, description="a SwiGLU across positions in place of attention (TRM-MLP, fixed-size grids)"
+    )
 
     @model_validator(mode="after")
     def _mlp_positions(self) -> TRMConfig:
         if self.mlp_t and self.pos_encodings == "rope":
-            raise ValueError("mlp_t has no attention for rope to act on: use pos_encodings none (as TRM-MLP) or learned")
+            raise ValueError(
+                "mlp_t has no attention for rope to act on: use pos_encodings none (as TRM-MLP) or learned"
+            )
         return self
 
     @property
@@ -80,13 +84,17 @@ class TRMCore(PuzzleCore):
         self.register_initial_states()
         self.net = ReasoningModule([TRMBlock(config) for _ in range(config.L_layers)])  # net(h, injection)
 
-    def latent_recursion(self, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor, cos_sin: CosSin) -> tuple[torch.Tensor, torch.Tensor]:
+    def latent_recursion(
+        self, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor, cos_sin: CosSin
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         for _ in range(self.config.L_cycles):
             z = self.net(z, y + x, cos_sin)
         y = self.net(y, z, cos_sin)
         return y, z
 
-    def forward(self, carry: TRMCarry, batch: Batch) -> tuple[TRMCarry, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    def forward(
+        self, carry: TRMCarry, batch: Batch
+    ) -> tuple[TRMCarry, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         cos_sin = self.cos_sin()
         x = self.input_embeddings(batch["inputs"], batch["puzzle_identifiers"])
         y, z = carry.y, carry.z
@@ -109,8 +117,10 @@ def trm_flops(config: TRMConfig) -> ACTFlops:
     positions = config.seq_len + config.prefix_len
     if config.mlp_t:
         d = config.hidden_size
-        block = (swiglu(positions, swiglu_intermediate_size(positions, config.expansion)) * d
-                 + swiglu(d, swiglu_intermediate_size(d, config.expansion)) * positions)
+        block = (
+            swiglu(positions, swiglu_intermediate_size(positions, config.expansion)) * d
+            + swiglu(d, swiglu_intermediate_size(d, config.expansion)) * positions
+        )
     else:
         block = block_flops(config, positions)
     recursion = (config.L_cycles + 1) * config.L_layers * block

@@ -303,9 +303,7 @@ class ArcVoting:
         self.rows = 0
         self.unmatched = 0  # rows whose input did not map back to a known test input (should stay 0)
 
-    def update(
-        self, segment: int, preds: Tensor, out: ACTOutput, batch: dict[str, Tensor], valid: Tensor
-    ) -> None:
+    def update(self, segment: int, preds: Tensor, out: ACTOutput, batch: dict[str, Tensor], valid: Tensor) -> None:
         if segment != self.final_segment:
             return
         rows = valid.nonzero().squeeze(1)

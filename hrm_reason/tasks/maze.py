@@ -157,9 +157,7 @@ class OptimalPathAccuracy:
         self._lvl: torch.Tensor | None = None
         self._act_done: torch.Tensor | None = None
 
-    def update(
-        self, segment: int, preds: Tensor, out: ACTOutput, batch: dict[str, Tensor], valid: Tensor
-    ) -> None:
+    def update(self, segment: int, preds: Tensor, out: ACTOutput, batch: dict[str, Tensor], valid: Tensor) -> None:
         inputs = batch["inputs"]
         if self.sums is None:
             self.sums = torch.zeros(self.mmax + 2, dtype=torch.float64, device=preds.device)
@@ -173,9 +171,7 @@ class OptimalPathAccuracy:
         ok = valid & optimal_path_correct(self._grids, preds.view(-1, self.side, self.side), self._lvl)
         self.sums[segment] += ok.sum()
         # ACT: the segment where the example halts, by the rule `evaluate` uses (q_halt > q_continue, or the last)
-        halt = (
-            valid & ~self._act_done & ((out.q_halt_logits > out.q_continue_logits) | (segment == self.mmax - 1))
-        )
+        halt = valid & ~self._act_done & ((out.q_halt_logits > out.q_continue_logits) | (segment == self.mmax - 1))
         self.sums[self.mmax] += (halt & ok).sum()
         self._act_done |= halt
 

@@ -131,7 +131,12 @@ def _chunk(
 
 
 def sequential_gated_delta_rule(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor, scale: float,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    scale: float,
     initial_state: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Reference loop (see `_sequential`), run outside autocast so that bf16 autocast cannot lower its precision."""
@@ -140,8 +145,14 @@ def sequential_gated_delta_rule(
 
 
 def chunk_gated_delta_rule(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor, scale: float,
-    initial_state: torch.Tensor | None = None, chunk_size: int = 64,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    scale: float,
+    initial_state: torch.Tensor | None = None,
+    chunk_size: int = 64,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Chunked form (see `_chunk`), run outside autocast so that bf16 autocast cannot lower its precision."""
     with torch.autocast(q.device.type, enabled=False):
@@ -165,13 +176,21 @@ def fla_gated_delta_rule(
 
     FLA's argument order changed across versions, so it is called with keywords after checking its signature."""
     if not fla_available():
-        raise UserError("recurrence 'fla' needs the optional package flash-linear-attention (pip install 'hrm-reason[fla]')")
+        raise UserError(
+            "recurrence 'fla' needs the optional package flash-linear-attention (pip install 'hrm-reason[fla]')"
+        )
     from fla.ops.gated_delta_rule import chunk_gated_delta_rule as fla_chunk
 
     params = inspect.signature(fla_chunk).parameters
     kwargs = dict(
-        q=q.transpose(1, 2), k=k.transpose(1, 2), v=v.transpose(1, 2), g=g.transpose(1, 2), beta=beta.transpose(1, 2),
-        scale=scale, initial_state=initial_state, output_final_state=True,
+        q=q.transpose(1, 2),
+        k=k.transpose(1, 2),
+        v=v.transpose(1, 2),
+        g=g.transpose(1, 2),
+        beta=beta.transpose(1, 2),
+        scale=scale,
+        initial_state=initial_state,
+        output_final_state=True,
     )
     missing = [name for name in kwargs if name not in params]
     if missing:

@@ -98,28 +98,49 @@ class HAMLMConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> HAMLMConfig:
-        for field in ("vocab_size", "hidden_size", "num_layers", "qk_dim", "v_dim", "rnn_head_qk_dim", "rnn_head_v_dim",
-                      "kv_head_qk_dim", "kv_head_v_dim", "conv_size", "max_position_embeddings", "chunk_size", "router_hidden"):
+        for field in (
+            "vocab_size",
+            "hidden_size",
+            "num_layers",
+            "qk_dim",
+            "v_dim",
+            "rnn_head_qk_dim",
+            "rnn_head_v_dim",
+            "kv_head_qk_dim",
+            "kv_head_v_dim",
+            "conv_size",
+            "max_position_embeddings",
+            "chunk_size",
+            "router_hidden",
+        ):
             if getattr(self, field) < 1:
                 raise UserError(f"ham_lm: {field} must be positive, got {getattr(self, field)}")
         for path in ("rnn", "kv"):
             dk, dv = getattr(self, f"{path}_head_qk_dim"), getattr(self, f"{path}_head_v_dim")
             if self.qk_dim % dk or self.v_dim % dv or self.qk_dim // dk != self.v_dim // dv:
-                raise UserError(f"ham_lm: qk_dim/{path}_head_qk_dim and v_dim/{path}_head_v_dim must be equal whole head counts, "
-                                f"got {self.qk_dim}/{dk} and {self.v_dim}/{dv}")
+                raise UserError(
+                    f"ham_lm: qk_dim/{path}_head_qk_dim and v_dim/{path}_head_v_dim must be equal whole head counts, "
+                    f"got {self.qk_dim}/{dk} and {self.v_dim}/{dv}"
+                )
         if self.kv_head_qk_dim % 2:
             raise UserError(f"ham_lm: kv_head_qk_dim must be even for RoPE, got {self.kv_head_qk_dim}")
         if not 0.0 <= self.kv_target <= 1.0:
             raise UserError(f"ham_lm: kv_target must lie in [0, 1], got {self.kv_target}")
         s = self.score_scale
         if self.tau_init is not None and self.threshold_mode != "fixed" and not 0.0 < self.tau_init < s:
-            raise UserError(f"ham_lm: a learnable tau_init must lie in (0, {s:g}) for router {self.router}, got {self.tau_init}")
+            raise UserError(
+                f"ham_lm: a learnable tau_init must lie in (0, {s:g}) for router {self.router}, got {self.tau_init}"
+            )
         if self.eda and self.router == "fit_error":
-            raise UserError("ham_lm: eda needs a learned router (router input_shallow or input_deep): "
-                            "fit_error scores carry no gradient")
+            raise UserError(
+                "ham_lm: eda needs a learned router (router input_shallow or input_deep): "
+                "fit_error scores carry no gradient"
+            )
         if self.recurrence == "fla" and self.router == "fit_error":
-            raise UserError("ham_lm: recurrence 'fla' cannot compute the fit error; "
-                            "use router input_shallow/input_deep or recurrence 'chunk'")
+            raise UserError(
+                "ham_lm: recurrence 'fla' cannot compute the fit error; "
+                "use router input_shallow/input_deep or recurrence 'chunk'"
+            )
         return self
 
     @property
@@ -151,9 +172,15 @@ def ham_num_parameters(config: HAMLMConfig) -> int:
         raise ValueError("the paper's table has no deep router")
     d, dqk, dv, c = config.hidden_size, config.qk_dim, config.v_dim, config.conv_size
     h_rnn, h_kv = config.num_rnn_heads, config.num_kv_heads
-    mixer = ((d + 2 * c + 2) * (2 * dqk + dv) + d * (3 * h_rnn + h_kv + 2 * dv + 1) + 2 * h_rnn
-             + config.rnn_head_v_dim + config.kv_head_v_dim
-             + int(config.threshold_mode != "fixed") + d * int(config.router == "input_shallow"))
+    mixer = (
+        (d + 2 * c + 2) * (2 * dqk + dv)
+        + d * (3 * h_rnn + h_kv + 2 * dv + 1)
+        + 2 * h_rnn
+        + config.rnn_head_v_dim
+        + config.kv_head_v_dim
+        + int(config.threshold_mode != "fixed")
+        + d * int(config.router == "input_shallow")
+    )
     ffn = 3 * d * config.ffn_size + d
     eda = (config.num_layers - 1) if config.eda else 0
     return config.num_layers * (mixer + ffn) + eda + (2 * config.vocab_size + 1) * d
@@ -190,8 +217,13 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin_signed: torch.Tensor) -> torc
 
 
 def sparse_causal_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, selected: torch.Tensor, past_keys: torch.Tensor | None = None,
-    past_values: torch.Tensor | None = None, past_valid: torch.Tensor | None = None,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    selected: torch.Tensor,
+    past_keys: torch.Tensor | None = None,
+    past_values: torch.Tensor | None = None,
+    past_valid: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Softmax attention of q [B, h, T, d_k] over the *selected* keys at positions <= its own.
 
@@ -212,7 +244,9 @@ def sparse_causal_attention(
     return out * has_key[:, None, :, None].to(out.dtype)
 
 
-def pack_selected(keys: torch.Tensor, values: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def pack_selected(
+    keys: torch.Tensor, values: torch.Tensor, valid: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Move each sequence's valid cache entries to the front, in order, and drop columns no sequence uses."""
     n = int(valid.sum(-1).max()) if valid.numel() else 0
     order = torch.argsort((~valid).int(), dim=-1, stable=True)[:, :n]
@@ -287,8 +321,13 @@ class HAMMixer(nn.Module):
             self.router = CastedLinear(d, 1)
         elif config.router == "input_deep":
             hid = config.router_hidden
-            self.router = nn.Sequential(CastedLinear(d, hid, bias=True), nn.GELU(), CastedLinear(hid, hid, bias=True), nn.GELU(),
-                                        CastedLinear(hid, 1, bias=True))
+            self.router = nn.Sequential(
+                CastedLinear(d, hid, bias=True),
+                nn.GELU(),
+                CastedLinear(hid, hid, bias=True),
+                nn.GELU(),
+                CastedLinear(hid, 1, bias=True),
+            )
         else:
             self.router = None
         self.eda_logit = nn.Parameter(torch.zeros(())) if config.eda and layer_idx > 0 else None
@@ -332,11 +371,15 @@ class HAMMixer(nn.Module):
         w_rnn, w_kv = self.conv_rnn.to(qkv.dtype), self.conv_kv.to(qkv.dtype)
         rnn = F.silu(F.conv1d(xt, w_rnn, groups=xt.shape[1])).transpose(1, 2)
         kv = F.silu(F.conv1d(xt, w_kv, groups=xt.shape[1])).transpose(1, 2)
-        return rnn, kv, x[:, x.shape[1] - (self.config.conv_size - 1):]
+        return rnn, kv, x[:, x.shape[1] - (self.config.conv_size - 1) :]
 
     def paths(
-        self, x: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor], prev_score: torch.Tensor | None,
-        cache: HAMLayerCache | None, use_cache: bool,
+        self,
+        x: torch.Tensor,
+        cos_sin: tuple[torch.Tensor, torch.Tensor],
+        prev_score: torch.Tensor | None,
+        cache: HAMLayerCache | None,
+        use_cache: bool,
     ) -> HAMPaths:
         c = self.config
         B, T, _ = x.shape
@@ -349,8 +392,8 @@ class HAMMixer(nn.Module):
         # RNN path: Gated DeltaNet with the fit error.
         w = self.rnn_qkv_norm
         q_r = l2_norm_heads(rnn[..., :dqk], w[:dqk], c.rnn_head_qk_dim, eps)
-        k_r = l2_norm_heads(rnn[..., dqk:2 * dqk], w[dqk:2 * dqk], c.rnn_head_qk_dim, eps)
-        v_r = rms_norm_heads(rnn[..., 2 * dqk:], w[2 * dqk:], c.rnn_head_v_dim, eps)
+        k_r = l2_norm_heads(rnn[..., dqk : 2 * dqk], w[dqk : 2 * dqk], c.rnn_head_qk_dim, eps)
+        v_r = rms_norm_heads(rnn[..., 2 * dqk :], w[2 * dqk :], c.rnn_head_v_dim, eps)
         q_r, k_r, v_r = (t.unflatten(-1, (h_rnn, -1)).transpose(1, 2) for t in (q_r, k_r, v_r))
         beta = torch.sigmoid(wide(self.b_proj(x))).transpose(1, 2)
         g = (-wide(self.A_log).exp() * F.softplus(wide(self.a_proj(x)) + wide(self.dt_bias))).transpose(1, 2)
@@ -378,8 +421,8 @@ class HAMMixer(nn.Module):
         # KV path: sparse causal softmax attention over the selected tokens.
         w = self.kv_qkv_norm
         q_k = rms_norm_heads(kv[..., :dqk], w[:dqk], c.kv_head_qk_dim, eps)
-        k_k = rms_norm_heads(kv[..., dqk:2 * dqk], w[dqk:2 * dqk], c.kv_head_qk_dim, eps)
-        v_k = rms_norm_heads(kv[..., 2 * dqk:], w[2 * dqk:], c.kv_head_v_dim, eps)
+        k_k = rms_norm_heads(kv[..., dqk : 2 * dqk], w[dqk : 2 * dqk], c.kv_head_qk_dim, eps)
+        v_k = rms_norm_heads(kv[..., 2 * dqk :], w[2 * dqk :], c.kv_head_v_dim, eps)
         q_k, k_k, v_k = (t.unflatten(-1, (h_kv, -1)).transpose(1, 2) for t in (q_k, k_k, v_k))
         q_k, k_k = (rotate(t, *cos_sin).to(x.dtype) for t in (q_k, k_k))
         v_k = v_k.to(x.dtype)
@@ -404,15 +447,21 @@ class HAMMixer(nn.Module):
         c = self.config
         o_rnn = p.o_rnn.transpose(1, 2).flatten(-2)  # [B, T, d_V]
         o_kv = p.o_kv.transpose(1, 2).flatten(-2)
-        o_rnn = rms_norm_heads(o_rnn, self.rnn_out_norm, c.rnn_head_v_dim, c.rms_norm_eps).to(x.dtype) * F.silu(self.rnn_out_gate(x))
+        o_rnn = rms_norm_heads(o_rnn, self.rnn_out_norm, c.rnn_head_v_dim, c.rms_norm_eps).to(x.dtype) * F.silu(
+            self.rnn_out_gate(x)
+        )
         o_kv = rms_norm_heads(o_kv, self.kv_out_norm, c.kv_head_v_dim, c.rms_norm_eps).to(x.dtype)
         g_rnn = torch.sigmoid(self.rnn_gate(x)).repeat_interleave(c.rnn_head_v_dim, dim=-1)
         g_kv = torch.sigmoid(self.kv_gate(x)).repeat_interleave(c.kv_head_v_dim, dim=-1)
         return self.o_proj(g_rnn * o_rnn + g_kv * o_kv)
 
     def forward(
-        self, x: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor], prev_score: torch.Tensor | None,
-        cache: HAMLayerCache | None = None, use_cache: bool = False,
+        self,
+        x: torch.Tensor,
+        cos_sin: tuple[torch.Tensor, torch.Tensor],
+        prev_score: torch.Tensor | None,
+        cache: HAMLayerCache | None = None,
+        use_cache: bool = False,
     ) -> tuple[torch.Tensor, HAMPaths]:
         p = self.paths(x, cos_sin, prev_score, cache, use_cache)
         return self.combine(x, p), p
@@ -429,8 +478,12 @@ class HAMBlock(nn.Module):
         self.mlp = SwiGLU(config.hidden_size, config.ffn_size)
 
     def forward(
-        self, x: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor], prev_score: torch.Tensor | None,
-        cache: HAMLayerCache | None, use_cache: bool,
+        self,
+        x: torch.Tensor,
+        cos_sin: tuple[torch.Tensor, torch.Tensor],
+        prev_score: torch.Tensor | None,
+        cache: HAMLayerCache | None,
+        use_cache: bool,
     ) -> tuple[torch.Tensor, HAMPaths]:
         out, paths = self.mixer(self.attn_norm(x), cos_sin, prev_score, cache, use_cache)
         x = x + out
@@ -475,9 +528,11 @@ class HAMLM(nn.Module):
         B, T = input_ids.shape
         start = past_key_values.seen_tokens if past_key_values is not None else 0
         if start + T > self.config.max_position_embeddings:
-            raise UserError(f"ham_lm: position {start + T} exceeds max_position_embeddings={self.config.max_position_embeddings}")
+            raise UserError(
+                f"ham_lm: position {start + T} exceeds max_position_embeddings={self.config.max_position_embeddings}"
+            )
         cos, sin = self.rotary()
-        cos_sin = (cos[start:start + T], sin[start:start + T])
+        cos_sin = (cos[start : start + T], sin[start : start + T])
 
         x = self.embed_tokens(input_ids)
         score, fractions, layer_caches = None, [], []
@@ -491,7 +546,9 @@ class HAMLM(nn.Module):
 
         frac = torch.stack(fractions, dim=-1).detach()  # [B, L]
         if self.training and T > 0:
-            self._kv_fraction_sum = frac.sum(0) if self._kv_fraction_sum is None else self._kv_fraction_sum + frac.sum(0)
+            self._kv_fraction_sum = (
+                frac.sum(0) if self._kv_fraction_sum is None else self._kv_fraction_sum + frac.sum(0)
+            )
             self._kv_sequences += B
         metrics = {"rho_kv": frac.mean()}
         for i in range(self.config.num_layers):
@@ -519,7 +576,9 @@ class HAMLM(nn.Module):
         self._kv_fraction_sum, self._kv_sequences = None, 0
         if c.threshold_mode == "fixed" or fraction_sum is None:
             return
-        totals = torch.cat([fraction_sum.double(), torch.tensor([float(n)], dtype=torch.float64, device=fraction_sum.device)])
+        totals = torch.cat(
+            [fraction_sum.double(), torch.tensor([float(n)], dtype=torch.float64, device=fraction_sum.device)]
+        )
         if dist.is_available() and dist.is_initialized():
             dist.all_reduce(totals)
         mean_fraction = totals[:-1] / totals[-1]  # [L]
@@ -541,10 +600,21 @@ def ham_lm_flops(config: HAMLMConfig, seq_len: int) -> LMFlops:
     d, dqk, dv, C = config.hidden_size, config.qk_dim, config.v_dim, config.chunk_size
     h_rnn, h_kv = config.num_rnn_heads, config.num_kv_heads
     dk, dvh = config.rnn_head_qk_dim, config.rnn_head_v_dim
-    projections = (linear(d, 2 * dqk + dv) + 2 * linear(d, h_rnn) + linear(d, dv) + linear(d, h_rnn) + linear(d, h_kv)
-                   + linear(dv, d) + (linear(d, 1) if config.router == "input_shallow" else 0))
+    projections = (
+        linear(d, 2 * dqk + dv)
+        + 2 * linear(d, h_rnn)
+        + linear(d, dv)
+        + linear(d, h_rnn)
+        + linear(d, h_kv)
+        + linear(dv, d)
+        + (linear(d, 1) if config.router == "input_shallow" else 0)
+    )
     if config.router == "input_deep":
-        projections += linear(d, config.router_hidden) + linear(config.router_hidden, config.router_hidden) + linear(config.router_hidden, 1)
+        projections += (
+            linear(d, config.router_hidden)
+            + linear(config.router_hidden, config.router_hidden)
+            + linear(config.router_hidden, 1)
+        )
     conv = 2 * 2 * (2 * dqk + dv) * config.conv_size
     recurrence = h_rnn * (4 * C * dk + 4 * C * dvh + 8 * dk * dvh) if config.recurrence == "chunk" else 0
     layer = projections + conv + recurrence + attention(dqk, dv, seq_len) + swiglu(d, config.ffn_size)

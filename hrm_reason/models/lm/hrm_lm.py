@@ -105,7 +105,11 @@ class GatedModule(nn.Module):
         self.alpha = nn.Parameter(torch.tensor(0.1))
 
     def forward(
-        self, z: torch.Tensor, others: tuple[torch.Tensor, ...], rope: tuple[torch.Tensor, torch.Tensor], cache: CacheCursor | None = None
+        self,
+        z: torch.Tensor,
+        others: tuple[torch.Tensor, ...],
+        rope: tuple[torch.Tensor, torch.Tensor],
+        cache: CacheCursor | None = None,
     ) -> torch.Tensor:
         c = torch.cat((z, *others), dim=-1)
         if self.ctx_norm is not None:
@@ -189,7 +193,9 @@ class HRMLM(nn.Module):
                 norm.weight.fill_(1.0)
             self.fusion.log_tau.fill_(0.0)
 
-    def encode(self, input_ids: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], cache: CacheCursor | None = None) -> torch.Tensor:
+    def encode(
+        self, input_ids: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], cache: CacheCursor | None = None
+    ) -> torch.Tensor:
         """x~ = CausalAttnBlock(W_emb[x]; theta_I), built once (with gradient) and shared by all steps and passes."""
         return self.input_block(self.embed_tokens(input_ids), rope, cache)
 
@@ -257,7 +263,9 @@ def hrm_lm_flops(config: HRMLMConfig, seq_len: int) -> LMFlops:
     H_step = 2 * linear(2 * d, d) + block + linear(d, d)
     readout = linear(3 * d, 3) + (linear(d, d) if config.out_proj else 0) + linear(d, V)
     window = min(config.K, config.M)
-    steps_with_grad = window * L_step + sum(1 for i in range(config.M - window + 1, config.M + 1) if i % config.T == 0) * H_step
+    steps_with_grad = (
+        window * L_step + sum(1 for i in range(config.M - window + 1, config.M + 1) if i % config.T == 0) * H_step
+    )
     one_pass = config.M * L_step + config.N * H_step
     train = block + config.S * (one_pass + readout) + 2 * (block + config.S * (steps_with_grad + readout))
     return LMFlops(train_step=float(train), forward=float(block + config.S * one_pass + readout))

@@ -110,8 +110,9 @@ class HRMTextConfig(BaseModel):
         if rope_type != "default":
             raise ValueError(f"rope_parameters.rope_type {rope_type!r} is not supported (only 'default')")
         if self.hidden_size % self.num_attention_heads:
-            raise ValueError(f"hidden_size {self.hidden_size} is not a multiple of num_attention_heads "
-                             f"{self.num_attention_heads}")
+            raise ValueError(
+                f"hidden_size {self.hidden_size} is not a multiple of num_attention_heads {self.num_attention_heads}"
+            )
         if self.head_dim % 2:
             raise ValueError(f"head_dim must be even for RoPE, got {self.head_dim}")
         return self
@@ -204,8 +205,9 @@ class HRMTextAttention(nn.Module):
         q, k = apply_rotary_pos_emb(torch.stack([q, k]), *cos_sin).unbind(0)
         if cache is not None:
             k, v = cache.update(slot, k, v)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal,
-                                             dropout_p=self.dropout if self.training else 0.0)
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=attn_mask, is_causal=is_causal, dropout_p=self.dropout if self.training else 0.0
+        )
         gate = rearrange(self.gate_proj(x), split, d=self.head_dim)
         return self.o_proj(rearrange(torch.sigmoid(gate) * out, "b h s d -> b s (h d)"))
 
@@ -307,20 +309,26 @@ class HRMText(nn.Module):
         past = 0 if cache is None else cache.seq_len()
         q_len = input_ids.shape[1]
         if past + q_len > c.max_position_embeddings:
-            raise UserError(f"sequence length {past + q_len} exceeds max_position_embeddings "
-                            f"({c.max_position_embeddings})")
+            raise UserError(
+                f"sequence length {past + q_len} exceeds max_position_embeddings ({c.max_position_embeddings})"
+            )
         if token_type_ids is not None and token_type_ids.shape != input_ids.shape:
-            raise UserError(f"token_type_ids shape {tuple(token_type_ids.shape)} != input_ids shape "
-                            f"{tuple(input_ids.shape)}")
+            raise UserError(
+                f"token_type_ids shape {tuple(token_type_ids.shape)} != input_ids shape {tuple(input_ids.shape)}"
+            )
 
         z_H = self.embed_tokens(input_ids) * c.embedding_scale
         use_prefix = c.prefix_lm and token_type_ids is not None and past == 0
         attn_mask, is_causal = build_mask(
-            "prefix" if use_prefix else "causal", q_len, past + q_len,
-            token_type_ids=token_type_ids if use_prefix else None, attention_mask=attention_mask, device=z_H.device,
+            "prefix" if use_prefix else "causal",
+            q_len,
+            past + q_len,
+            token_type_ids=token_type_ids if use_prefix else None,
+            attention_mask=attention_mask,
+            device=z_H.device,
         )
         cos, sin = self.rotary()
-        cos_sin = (cos[past:past + q_len].to(z_H.device), sin[past:past + q_len].to(z_H.device))
+        cos_sin = (cos[past : past + q_len].to(z_H.device), sin[past : past + q_len].to(z_H.device))
         z_L = self.z_L_init.to(z_H.dtype).expand_as(z_H)
 
         per_h = c.L_cycles + 1
@@ -338,7 +346,6 @@ class HRMText(nn.Module):
             out.loss = ce
             out.metrics["ce"] = ce.detach()
         return out
-
 
 
 def hrm_text_flops(config: HRMTextConfig, seq_len: int) -> LMFlops:

@@ -34,9 +34,21 @@ WEIGHTS_FILE = "model.safetensors"
 BASE_PREFIX = "model."
 # config.json keys that every transformers config carries and that do not change the network.
 GENERIC_KEYS = {
-    "architectures", "model_type", "transformers_version", "dtype", "torch_dtype", "_name_or_path",
-    "output_hidden_states", "return_dict", "chunk_size_feed_forward", "is_encoder_decoder", "id2label", "label2id",
-    "problem_type", "output_attentions", "_attn_implementation_autoset",
+    "architectures",
+    "model_type",
+    "transformers_version",
+    "dtype",
+    "torch_dtype",
+    "_name_or_path",
+    "output_hidden_states",
+    "return_dict",
+    "chunk_size_feed_forward",
+    "is_encoder_decoder",
+    "id2label",
+    "label2id",
+    "problem_type",
+    "output_attentions",
+    "_attn_implementation_autoset",
 }
 
 
@@ -134,8 +146,10 @@ def hf_state_dict_to_ours(
         raise UserError(f"{source}: unexpected tensor(s) {names(unexpected)}")
     for key, (t, origin) in renamed.items():
         if t.shape != expected[key].shape:
-            raise UserError(f"{source}: tensor {origin} gives {key} the shape {tuple(t.shape)}, the config needs "
-                            f"{tuple(expected[key].shape)}")
+            raise UserError(
+                f"{source}: tensor {origin} gives {key} the shape {tuple(t.shape)}, the config needs "
+                f"{tuple(expected[key].shape)}"
+            )
     return {k: t for k, (t, _) in renamed.items()}
 
 

@@ -48,7 +48,9 @@ class KVCache:
 
     Immutable from the caller's view: a forward builds a new cache, so an old one can be reused (e.g. to branch)."""
 
-    def __init__(self, keys: list[torch.Tensor] | None = None, values: list[torch.Tensor] | None = None, seq_len: int = 0) -> None:
+    def __init__(
+        self, keys: list[torch.Tensor] | None = None, values: list[torch.Tensor] | None = None, seq_len: int = 0
+    ) -> None:
         self.keys = keys if keys is not None else []
         self.values = values if values is not None else []
         self.seq_len = seq_len
@@ -89,7 +91,9 @@ def check_cache(past: KVCache | None, expected_slots: int, head: str) -> None:
     if not isinstance(past, KVCache):
         raise UserError(f"{head}: past_key_values must be the KVCache this head returned, got {type(past).__name__}")
     if past.seq_len and len(past) != expected_slots:
-        raise UserError(f"{head}: past_key_values holds {len(past)} attention slots, this config makes {expected_slots}")
+        raise UserError(
+            f"{head}: past_key_values holds {len(past)} attention slots, this config makes {expected_slots}"
+        )
 
 
 def check_causal_only(token_type_ids: torch.Tensor | None, head: str) -> None:
@@ -98,16 +102,23 @@ def check_causal_only(token_type_ids: torch.Tensor | None, head: str) -> None:
         raise UserError(f"{head}: token_type_ids must be all 0 (causal only); prefix-LM masking is the hrm_text head's")
 
 
-def rope_slice(cos_sin: tuple[torch.Tensor, torch.Tensor], start: int, n: int, max_seq_len: int, head: str) -> tuple[torch.Tensor, torch.Tensor]:
+def rope_slice(
+    cos_sin: tuple[torch.Tensor, torch.Tensor], start: int, n: int, max_seq_len: int, head: str
+) -> tuple[torch.Tensor, torch.Tensor]:
     """RoPE tables for absolute positions start..start+n-1 (start = tokens already in the cache)."""
     if start + n > max_seq_len:
-        raise UserError(f"{head}: {start + n} positions exceed max_seq_len={max_seq_len}; raise max_seq_len in the config")
+        raise UserError(
+            f"{head}: {start + n} positions exceed max_seq_len={max_seq_len}; raise max_seq_len in the config"
+        )
     cos, sin = cos_sin
     return cos[start : start + n], sin[start : start + n]
 
 
 def begin_forward(
-    model: nn.Module, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None, past_key_values: KVCache | None,
+    model: nn.Module,
+    input_ids: torch.Tensor,
+    token_type_ids: torch.Tensor | None,
+    past_key_values: KVCache | None,
     use_cache: bool,
 ) -> tuple[CacheCursor | None, tuple[torch.Tensor, torch.Tensor]]:
     """The shared start of a causal head's forward: no prefix, a cache of this head, RoPE at the cache's offset."""
@@ -132,12 +143,19 @@ class CausalAttnBlock(nn.Module):
         self.mlp = SwiGLU(d, 4 * d, up_first=True)
         self.norm2 = RMSNorm(d, eps)
 
-    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], cache: CacheCursor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], cache: CacheCursor | None = None
+    ) -> torch.Tensor:
         x = self.norm1(x + self.attn(x, rope, cache))
         return self.norm2(x + self.mlp(x))
 
     def linear_weights(self) -> list[torch.Tensor]:
-        return [self.attn.qkv_proj.weight, self.attn.o_proj.weight, self.mlp.up_gate_proj.weight, self.mlp.down_proj.weight]
+        return [
+            self.attn.qkv_proj.weight,
+            self.attn.o_proj.weight,
+            self.mlp.up_gate_proj.weight,
+            self.mlp.down_proj.weight,
+        ]
 
 
 # --- seeded init -------------------------------------------------------------------------------------------------
