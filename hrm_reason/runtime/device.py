@@ -1,9 +1,10 @@
-"""Device selection, the one precision policy, and compilation.
+"""Device choice, the precision policy and compilation.
 
-Precision: fp32 on a CPU, always (bf16 matmuls there are slow and inexact); on CUDA, bf16 autocast over fp32 master
-weights unless the run asks for float32. Every family's forward (training and evaluation) runs under
-`autocast_context`, so no model casts its own weights for the trainer.
-"""
+Precision, one policy for every model, set by the run's `forward_dtype`: fp32 on a CPU, always (bf16 matmuls there
+are slow and inexact); on CUDA, bf16 compute over fp32 master weights unless the run asks for float32. The ACT puzzle
+models apply it inside their layers (weights cast to the compute dtype as the original HRM code does, so that their
+bf16 numerics are the original's); the language-model heads run under `autocast_context` (docs/training.md,
+Precision)."""
 
 from __future__ import annotations
 
