@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 import torch.distributed as dist
@@ -51,7 +51,7 @@ from hrm_reason.errors import UserError
 from hrm_reason.losses import next_token_ce
 from hrm_reason.models.flops import LMFlops, attention, linear, swiglu
 from hrm_reason.models.layers import CastedLinear, RMSNorm, RotaryEmbedding, SwiGLU, trunc_normal_init_, wide
-from hrm_reason.models.lm.gated_delta import chunk_gated_delta_rule, fla_gated_delta_rule, sequential_gated_delta_rule
+from hrm_reason.models.lm.gated_delta import gated_delta_rule
 from hrm_reason.models.lm.output import LMOutput
 
 
@@ -378,8 +378,8 @@ class HAMMixer(nn.Module):
         x: torch.Tensor,
         cos_sin: tuple[torch.Tensor, torch.Tensor],
         prev_score: torch.Tensor | None,
-        cache: HAMLayerCache | None,
-        use_cache: bool,
+        cache: HAMLayerCache | None = None,
+        use_cache: bool = False,
     ) -> HAMPaths:
         c = self.config
         B, T, _ = x.shape
@@ -398,14 +398,10 @@ class HAMMixer(nn.Module):
         beta = torch.sigmoid(wide(self.b_proj(x))).transpose(1, 2)
         g = (-wide(self.A_log).exp() * F.softplus(wide(self.a_proj(x)) + wide(self.dt_bias))).transpose(1, 2)
         state = cache.rnn_state if cache is not None else None
-        scale = c.rnn_head_qk_dim**-0.5
-        if c.recurrence == "fla":
-            o_rnn, new_state = fla_gated_delta_rule(q_r, k_r, v_r, g, beta, scale, state)
-            err = None
-        elif c.recurrence == "sequential" or T == 1:
-            o_rnn, new_state, err = sequential_gated_delta_rule(q_r, k_r, v_r, g, beta, scale, state)
-        else:
-            o_rnn, new_state, err = chunk_gated_delta_rule(q_r, k_r, v_r, g, beta, scale, state, c.chunk_size)
+        recurrence = "sequential" if c.recurrence == "chunk" and T == 1 else c.recurrence  # one token: the plain loop
+        o_rnn, new_state, err = gated_delta_rule(
+            q_r, k_r, v_r, g, beta, c.rnn_head_qk_dim**-0.5, state, c.chunk_size, recurrence
+        )
 
         # Routing score and selection (one decision per token, shared by all KV heads).
         if self.router is None:
@@ -455,15 +451,9 @@ class HAMMixer(nn.Module):
         g_kv = torch.sigmoid(self.kv_gate(x)).repeat_interleave(c.kv_head_v_dim, dim=-1)
         return self.o_proj(g_rnn * o_rnn + g_kv * o_kv)
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        cos_sin: tuple[torch.Tensor, torch.Tensor],
-        prev_score: torch.Tensor | None,
-        cache: HAMLayerCache | None = None,
-        use_cache: bool = False,
-    ) -> tuple[torch.Tensor, HAMPaths]:
-        p = self.paths(x, cos_sin, prev_score, cache, use_cache)
+    def forward(self, x: torch.Tensor, *paths_args: Any) -> tuple[torch.Tensor, HAMPaths]:
+        """combine(x, paths(x, ...)) and the paths; the arguments after x are `paths`'."""
+        p = self.paths(x, *paths_args)
         return self.combine(x, p), p
 
 
@@ -477,15 +467,9 @@ class HAMBlock(nn.Module):
         self.mlp_norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.mlp = SwiGLU(config.hidden_size, config.ffn_size)
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        cos_sin: tuple[torch.Tensor, torch.Tensor],
-        prev_score: torch.Tensor | None,
-        cache: HAMLayerCache | None,
-        use_cache: bool,
-    ) -> tuple[torch.Tensor, HAMPaths]:
-        out, paths = self.mixer(self.attn_norm(x), cos_sin, prev_score, cache, use_cache)
+    def forward(self, x: torch.Tensor, *paths_args: Any) -> tuple[torch.Tensor, HAMPaths]:
+        """The arguments after x are `HAMMixer.paths`'; returns the block output and the mixer's paths."""
+        out, paths = self.mixer(self.attn_norm(x), *paths_args)
         x = x + out
         return x + self.mlp(self.mlp_norm(x)), paths
 
