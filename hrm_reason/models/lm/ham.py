@@ -48,11 +48,10 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from torch import nn
 
 from hrm_reason.errors import UserError
-from hrm_reason.losses import next_token_ce
 from hrm_reason.models.flops import LMFlops, attention, linear, swiglu
 from hrm_reason.models.layers import CastedLinear, RMSNorm, RotaryEmbedding, SwiGLU, trunc_normal_init_, wide
 from hrm_reason.models.lm.gated_delta import gated_delta_rule
-from hrm_reason.models.lm.output import LMOutput
+from hrm_reason.models.lm.output import LMHead, LMOutput
 
 
 class HAMLMConfig(BaseModel):
@@ -478,14 +477,12 @@ class HAMBlock(nn.Module):
 # The LM
 
 
-class HAMLM(nn.Module):
-    """Embedding, HAM blocks, final norm, untied LM head. Causal only: token_type_ids must be all 0."""
-
-    supports_cache = True
+class HAMLM(LMHead):
+    """Embedding, HAM blocks, final norm, untied LM head. Causal only: token_type_ids must be all 0. The loss is the
+    plain next-token CE: HAM has no auxiliary loss (tau is trained by the controller, not by backprop)."""
 
     def __init__(self, config: HAMLMConfig) -> None:
-        super().__init__()
-        self.config = config
+        super().__init__(config)
         d = config.hidden_size
         self.embed_tokens = nn.Embedding(config.vocab_size, d)
         trunc_normal_init_(self.embed_tokens.weight, std=d**-0.5)
@@ -499,14 +496,7 @@ class HAMLM(nn.Module):
         self._kv_fraction_sum: torch.Tensor | None = None
         self._kv_sequences = 0
 
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        token_type_ids: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        past_key_values: HAMCache | None = None,
-        use_cache: bool = False,
-    ) -> LMOutput:
+    def decode(self, input_ids, token_type_ids, labels, past_key_values: HAMCache | None, use_cache: bool) -> LMOutput:
         if token_type_ids is not None and bool((token_type_ids != 0).any()):
             raise UserError("ham_lm is causal only: token_type_ids must be all 0 (no bidirectional prefix)")
         B, T = input_ids.shape
@@ -538,14 +528,8 @@ class HAMLM(nn.Module):
         for i in range(self.config.num_layers):
             metrics[f"rho_kv/layer{i}"] = frac[:, i].mean()
             metrics[f"tau/layer{i}"] = self.layers[i].mixer.tau().detach().clone()
-
-        loss = None
-        if labels is not None:
-            ce = next_token_ce(logits, labels)
-            loss = ce  # HAM has no auxiliary loss: tau is trained by the controller, not by backprop
-            metrics["ce"] = ce.detach()
         new_cache = HAMCache(layer_caches, start + T) if use_cache else None
-        return LMOutput(logits=logits, loss=loss, metrics=metrics, past_key_values=new_cache)
+        return LMOutput(logits=logits, metrics=metrics, past_key_values=new_cache)
 
     @torch.no_grad()
     def post_step(self) -> None:
