@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -41,6 +41,32 @@ Workers = Annotated[
 ]
 
 
+def _sizes(things: str) -> tuple[Any, Any, Any]:
+    """--subsample-size, --train-size and --test-size of a benchmark downloaded (hf), read (csv) or generated."""
+    return (
+        Annotated[
+            int | None,
+            typer.Option(
+                "--subsample-size", help=f"Keep this many training {things}, sampled without replacement (seeded)."
+            ),
+        ],
+        *(
+            Annotated[
+                int | None,
+                typer.Option(
+                    f"--{split}-size",
+                    help=f"{name} {things}: generated count (default 1000), or a seeded cap on hf/csv rows.",
+                ),
+            ]
+            for split, name in (("train", "Training"), ("test", "Test"))
+        ),
+    )
+
+
+PuzzleSubsample, PuzzleTrainSize, PuzzleTestSize = _sizes("puzzles")
+MazeSubsample, MazeTrainSize, MazeTestSize = _sizes("mazes")
+
+
 def _options(options_cls: type, **fields: object) -> object:
     """Validated build options; a validation error becomes the one-line message naming the flag and its value."""
     from pydantic import ValidationError
@@ -69,9 +95,7 @@ def build_data_sudoku(
     csv_dir: Path | None = typer.Option(
         None, "--csv-dir", help="Folder with train.csv and test.csv (columns source,q,a,rating) for --source csv."
     ),
-    subsample_size: int | None = typer.Option(
-        None, "--subsample-size", help="Keep this many training puzzles, sampled without replacement (seeded)."
-    ),
+    subsample_size: PuzzleSubsample = None,
     num_aug: int = typer.Option(
         0,
         "--num-aug",
@@ -86,34 +110,16 @@ def build_data_sudoku(
     box: str = typer.Option(
         "3x3", "--box", help="Box rows x box columns: 2x2 (4x4 board), 2x3 (6x6) or 3x3 (9x9). hf/csv are 3x3 only."
     ),
-    train_size: int | None = typer.Option(
-        None, "--train-size", help="Training puzzles: generated count (default 1000), or a seeded cap on hf/csv rows."
-    ),
-    test_size: int | None = typer.Option(
-        None, "--test-size", help="Test puzzles: generated count (default 1000), or a seeded cap on hf/csv rows."
-    ),
+    train_size: PuzzleTrainSize = None,
+    test_size: PuzzleTestSize = None,
     workers: Workers = 0,
     overwrite: Overwrite = False,
 ) -> None:
     """Build a Sudoku dataset: Sudoku-Extreme (hf or csv) or generated unique-solution puzzles with a strict train/test split."""
+    fields = dict(locals())  # the parameters, named as SudokuBuildOptions' fields
     from datasets_build.sudoku import SudokuBuildOptions, build_sudoku, summary
 
-    opts = _options(
-        SudokuBuildOptions,
-        out=out,
-        source=source,
-        csv_dir=csv_dir,
-        subsample_size=subsample_size,
-        num_aug=num_aug,
-        min_difficulty=min_difficulty,
-        seed=seed,
-        box=box,
-        train_size=train_size,
-        test_size=test_size,
-        workers=workers,
-        overwrite=overwrite,
-    )
-    typer.echo(summary(build_sudoku(opts)))
+    typer.echo(summary(build_sudoku(_options(SudokuBuildOptions, **fields))))
 
 
 @build_data_app.command("arc")
@@ -169,27 +175,12 @@ def build_data_arc(
     overwrite: Overwrite = False,
 ) -> None:
     """Build ARC-AGI-1 or ARC-AGI-2 with the paper's augmentations: the original split, or --strict."""
+    fields = dict(locals())  # the parameters, named as ArcBuildOptions' fields
     from datasets_build.arc import ArcBuildOptions, build_arc, summary
 
-    ids = None if task_ids is None else [t.strip() for t in task_ids.split(",") if t.strip()]
-    opts = _options(
-        ArcBuildOptions,
-        out=out,
-        source=source,
-        dirs=dirs or [],
-        version=version,
-        eval_version=eval_version,
-        concept_arc=concept_arc,
-        num_aug=num_aug,
-        strict=strict,
-        seed=seed,
-        train_tasks=train_tasks,
-        eval_tasks=eval_tasks,
-        task_ids=ids,
-        max_grid_size=max_grid_size,
-        overwrite=overwrite,
-    )
-    typer.echo(summary(build_arc(opts)))
+    fields["dirs"] = dirs or []
+    fields["task_ids"] = None if task_ids is None else [t.strip() for t in task_ids.split(",") if t.strip()]
+    typer.echo(summary(build_arc(_options(ArcBuildOptions, **fields))))
 
 
 @build_data_app.command("maze")
@@ -209,9 +200,7 @@ def build_data_maze(
         "--csv-dir",
         help="Folder with train.csv and test.csv (columns source,question,answer,rating) for --source csv.",
     ),
-    subsample_size: int | None = typer.Option(
-        None, "--subsample-size", help="Keep this many training mazes, sampled without replacement (seeded)."
-    ),
+    subsample_size: MazeSubsample = None,
     aug: bool = typer.Option(
         False,
         "--aug",
@@ -231,35 +220,16 @@ def build_data_maze(
         "--wall-density",
         help="Wall fraction of generated mazes, a range LO-HI drawn uniformly or one value (default 0.3-0.5, as Lehnert et al.).",
     ),
-    train_size: int | None = typer.Option(
-        None, "--train-size", help="Training mazes: generated count (default 1000), or a seeded cap on hf/csv rows."
-    ),
-    test_size: int | None = typer.Option(
-        None, "--test-size", help="Test mazes: generated count (default 1000), or a seeded cap on hf/csv rows."
-    ),
+    train_size: MazeTrainSize = None,
+    test_size: MazeTestSize = None,
     workers: Workers = 0,
     overwrite: Overwrite = False,
 ) -> None:
     """Build a maze dataset: Maze-Hard 30x30 (hf or csv) or generated random-wall mazes with a long shortest path."""
+    fields = dict(locals())  # the parameters, named as MazeBuildOptions' fields
     from datasets_build.maze import MazeBuildOptions, build_maze, summary
 
-    opts = _options(
-        MazeBuildOptions,
-        out=out,
-        source=source,
-        csv_dir=csv_dir,
-        subsample_size=subsample_size,
-        aug=aug,
-        seed=seed,
-        size=size,
-        min_path=min_path,
-        wall_density=wall_density,
-        train_size=train_size,
-        test_size=test_size,
-        workers=workers,
-        overwrite=overwrite,
-    )
-    typer.echo(summary(build_maze(opts)))
+    typer.echo(summary(build_maze(_options(MazeBuildOptions, **fields))))
 
 
 @build_data_app.command("text")
@@ -303,22 +273,12 @@ def build_data_text(
     quiet: Quiet = False,
 ) -> None:
     """Build a text dataset for the language-model heads: train/val token shards split by document."""
+    fields = dict(locals())  # the parameters, named as TextBuildOptions' fields (but --input's and --quiet)
     from datasets_build.text import TextBuildOptions, build_text, summary
 
-    opts = _options(
-        TextBuildOptions,
-        input=inputs,
-        out=out,
-        tokenizer=tokenizer,
-        eos_token=eos_token,
-        glob=glob,
-        val_fraction=val_fraction,
-        seed=seed,
-        max_bytes=max_bytes,
-        shard_tokens=shard_tokens,
-        overwrite=overwrite,
-    )
-    typer.echo(summary(build_text(opts, progress=not quiet)))
+    fields["input"] = fields.pop("inputs")
+    progress = not fields.pop("quiet")
+    typer.echo(summary(build_text(_options(TextBuildOptions, **fields), progress=progress)))
 
 
 DEFAULT_CONFIG = "sudoku_quick.yaml"

@@ -139,13 +139,15 @@ class Carry:
 class ACTModel(nn.Module):
     """One call = one segment; halted rows are reset and refilled from the incoming batch.
 
-    `config` needs halt_max_steps, halt_exploration_prob and q_target; `inner` is the core (models/core.py, compiled
-    alone by `hrm train compile=true`)."""
+    `config` needs halt_max_steps, halt_exploration_prob and q_target. A model names its core class as `core`; the
+    core built from the config is `inner` (models/core.py, compiled alone by `hrm train compile=true`)."""
 
-    def __init__(self, config: Any, inner: nn.Module) -> None:
+    core: type[nn.Module]
+
+    def __init__(self, config: Any) -> None:
         super().__init__()
         self.config = config
-        self.inner = inner
+        self.inner = self.core(config)
 
     @property
     def puzzle_emb(self) -> nn.Module | None:

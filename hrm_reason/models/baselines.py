@@ -72,8 +72,7 @@ class TransformerCore(PuzzleCore):
         z = carry.z + self.input_embeddings(batch["inputs"], batch["puzzle_identifiers"])
         for layer in self.layers:
             z = layer(z, cos_sin)
-        logits, q = self.heads(z)
-        return LatentCarry(z=z.detach()), logits, q
+        return self.segment_result(z=z)
 
 
 class UniTFCore(PuzzleCore):
@@ -95,18 +94,15 @@ class UniTFCore(PuzzleCore):
                 z = self.block(z + x, cos_sin)
         for _ in range(K):
             z = self.block(z + x, cos_sin)
-        logits, q = self.heads(z)
-        return LatentCarry(z=z.detach()), logits, q
+        return self.segment_result(z=z)
 
 
 class Transformer(ACTModel):
-    def __init__(self, config: TransformerConfig) -> None:
-        super().__init__(config, TransformerCore(config))
+    core = TransformerCore
 
 
 class UniTF(ACTModel):
-    def __init__(self, config: UniTFConfig) -> None:
-        super().__init__(config, UniTFCore(config))
+    core = UniTFCore
 
 
 def transformer_flops(config: TransformerConfig) -> ACTFlops:

@@ -117,6 +117,12 @@ class PuzzleCore(nn.Module):
         q_continue = q_logits[..., 1] if q_logits.shape[-1] > 1 else torch.zeros_like(q_halt)
         return logits, (q_halt, q_continue)
 
+    def segment_result(self, **states: torch.Tensor) -> tuple[Any, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """The end of every core's forward: the carry of the states (detached: the next segment starts without
+        gradient), and the heads read from the output state."""
+        logits, q = self.heads(states[self.output_state])
+        return self.carry_cls(**{name: state.detach() for name, state in states.items()}), logits, q
+
 
 class ReasoningModule(nn.Module):
     """A stack of blocks whose input is the state plus an additive injection: HRM's H and L modules, TRM's net."""

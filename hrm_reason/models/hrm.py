@@ -87,15 +87,13 @@ class HRMCore(PuzzleCore):
         # One-step gradient: only the last L and H applications are differentiated.
         z_L = self.L_level(z_L, z_H + x, cos_sin)
         z_H = self.H_level(z_H, z_L, cos_sin)
-        logits, q = self.heads(z_H)
-        return InnerCarry(z_H=z_H.detach(), z_L=z_L.detach()), logits, q
+        return self.segment_result(z_H=z_H, z_L=z_L)
 
 
 class HRM(ACTModel):
     """HRM ACT v1: the H/L core inside the shared ACT loop (models/act.py); one call = one segment."""
 
-    def __init__(self, config: HRMConfig) -> None:
-        super().__init__(config, HRMCore(config))
+    core = HRMCore
 
 
 def hrm_flops(config: HRMConfig) -> ACTFlops:

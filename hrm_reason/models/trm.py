@@ -102,13 +102,11 @@ class TRMCore(PuzzleCore):
             for _ in range(self.config.H_cycles - 1):
                 y, z = self.latent_recursion(x, y, z, cos_sin)
         y, z = self.latent_recursion(x, y, z, cos_sin)
-        logits, q = self.heads(y)
-        return TRMCarry(y=y.detach(), z=z.detach()), logits, q
+        return self.segment_result(y=y, z=z)
 
 
 class TRM(ACTModel):
-    def __init__(self, config: TRMConfig) -> None:
-        super().__init__(config, TRMCore(config))
+    core = TRMCore
 
 
 def trm_flops(config: TRMConfig) -> ACTFlops:

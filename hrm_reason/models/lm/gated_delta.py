@@ -15,14 +15,16 @@ unrolled recurrence), so only T / C steps run in Python. The fit error is rebuil
 intra-chunk writes: kv_mem = diag(gamma) K S_0 + strict_lower(Gamma * K K^T) Delta. Neither form lets gradient flow
 into the fit error: routing is a discrete decision.
 
-`flash-linear-attention` is an optional GPU extra: `fla_gated_delta_rule` calls it when installed; its kernels do not
+`flash-linear-attention` is an optional GPU extra: recurrence "fla" calls it when installed; its kernels do not
 compute the fit error, so HAM only uses it with a learned router.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import inspect
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -39,7 +41,7 @@ def fit_error(kv_mem: torch.Tensor, v: torch.Tensor, eps: float = FIT_ERROR_EPS)
     return 1.0 - dot / (kv_mem.norm(dim=-1) * v.norm(dim=-1) + eps)
 
 
-def _sequential(
+def gated_delta_rule(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
@@ -47,17 +49,38 @@ def _sequential(
     beta: torch.Tensor,
     scale: float,
     initial_state: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Reference loop. q, k: [B, H, T, d_k]; v: [B, H, T, d_v]; g (log decay), beta: [B, H, T].
+    chunk_size: int = 64,
+    recurrence: Literal["chunk", "sequential", "fla"] = "chunk",
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """The recurrence in any of its forms. q, k: [B, H, T, d_k]; v: [B, H, T, d_v]; g (log decay), beta: [B, H, T].
 
-    Returns (o [B, H, T, d_v], final state [B, H, d_k, d_v], fit error [B, H, T] without gradient).
-    Computed in fp32 (fp64 inputs stay fp64).
+    Returns (o [B, H, T, d_v], final state [B, H, d_k, d_v], fit error [B, H, T] without gradient; None for fla).
+    The pure-PyTorch forms (sequential: the reference loop; chunk: chunk_size positions per Python step) run outside
+    autocast, so that bf16 autocast cannot lower their precision, and compute in fp32 (fp64 inputs stay fp64); o comes
+    back in the input dtype.
     """
-    dtype = v.dtype
-    q, k, v, g, beta = (wide(x) for x in (q, k, v, g, beta))
-    B, H, T, dk = k.shape
+    if recurrence == "fla":
+        return (*_fla(q, k, v, g, beta, scale, initial_state), None)
+    with torch.autocast(q.device.type, enabled=False):
+        dtype = v.dtype
+        q, k, v, g, beta = (wide(x) for x in (q, k, v, g, beta))
+        B, H, _, dk = k.shape
+        S = q.new_zeros(B, H, dk, v.shape[-1]) if initial_state is None else wide(initial_state)
+        if recurrence == "sequential":
+            o, S, e = _sequential(q, k, v, g, beta, scale, S)
+        else:
+            o, S, e = _chunk(q, k, v, g, beta, scale, S, chunk_size)
+        return o.to(dtype), S, e
+
+
+sequential_gated_delta_rule = functools.partial(gated_delta_rule, recurrence="sequential")
+chunk_gated_delta_rule = functools.partial(gated_delta_rule, recurrence="chunk")
+
+
+def _sequential(q, k, v, g, beta, scale: float, S: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Reference loop from state S, on `gated_delta_rule`'s widened inputs: one position at a time."""
+    B, H, T, _ = k.shape
     dv = v.shape[-1]
-    S = q.new_zeros(B, H, dk, dv) if initial_state is None else wide(initial_state)
     outs, errs = [], []
     for t in range(T):
         S = S * g[:, :, t, None, None].exp()
@@ -68,27 +91,18 @@ def _sequential(
         outs.append(torch.einsum("bhkv,bhk->bhv", S, q[:, :, t]) * scale)
     o = torch.stack(outs, dim=2) if T else q.new_zeros(B, H, 0, dv)
     e = torch.stack(errs, dim=2) if T else q.new_zeros(B, H, 0)
-    return o.to(dtype), S, e
+    return o, S, e
 
 
 def _chunk(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    g: torch.Tensor,
-    beta: torch.Tensor,
-    scale: float,
-    initial_state: torch.Tensor | None = None,
-    chunk_size: int = 64,
+    q, k, v, g, beta, scale: float, S: torch.Tensor, chunk_size: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Same contract and results as `_sequential`, C = chunk_size positions per Python step.
+    """Same results as `_sequential`, C = chunk_size positions per Python step.
 
     A length that C does not divide is padded at the end with k = v = q = 0, g = 0, beta = 0: a padded step leaves
     the state unchanged, so the final state is exact, and the padded outputs are dropped.
     """
-    dtype = v.dtype
-    q, k, v, g, beta = (wide(x) for x in (q, k, v, g, beta))
-    B, H, T, dk = k.shape
+    B, H, T, _ = k.shape
     dv = v.shape[-1]
     C = chunk_size
     pad = (-T) % C
@@ -115,7 +129,6 @@ def _chunk(
     QK = (q @ k.transpose(-1, -2)) * Gamma  # Gamma is zero above the diagonal: causal within the chunk
     decay_to_end = (G[..., -1:] - G).exp()  # exp(G_C - G_j)
 
-    S = q.new_zeros(B, H, dk, dv) if initial_state is None else wide(initial_state)
     outs, errs = [], []
     for c in range(n):
         delta = U[:, :, c] - W[:, :, c] @ S
@@ -127,51 +140,14 @@ def _chunk(
         S = gamma[:, :, c, -1, None, None] * S + (decay_to_end[:, :, c, :, None] * k[:, :, c]).transpose(-1, -2) @ delta
     o = torch.stack(outs, dim=2).reshape(B, H, n * C, dv)[:, :, :T]
     e = torch.stack(errs, dim=2).reshape(B, H, n * C)[:, :, :T]
-    return o.to(dtype), S, e
-
-
-def sequential_gated_delta_rule(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    g: torch.Tensor,
-    beta: torch.Tensor,
-    scale: float,
-    initial_state: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Reference loop (see `_sequential`), run outside autocast so that bf16 autocast cannot lower its precision."""
-    with torch.autocast(q.device.type, enabled=False):
-        return _sequential(q, k, v, g, beta, scale, initial_state)
-
-
-def chunk_gated_delta_rule(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    g: torch.Tensor,
-    beta: torch.Tensor,
-    scale: float,
-    initial_state: torch.Tensor | None = None,
-    chunk_size: int = 64,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Chunked form (see `_chunk`), run outside autocast so that bf16 autocast cannot lower its precision."""
-    with torch.autocast(q.device.type, enabled=False):
-        return _chunk(q, k, v, g, beta, scale, initial_state, chunk_size)
+    return o, S, e
 
 
 def fla_available() -> bool:
     return importlib.util.find_spec("fla") is not None
 
 
-def fla_gated_delta_rule(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    g: torch.Tensor,
-    beta: torch.Tensor,
-    scale: float,
-    initial_state: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+def _fla(q, k, v, g, beta, scale: float, initial_state: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """o and final state from `flash-linear-attention` (CUDA only; no fit error). Same [B, H, T, d] layout as above.
 
     FLA's argument order changed across versions, so it is called with keywords after checking its signature."""

@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 import torch.distributed as dist
@@ -48,11 +48,10 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from torch import nn
 
 from hrm_reason.errors import UserError
-from hrm_reason.losses import next_token_ce
 from hrm_reason.models.flops import LMFlops, attention, linear, swiglu
 from hrm_reason.models.layers import CastedLinear, RMSNorm, RotaryEmbedding, SwiGLU, trunc_normal_init_, wide
-from hrm_reason.models.lm.gated_delta import chunk_gated_delta_rule, fla_gated_delta_rule, sequential_gated_delta_rule
-from hrm_reason.models.lm.output import LMOutput
+from hrm_reason.models.lm.gated_delta import gated_delta_rule
+from hrm_reason.models.lm.output import LMHead, LMOutput
 
 
 class HAMLMConfig(BaseModel):
@@ -378,8 +377,8 @@ class HAMMixer(nn.Module):
         x: torch.Tensor,
         cos_sin: tuple[torch.Tensor, torch.Tensor],
         prev_score: torch.Tensor | None,
-        cache: HAMLayerCache | None,
-        use_cache: bool,
+        cache: HAMLayerCache | None = None,
+        use_cache: bool = False,
     ) -> HAMPaths:
         c = self.config
         B, T, _ = x.shape
@@ -398,14 +397,10 @@ class HAMMixer(nn.Module):
         beta = torch.sigmoid(wide(self.b_proj(x))).transpose(1, 2)
         g = (-wide(self.A_log).exp() * F.softplus(wide(self.a_proj(x)) + wide(self.dt_bias))).transpose(1, 2)
         state = cache.rnn_state if cache is not None else None
-        scale = c.rnn_head_qk_dim**-0.5
-        if c.recurrence == "fla":
-            o_rnn, new_state = fla_gated_delta_rule(q_r, k_r, v_r, g, beta, scale, state)
-            err = None
-        elif c.recurrence == "sequential" or T == 1:
-            o_rnn, new_state, err = sequential_gated_delta_rule(q_r, k_r, v_r, g, beta, scale, state)
-        else:
-            o_rnn, new_state, err = chunk_gated_delta_rule(q_r, k_r, v_r, g, beta, scale, state, c.chunk_size)
+        recurrence = "sequential" if c.recurrence == "chunk" and T == 1 else c.recurrence  # one token: the plain loop
+        o_rnn, new_state, err = gated_delta_rule(
+            q_r, k_r, v_r, g, beta, c.rnn_head_qk_dim**-0.5, state, c.chunk_size, recurrence
+        )
 
         # Routing score and selection (one decision per token, shared by all KV heads).
         if self.router is None:
@@ -455,15 +450,9 @@ class HAMMixer(nn.Module):
         g_kv = torch.sigmoid(self.kv_gate(x)).repeat_interleave(c.kv_head_v_dim, dim=-1)
         return self.o_proj(g_rnn * o_rnn + g_kv * o_kv)
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        cos_sin: tuple[torch.Tensor, torch.Tensor],
-        prev_score: torch.Tensor | None,
-        cache: HAMLayerCache | None = None,
-        use_cache: bool = False,
-    ) -> tuple[torch.Tensor, HAMPaths]:
-        p = self.paths(x, cos_sin, prev_score, cache, use_cache)
+    def forward(self, x: torch.Tensor, *paths_args: Any) -> tuple[torch.Tensor, HAMPaths]:
+        """combine(x, paths(x, ...)) and the paths; the arguments after x are `paths`'."""
+        p = self.paths(x, *paths_args)
         return self.combine(x, p), p
 
 
@@ -477,15 +466,9 @@ class HAMBlock(nn.Module):
         self.mlp_norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.mlp = SwiGLU(config.hidden_size, config.ffn_size)
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        cos_sin: tuple[torch.Tensor, torch.Tensor],
-        prev_score: torch.Tensor | None,
-        cache: HAMLayerCache | None,
-        use_cache: bool,
-    ) -> tuple[torch.Tensor, HAMPaths]:
-        out, paths = self.mixer(self.attn_norm(x), cos_sin, prev_score, cache, use_cache)
+    def forward(self, x: torch.Tensor, *paths_args: Any) -> tuple[torch.Tensor, HAMPaths]:
+        """The arguments after x are `HAMMixer.paths`'; returns the block output and the mixer's paths."""
+        out, paths = self.mixer(self.attn_norm(x), *paths_args)
         x = x + out
         return x + self.mlp(self.mlp_norm(x)), paths
 
@@ -494,14 +477,12 @@ class HAMBlock(nn.Module):
 # The LM
 
 
-class HAMLM(nn.Module):
-    """Embedding, HAM blocks, final norm, untied LM head. Causal only: token_type_ids must be all 0."""
-
-    supports_cache = True
+class HAMLM(LMHead):
+    """Embedding, HAM blocks, final norm, untied LM head. Causal only: token_type_ids must be all 0. The loss is the
+    plain next-token CE: HAM has no auxiliary loss (tau is trained by the controller, not by backprop)."""
 
     def __init__(self, config: HAMLMConfig) -> None:
-        super().__init__()
-        self.config = config
+        super().__init__(config)
         d = config.hidden_size
         self.embed_tokens = nn.Embedding(config.vocab_size, d)
         trunc_normal_init_(self.embed_tokens.weight, std=d**-0.5)
@@ -515,14 +496,7 @@ class HAMLM(nn.Module):
         self._kv_fraction_sum: torch.Tensor | None = None
         self._kv_sequences = 0
 
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        token_type_ids: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        past_key_values: HAMCache | None = None,
-        use_cache: bool = False,
-    ) -> LMOutput:
+    def decode(self, input_ids, token_type_ids, labels, past_key_values: HAMCache | None, use_cache: bool) -> LMOutput:
         if token_type_ids is not None and bool((token_type_ids != 0).any()):
             raise UserError("ham_lm is causal only: token_type_ids must be all 0 (no bidirectional prefix)")
         B, T = input_ids.shape
@@ -554,14 +528,8 @@ class HAMLM(nn.Module):
         for i in range(self.config.num_layers):
             metrics[f"rho_kv/layer{i}"] = frac[:, i].mean()
             metrics[f"tau/layer{i}"] = self.layers[i].mixer.tau().detach().clone()
-
-        loss = None
-        if labels is not None:
-            ce = next_token_ce(logits, labels)
-            loss = ce  # HAM has no auxiliary loss: tau is trained by the controller, not by backprop
-            metrics["ce"] = ce.detach()
         new_cache = HAMCache(layer_caches, start + T) if use_cache else None
-        return LMOutput(logits=logits, loss=loss, metrics=metrics, past_key_values=new_cache)
+        return LMOutput(logits=logits, metrics=metrics, past_key_values=new_cache)
 
     @torch.no_grad()
     def post_step(self) -> None:

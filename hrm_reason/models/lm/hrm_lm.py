@@ -29,7 +29,7 @@ from contextlib import nullcontext
 from typing import Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field
 from torch import nn
 
 from hrm_reason.losses import next_token_ce
@@ -38,13 +38,12 @@ from hrm_reason.models.layers import CastedLinear, RMSNorm, RotaryEmbedding
 from hrm_reason.models.lm.lm_blocks import (
     CacheCursor,
     CausalAttnBlock,
-    KVCache,
-    begin_forward,
+    CausalAttnLMConfig,
+    CausalLMHead,
     causal_attn_block_param_count,
     global_rng_untouched,
     init_block_,
     normal_,
-    rope_heads,
 )
 from hrm_reason.models.lm.output import LMOutput
 
@@ -57,27 +56,18 @@ def hrm_lm_param_count(V: int, d: int, fast_ctx_norm: bool = True, out_proj: boo
     return V * d + 3 * causal_attn_block_param_count(d) + P_L + P_H + P_out
 
 
-class HRMLMConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class HRMLMConfig(CausalAttnLMConfig):
+    """K: only the last K of the M steps of a pass carry gradient (K >= M: all). init_std: the embedding, theta_I,
+    gates and projections; the theta_L/theta_H blocks use init_std/sqrt(M). seed: the weight init and the frozen z^0
+    prototypes."""
 
     name: Literal["hrm_lm"] = "hrm_lm"
-    vocab_size: int = Field(ge=1)
-    hidden_size: int = Field(256, ge=2)  # d (paper: 4096)
-    num_heads: int = Field(4, ge=1)  # h (paper: 16, so d_k = 256)
     N: int = Field(4, ge=1)  # slow-module firings per pass
     T: int = Field(3, ge=1)  # fast steps per slow firing; M = N*T steps per pass
     S: int = Field(1, ge=1)  # supervision passes (S > 1 hurt in the ablation)
-    K: int = Field(2, ge=1)  # gradient window: only the last K of the M steps carry gradient (K >= M: all)
     fast_ctx_norm: bool = True  # RMSNorm over the fast context [z_L; z_H; x~] (P_L's unexplained 3d)
     out_proj: bool = True  # d x d projection of the fused output before the tied head (P_out's unexplained d^2)
     entropy_weight: float = 1e-2  # lambda of -lambda*H(w_bar); not given by the paper
-    init_std: float = 0.02  # embedding, theta_I, gates and projections; theta_L/theta_H blocks use init_std/sqrt(M)
-    rms_norm_eps: float = 1e-5
-    rope_theta: float = 10000.0
-    max_seq_len: int = Field(1024, ge=1)  # RoPE table length (context + generated tokens)
-    seed: int = 0  # weight init and the frozen z^0 prototypes
-
-    _heads_divide = field_validator("num_heads")(rope_heads)
 
     @property
     def M(self) -> int:
@@ -148,12 +138,9 @@ def fusion_entropy(w: torch.Tensor) -> torch.Tensor:
     return -(w_bar * w_bar.log()).sum()
 
 
-class HRMLM(nn.Module):
-    supports_cache = True
-
+class HRMLM(CausalLMHead):
     def __init__(self, config: HRMLMConfig) -> None:
-        super().__init__()
-        self.config = config
+        super().__init__(config)
         d, V, eps = config.hidden_size, config.vocab_size, config.rms_norm_eps
         with global_rng_untouched():  # throwaway default inits; _init_weights draws the real ones from the seed
             self.embed_tokens = nn.Embedding(V, d)
@@ -221,17 +208,9 @@ class HRMLM(nn.Module):
                     z_H = self.H_net(z_H, (z_L,), rope, cache)
         return z_H, z_L
 
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        token_type_ids: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        past_key_values: KVCache | None = None,
-        use_cache: bool = False,
-    ) -> LMOutput:
+    def run(self, input_ids: torch.Tensor, labels, rope, cursor: CacheCursor | None) -> LMOutput:
+        """S passes; the loss is the mean over passes of CE - entropy_weight * H(fusion weights)."""
         c = self.config
-        cursor, rope = begin_forward(self, input_ids, token_type_ids, past_key_values, use_cache)
-
         x_tilde = self.encode(input_ids, rope, cursor)
         z_H, z_L = self.initial_state(input_ids)
         pass_losses: list[torch.Tensor] = []
@@ -250,8 +229,7 @@ class HRMLM(nn.Module):
             z_H, z_L = z_H.detach(), z_L.detach()  # sg() between passes (Eq. 22)
 
         loss = torch.stack(pass_losses).mean() if pass_losses else None  # Eq. 23: (1/S) sum_s L_s
-        cache = cursor.finish(input_ids.shape[1]) if (cursor is not None and use_cache) else None
-        return LMOutput(logits=logits, loss=loss, metrics=metrics, past_key_values=cache)
+        return LMOutput(logits=logits, loss=loss, metrics=metrics)
 
 
 def hrm_lm_flops(config: HRMLMConfig, seq_len: int) -> LMFlops:

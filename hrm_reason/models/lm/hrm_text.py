@@ -43,10 +43,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch import nn
 
 from hrm_reason.errors import UserError
-from hrm_reason.losses import next_token_ce
 from hrm_reason.models.flops import LMFlops, attention, linear
 from hrm_reason.models.layers import RotaryEmbedding, apply_rotary_pos_emb, rms_norm
-from hrm_reason.models.lm.output import LMOutput
+from hrm_reason.models.lm.output import LMHead, LMOutput
 from hrm_reason.models.masks import build_mask
 
 ACTIVATIONS = {
@@ -254,14 +253,12 @@ class HRMTextStack(nn.Module):
         return rms_norm(x, self.eps)
 
 
-class HRMText(nn.Module):
-    """HRM-Text causal LM; parameter names mirror HrmTextForCausalLM minus the "model." prefix."""
-
-    supports_cache = True
+class HRMText(LMHead):
+    """HRM-Text causal LM; parameter names mirror HrmTextForCausalLM minus the "model." prefix. The loss is the plain
+    next-token CE."""
 
     def __init__(self, config: HRMTextConfig, generator: torch.Generator | None = None) -> None:
-        super().__init__()
-        self.config = config
+        super().__init__(config)
         c = config
         self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size, padding_idx=c.pad_token_id)
         self.L_module = HRMTextStack(c)
@@ -290,20 +287,12 @@ class HRMText(nn.Module):
     def new_cache(self) -> HRMTextCache:
         return HRMTextCache(self.config.num_cache_slots)
 
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        token_type_ids: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        past_key_values: HRMTextCache | None = None,
-        use_cache: bool = False,
-        attention_mask: torch.Tensor | None = None,
+    def decode(
+        self, input_ids, token_type_ids, labels, cache: HRMTextCache | None, use_cache: bool, attention_mask=None
     ) -> LMOutput:
-        """input_ids (batch, seq). token_type_ids: 1 = bidirectional prefix, 0 = causal; read only on the first
-        (uncached) call, as in transformers, so decoded tokens are causal. attention_mask: optional (batch,
-        past + seq) padding mask. labels: unshifted, -100 ignored; logits[:, t] predict labels[:, t + 1]."""
+        """token_type_ids are read only on the first (uncached) call, as in transformers, so decoded tokens are
+        causal. attention_mask: optional (batch, past + seq) padding mask (a keyword of forward)."""
         c = self.config
-        cache = past_key_values
         if use_cache and cache is None:
             cache = self.new_cache()
         past = 0 if cache is None else cache.seq_len()
@@ -339,13 +328,7 @@ class HRMText(nn.Module):
                     z_L = self.L_module(z_L + z_H, cos_sin, attn_mask, is_causal, cache, (h * per_h + l) * n)
             z_H = self.H_module(z_H + z_L, cos_sin, attn_mask, is_causal, cache, (h * per_h + c.L_cycles) * n)
 
-        logits = self.lm_head(z_H)
-        out = LMOutput(logits=logits, past_key_values=cache if use_cache else None)
-        if labels is not None:
-            ce = next_token_ce(logits, labels)
-            out.loss = ce
-            out.metrics["ce"] = ce.detach()
-        return out
+        return LMOutput(logits=self.lm_head(z_H), past_key_values=cache if use_cache else None)
 
 
 def hrm_text_flops(config: HRMTextConfig, seq_len: int) -> LMFlops:

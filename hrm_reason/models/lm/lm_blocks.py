@@ -13,11 +13,12 @@ from __future__ import annotations
 import contextlib
 
 import torch
-from pydantic import ValidationInfo
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from torch import nn
 
 from hrm_reason.errors import UserError
 from hrm_reason.models.layers import Attention, RMSNorm, SwiGLU
+from hrm_reason.models.lm.output import LMHead, LMOutput
 
 # --- parameter-count formulas; tests tie them to sum(p.numel()) of the modules --------------------------------
 
@@ -38,6 +39,25 @@ def rope_heads(cls: type, num_heads: int, info: ValidationInfo) -> int:
     if d is not None and (d % num_heads or (d // num_heads) % 2):
         raise ValueError(f"hidden_size {d} must be num_heads ({num_heads}) x an even head size (RoPE)")
     return num_heads
+
+
+class CausalAttnLMConfig(BaseModel):
+    """The fields HRM-LM and UniTF-LM share: the CausalAttnBlock's sizes, the gradient window, init, RoPE, seed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str  # the registry name; each head fixes it
+    vocab_size: int = Field(ge=1)
+    hidden_size: int = Field(256, ge=2)  # d (HRM-LM paper: 4096)
+    num_heads: int = Field(4, ge=1)  # h (HRM-LM paper: 16, so d_k = 256)
+    K: int = Field(2, ge=1)  # gradient window: only the last K recurrent steps carry gradient (K >= steps: all)
+    init_std: float = 0.02
+    rms_norm_eps: float = 1e-5
+    rope_theta: float = 10000.0
+    max_seq_len: int = Field(1024, ge=1)  # RoPE table length (context + generated tokens)
+    seed: int = 0  # the weight init's generator
+
+    _heads_divide = field_validator("num_heads")(rope_heads)
 
 
 # --- small modules ------------------------------------------------------------------------------------------------
@@ -114,20 +134,22 @@ def rope_slice(
     return cos[start : start + n], sin[start : start + n]
 
 
-def begin_forward(
-    model: nn.Module,
-    input_ids: torch.Tensor,
-    token_type_ids: torch.Tensor | None,
-    past_key_values: KVCache | None,
-    use_cache: bool,
-) -> tuple[CacheCursor | None, tuple[torch.Tensor, torch.Tensor]]:
-    """The shared start of a causal head's forward: no prefix, a cache of this head, RoPE at the cache's offset."""
-    c = model.config
-    check_causal_only(token_type_ids, c.name)
-    check_cache(past_key_values, c.block_calls, c.name)
-    cursor = CacheCursor(past_key_values) if (use_cache or past_key_values is not None) else None
-    start = cursor.past_len if cursor is not None else 0
-    return cursor, rope_slice(model.rotary(), start, input_ids.shape[1], c.max_seq_len, c.name)
+class CausalLMHead(LMHead):
+    """HRM-LM and UniTF-LM: causal only, a KVCache with one slot per attention call, RoPE at the cache's offset.
+
+    A head implements `run(input_ids, labels, rope, cursor)`: its recurrence from the ids to the LMOutput, given the
+    RoPE tables of these positions and the cache cursor (None without a cache)."""
+
+    def decode(self, input_ids, token_type_ids, labels, past_key_values: KVCache | None, use_cache: bool) -> LMOutput:
+        c = self.config
+        check_causal_only(token_type_ids, c.name)
+        check_cache(past_key_values, c.block_calls, c.name)
+        cursor = CacheCursor(past_key_values) if (use_cache or past_key_values is not None) else None
+        start = cursor.past_len if cursor is not None else 0
+        rope = rope_slice(self.rotary(), start, input_ids.shape[1], c.max_seq_len, c.name)
+        out = self.run(input_ids, labels, rope, cursor)
+        out.past_key_values = cursor.finish(input_ids.shape[1]) if (cursor is not None and use_cache) else None
+        return out
 
 
 # --- the block ----------------------------------------------------------------------------------------------------

@@ -20,21 +20,20 @@ from contextlib import nullcontext
 from typing import Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field
 from torch import nn
 
-from hrm_reason.losses import next_token_ce
 from hrm_reason.models.flops import LMFlops, causal_block_flops, linear
 from hrm_reason.models.layers import RotaryEmbedding
 from hrm_reason.models.lm.lm_blocks import (
+    CacheCursor,
     CausalAttnBlock,
-    KVCache,
-    begin_forward,
+    CausalAttnLMConfig,
+    CausalLMHead,
     causal_attn_block_param_count,
     global_rng_untouched,
     init_block_,
     normal_,
-    rope_heads,
 )
 from hrm_reason.models.lm.output import LMOutput
 
@@ -44,36 +43,22 @@ def unitf_lm_param_count(V: int, d: int) -> int:
     return V * d + causal_attn_block_param_count(d)
 
 
-class UniTFLMConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class UniTFLMConfig(CausalAttnLMConfig):
+    """K is the number of the M block applications that carry gradient."""
 
     name: Literal["unitf_lm"] = "unitf_lm"
-    vocab_size: int = Field(ge=1)
-    hidden_size: int = Field(256, ge=2)
-    num_heads: int = Field(4, ge=1)
     M: int = Field(12, ge=1)  # applications of the shared block
-    K: int = Field(2, ge=1)  # gradient window: only the last K applications carry gradient (K >= M: all)
     reinject_input: bool = False
-    init_std: float = 0.02
     init_c: float = Field(2.0, gt=0)  # safety factor c of the width-corrected block init
-    rms_norm_eps: float = 1e-5
-    rope_theta: float = 10000.0
-    max_seq_len: int = Field(1024, ge=1)
-    seed: int = 0
-
-    _heads_divide = field_validator("num_heads")(rope_heads)
 
     @property
     def block_calls(self) -> int:
         return self.M
 
 
-class UniTFLM(nn.Module):
-    supports_cache = True
-
+class UniTFLM(CausalLMHead):
     def __init__(self, config: UniTFLMConfig) -> None:
-        super().__init__()
-        self.config = config
+        super().__init__(config)
         d = config.hidden_size
         with global_rng_untouched():  # throwaway default inits; the real ones come from the seeded generator below
             self.embed_tokens = nn.Embedding(config.vocab_size, d)
@@ -89,31 +74,16 @@ class UniTFLM(nn.Module):
         c = self.config
         return c.init_std / math.sqrt(c.init_c * c.M * c.hidden_size / 4096)
 
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        token_type_ids: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        past_key_values: KVCache | None = None,
-        use_cache: bool = False,
-    ) -> LMOutput:
+    def run(self, input_ids: torch.Tensor, labels, rope, cursor: CacheCursor | None) -> LMOutput:
+        """M applications of the block; the plain next-token CE is the loss."""
         c = self.config
-        cursor, rope = begin_forward(self, input_ids, token_type_ids, past_key_values, use_cache)
-
         e = self.embed_tokens(input_ids)
         h = torch.zeros_like(e) if c.reinject_input else e
         K0 = max(0, c.M - c.K)
         for i in range(1, c.M + 1):
             with torch.no_grad() if i <= K0 else nullcontext():
                 h = self.block(h + e if c.reinject_input else h, rope, cursor)
-        logits = self.lm_head(h)
-
-        loss, metrics = None, {}
-        if labels is not None:
-            loss = next_token_ce(logits, labels)
-            metrics = {"ce": loss.detach()}
-        cache = cursor.finish(input_ids.shape[1]) if (cursor is not None and use_cache) else None
-        return LMOutput(logits=logits, loss=loss, metrics=metrics, past_key_values=cache)
+        return LMOutput(logits=self.lm_head(h))
 
 
 def unitf_lm_flops(config: UniTFLMConfig, seq_len: int) -> LMFlops:
