@@ -8,7 +8,7 @@ directory is the single truth for reloading that run.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -17,6 +17,11 @@ from hrm_reason.atomic import atomic_write_text
 from hrm_reason.errors import UserError
 from hrm_reason.models import registry
 from hrm_reason.models.registry import Family
+
+
+# Counts and budgets that are off when None and positive when set.
+Count = Annotated[int, Field(gt=0)]
+Amount = Annotated[float, Field(gt=0)]
 
 
 class StrictModel(BaseModel):
@@ -85,19 +90,16 @@ class TrainConfig(StrictModel):
     run_dir: str | None = Field(None, description="None: runs/<dataset name>-<arch>-seed<seed>")
 
     global_batch_size: int = Field(gt=0, description="examples (LM: windows) per optimizer step, over all processes")
-    epochs: int | None = Field(None, gt=0, description="ACT puzzle models: passes over the training groups")
-    eval_interval: int | None = Field(
-        None, gt=0, description="ACT puzzle models: evaluate (and checkpoint) every N epochs"
+    epochs: Count | None = Field(None, description="ACT puzzle models: passes over the training groups")
+    eval_interval: Count | None = Field(None, description="ACT puzzle models: evaluate (and checkpoint) every N epochs")
+    eval_every_steps: Count | None = Field(
+        None, description="evaluate (and checkpoint) every N optimizer steps, and at the end of the run"
     )
-    eval_every_steps: int | None = Field(
-        None, gt=0, description="evaluate (and checkpoint) every N optimizer steps, and at the end of the run"
+    max_steps: Count | None = Field(
+        None, description="optimizer steps (a cap on those the epochs give); the LR schedule spans the run"
     )
-    max_steps: int | None = Field(
-        None, gt=0, description="optimizer steps (a cap on those the epochs give); the LR schedule spans the run"
-    )
-    seq_len: int | None = Field(
+    seq_len: Count | None = Field(
         None,
-        gt=0,
         description="text datasets: tokens predicted per training window (windows "
         "hold seq_len + 1); puzzle datasets fix their own",
     )
@@ -111,7 +113,7 @@ class TrainConfig(StrictModel):
     beta1: float = Field(0.9, ge=0, lt=1)
     beta2: float = Field(0.95, ge=0, lt=1)
     weight_decay: float = Field(0.1, ge=0)
-    grad_clip: float | None = Field(None, gt=0, description="LM heads: max global gradient norm; None: no clipping")
+    grad_clip: Amount | None = Field(None, description="LM heads: max global gradient norm; None: no clipping")
     puzzle_emb_lr: float = Field(1e-2, ge=0)
     puzzle_emb_weight_decay: float = Field(0.1, ge=0)
 
@@ -122,17 +124,15 @@ class TrainConfig(StrictModel):
         description="the one precision policy: auto/bfloat16 compute in bf16 on CUDA (fp32 master weights); a "
         "CPU always computes in fp32",
     )
-    eval_global_batch_size: int | None = Field(None, gt=0, description="None: global_batch_size")
-    eval_max_examples: int | None = Field(
-        None, gt=0, description="puzzle datasets: evaluate on the first N test examples (per set)"
+    eval_global_batch_size: Count | None = Field(None, description="None: global_batch_size")
+    eval_max_examples: Count | None = Field(
+        None, description="puzzle datasets: evaluate on the first N test examples (per set)"
     )
-    eval_max_tokens: int | None = Field(
-        None, gt=0, description="text datasets: validation tokens per evaluation; None: all"
+    eval_max_tokens: Count | None = Field(
+        None, description="text datasets: validation tokens per evaluation; None: all"
     )
     checkpoint_every_eval: bool = True
-    checkpoint_every_steps: int | None = Field(
-        None, gt=0, description="also checkpoint every N steps (long iterations)"
-    )
+    checkpoint_every_steps: Count | None = Field(None, description="also checkpoint every N steps (long iterations)")
     logger: Literal["none", "wandb", "tensorboard"] = "none"
     compile: bool = Field(False, description="torch.compile the recurrent core (first steps pay the compile time)")
     ema: float | None = Field(
@@ -142,9 +142,8 @@ class TrainConfig(StrictModel):
         description="decay of an exponential moving average of the weights, updated after every step; "
         "evaluation and checkpoints use the average (TRM: 0.999); None: off",
     )
-    max_seconds: float | None = Field(
+    max_seconds: Amount | None = Field(
         None,
-        gt=0,
         description="stop after this many seconds of training steps (evaluations not counted), then evaluate "
         "and checkpoint: equal-time comparisons (see budget_clock, schedule_over)",
     )
