@@ -336,6 +336,8 @@ def train(
     from hrm_reason.train import train as run_training
 
     overrides = _overrides(ctx, "train")
+    if run_dir is not None and run_dir.exists() and not run_dir.is_dir():
+        raise UserError(f"--run-dir {run_dir}: is a file; expected a run directory (new or to --resume)")
     if config is None and resume and run_dir is not None and (run_dir / "config.yaml").is_file():
         config = run_dir / "config.yaml"
     elif config is None:
@@ -666,6 +668,13 @@ def main() -> None:
         hint = f" (see: {ctx.command_path} --help)" if ctx is not None else ""
         typer.echo(f"error: {message}{hint}", err=True)
         sys.exit(getattr(e, "exit_code", 2))
+    except OSError as e:  # a full disk or a read-only folder met outside the atomic writers (which name their output)
+        from hrm_reason.atomic import DISK_ERRORS
+
+        if e.errno not in DISK_ERRORS:
+            raise
+        typer.echo(f"error: {DISK_ERRORS[e.errno]}" + (f": {e.filename}" if e.filename else ""), err=True)
+        sys.exit(2)
     except (typer.Abort, KeyboardInterrupt):
         typer.echo("aborted", err=True)
         sys.exit(130)

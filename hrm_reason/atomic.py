@@ -1,28 +1,75 @@
-"""Atomic writes: a reader never sees a half-written file or dataset, and a killed process leaves nothing partial."""
+"""Atomic writes: a reader never sees a half-written file or dataset, and a killed process leaves nothing partial.
+
+A full disk, an exceeded quota, a read-only folder or a missing permission is the user's to fix, not a bug: every
+writer here turns those OSErrors into a one-line UserError naming the output path (`disk_error`), after removing its
+temporary file or directory.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from hrm_reason.errors import UserError
+
+# errno -> what the user reads; anything else is a bug and keeps its traceback.
+DISK_ERRORS = {
+    errno.ENOSPC: "no space left on device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.EROFS: "read-only file system",
+}
+
+
+def disk_error(e: BaseException, path: str | os.PathLike, inside: str | os.PathLike | None = None) -> UserError | None:
+    """The one-line error for an out-of-space or permission OSError met while writing `path`, else None.
+
+    `inside`: the temporary folder the writer fills; a permission error on a file outside it (an input being read) is
+    reported under that file's own name, not as a failure to write `path`."""
+    if not isinstance(e, OSError) or e.errno not in DISK_ERRORS:
+        return None
+    what = DISK_ERRORS[e.errno]
+    if e.errno in (errno.ENOSPC, errno.EDQUOT) or e.filename is None or inside is None:
+        return UserError(f"{what} writing {path}")
+    name = Path(os.fsdecode(e.filename))
+    try:
+        within = name.resolve().is_relative_to(Path(inside).resolve())
+    except (OSError, ValueError):
+        within = False
+    return UserError(f"{what} writing {path}" if within else f"{what}: {name}")
+
+
+def _check_file_target(path: Path) -> None:
+    if path.is_dir():
+        raise UserError(f"{path} is a directory: expected the path of a file to write")
+
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    _check_file_target(path)
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+    except BaseException as e:
+        if tmp is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        if (user := disk_error(e, path)) is not None:
+            raise user from None
+        if isinstance(e, FileExistsError | NotADirectoryError) and not path.parent.is_dir():
+            raise UserError(f"cannot write {path}: {path.parent} is not a directory") from None
         raise
 
 
@@ -34,8 +81,13 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
 def atomic_directory(path: str | os.PathLike, overwrite: bool = False) -> Iterator[Path]:
     """Yield a temporary sibling directory; on success it replaces `path`, on any error it is removed."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    except OSError as e:
+        if (user := disk_error(e, path)) is not None:
+            raise user from None
+        raise
     try:
         yield tmp
         if path.exists():
@@ -48,6 +100,8 @@ def atomic_directory(path: str | os.PathLike, overwrite: bool = False) -> Iterat
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
+        if (user := disk_error(e, path, inside=tmp)) is not None:
+            raise user from None
         raise

@@ -8,13 +8,16 @@ interrupted save never leaves a checkpoint that looks complete.
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, save
 from torch import nn
 
 from hrm_reason.atomic import atomic_directory, atomic_write_text
@@ -22,15 +25,45 @@ from hrm_reason.errors import UserError
 
 WEIGHTS = "model.safetensors"
 STATE = "state.pt"
+# sha256 of each file of a checkpoint directory, written with them: bytes flipped on disk or in a copy still parse as
+# tensors, so only a checksum tells a damaged file. Checkpoints written before it (no manifest) load unchecked.
+MANIFEST = "manifest.json"
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def write_checked(directory: Path, files: dict[str, Callable[[], bytes]]) -> None:
+    """Write each file's bytes (made one at a time, to hold one serialized copy in memory) and the manifest of their
+    sha256. Python's own writes, so that a full disk is an OSError that atomic_directory names (torch.save and
+    safetensors' save_file raise their own error types)."""
+    digests = {}
+    for name, make in files.items():
+        data = make()
+        with open(directory / name, "wb") as f:
+            f.write(data)
+        digests[name] = _sha256(data)
+        del data
+    (directory / MANIFEST).write_text(json.dumps({"sha256": digests}, indent=2) + "\n")
+
+
+def weights_bytes(model: nn.Module, model_config: dict[str, Any]) -> bytes:
+    """model.safetensors with the model's config in the header (enough to rebuild it). Tensors are copied:
+    safetensors refuses one storage under two names, as tied embeddings are."""
+    tensors = {k: v.detach().to("cpu", copy=True).contiguous() for k, v in model.state_dict().items()}
+    return save(tensors, metadata={"format": "hrm-reason", "model_config": json.dumps(model_config)})
+
+
+def state_bytes(state: dict[str, Any]) -> bytes:
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    return buffer.getvalue()
 
 
 def write_weights(directory: Path, model: nn.Module, model_config: dict[str, Any]) -> Path:
-    """directory/model.safetensors with the model's config in the header (enough to rebuild it). Tensors are copied:
-    safetensors refuses one storage under two names, as tied embeddings are."""
-    tensors = {k: v.detach().to("cpu", copy=True).contiguous() for k, v in model.state_dict().items()}
-    save_file(
-        tensors, str(directory / WEIGHTS), metadata={"format": "hrm-reason", "model_config": json.dumps(model_config)}
-    )
+    """directory/model.safetensors (see weights_bytes) and its manifest."""
+    write_checked(directory, {WEIGHTS: lambda: weights_bytes(model, model_config)})
     return directory / WEIGHTS
 
 
@@ -41,8 +74,7 @@ def save_checkpoint(
     ckpt_root = run_dir / "checkpoints"
     path = ckpt_root / f"step_{step}"
     with atomic_directory(path, overwrite=True) as tmp:
-        write_weights(tmp, model, model_config)
-        torch.save(state, tmp / STATE)
+        write_checked(tmp, {WEIGHTS: lambda: weights_bytes(model, model_config), STATE: lambda: state_bytes(state)})
     atomic_write_text(ckpt_root / "latest", path.name)
     return path
 
@@ -60,6 +92,40 @@ def find_checkpoint(path: Path) -> Path:
     raise UserError(
         f"{path}: no checkpoint found (expected a run directory with checkpoints/latest, or a checkpoint directory)"
     )
+
+
+def verify_file(file: Path) -> None:
+    """Compare `file` with the sha256 its directory's manifest records; no manifest or no entry: nothing to check."""
+    manifest = file.parent / MANIFEST
+    if not manifest.is_file():
+        return
+    try:
+        expected = json.loads(manifest.read_text(encoding="utf-8"))["sha256"].get(file.name)
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, AttributeError):
+        raise UserError(f"{manifest}: not a readable checkpoint manifest; the file is damaged") from None
+    if expected is None:
+        return
+    digest = hashlib.sha256()
+    with open(file, "rb") as f:
+        while chunk := f.read(1 << 24):
+            digest.update(chunk)
+    if digest.hexdigest() != expected:
+        raise UserError(f"{file}: checksum mismatch, the file is damaged (its sha256 is not the one in {MANIFEST})")
+
+
+def read_state(ckpt: Path) -> dict[str, Any]:
+    """A checkpoint's state.pt (optimizer, step, carry), checked against the manifest; one line if unreadable."""
+    file = ckpt / STATE
+    if not file.is_file():
+        raise UserError(f"{file} not found: a checkpoint directory holds {WEIGHTS} and {STATE}")
+    verify_file(file)
+    try:
+        state = torch.load(file, map_location="cpu", weights_only=False)
+    except Exception as e:  # torch and pickle raise many types for a cut or damaged file
+        raise UserError(f"{file}: not a readable training state ({type(e).__name__}); the file is damaged") from None
+    if not isinstance(state, dict) or "step" not in state:
+        raise UserError(f"{file}: not a training state written by hrm train")
+    return state
 
 
 def _header_config(file: Path) -> dict[str, Any] | None:
@@ -82,6 +148,8 @@ def saved_model_config(path: Path) -> dict[str, Any] | None:
 def read_weights(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any] | None]:
     """Our safetensors file with its model config, or an original HRM state_dict file (config unknown: None)."""
     file = path / WEIGHTS if path.is_dir() else path
+    if file.is_file():
+        verify_file(file)
     if file.suffix == ".safetensors":
         try:
             return load_file(str(file)), _header_config(file)

@@ -259,15 +259,46 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses a key given twice in one mapping (PyYAML keeps the last silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` keys are overridden on purpose
+                continue
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            if isinstance(key, str | int | float | bool) and key in seen:
+                raise _DuplicateKey(f"duplicate key '{key}' at line {line} (first at line {seen[key]})")
+            if isinstance(key, str | int | float | bool):
+                seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+class _DuplicateKey(Exception):
+    pass
+
+
 def read_yaml(path: Path) -> dict[str, Any]:
+    """A config file's top-level mapping; UserError naming the file for a missing, unreadable, non-YAML, empty or
+    ambiguous (duplicate key) file."""
     if not path.is_file():
         raise UserError(f"config file {path} not found")
     try:
-        data = yaml.safe_load(path.read_text())
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not a YAML config (not UTF-8 text)") from None
+    except OSError as e:
+        raise UserError(f"{path}: cannot read the config file ({e.strerror})") from None
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader
+    except _DuplicateKey as e:
+        raise UserError(f"{path}: {e}") from None
     except yaml.YAMLError as e:
         raise UserError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
     if data is None:
-        return {}
+        raise UserError(f"{path}: the config file is empty (give at least data_path or arch, or leave out --config)")
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a mapping of config keys at the top level")
     return data

@@ -111,8 +111,9 @@ def load_split(data_dir: str | Path, split: str) -> PuzzleSplit:
                 arrays[name] = np.load(
                     path, mmap_mode="r" if name in ("inputs", "labels") else None, allow_pickle=False
                 )
-            except ValueError as e:
-                raise UserError(f"{path}: not a readable .npy array ({e})") from None
+            except Exception as e:  # numpy raises ValueError, tokenize.TokenError, SyntaxError... for a bad header
+                detail = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
+                raise UserError(f"{path}: not a readable .npy array, the file is damaged ({detail})") from None
         sets[set_name] = _check_set(PuzzleSet(**arrays), metadata, split_dir, set_name)
     return PuzzleSplit(path=split_dir, metadata=metadata, sets=sets)
 
@@ -137,10 +138,35 @@ def _check_set(s: PuzzleSet, meta: PuzzleDatasetMetadata, split_dir: Path, set_n
     ):
         raise fail("group_indices must rise from 0 to the number of puzzles")
     if s.inputs.size and (int(s.inputs.min()) < 0 or int(s.inputs.max()) >= meta.vocab_size):
-        raise fail(f"input tokens outside [0, vocab_size={meta.vocab_size})")
+        bad = int(s.inputs.min()) if int(s.inputs.min()) < 0 else int(s.inputs.max())
+        raise fail(f"input tokens outside [0, vocab_size={meta.vocab_size}) (found {bad})")
+    # Labels index the LM head's logits: one outside the vocabulary (other than the ignore label) would train silently
+    # as a wrong target on CPU, or fail deep inside the loss on a GPU.
+    bad_label = _label_outside(s.labels, meta)
+    if bad_label is not None:
+        ignore = f"{meta.ignore_label_id} or " if meta.ignore_label_id is not None else ""
+        raise UserError(
+            f"{split_dir / set_name}__labels.npy: label {bad_label} outside [0, vocab_size={meta.vocab_size}) and not the ignore label ({ignore}{IGNORE_LABEL_ID})"
+        )
     if s.puzzle_identifiers.size and int(s.puzzle_identifiers.max()) >= meta.num_puzzle_identifiers:
         raise fail(f"puzzle identifiers outside [0, num_puzzle_identifiers={meta.num_puzzle_identifiers})")
     return s
+
+
+def _label_outside(labels: np.ndarray, meta: PuzzleDatasetMetadata) -> int | None:
+    """The first label that is neither a token id nor the ignore label, or None. min/max first: a memory-mapped ARC
+    set holds gigabytes, so the element-wise test runs only when the range says it must, a block of rows at a time."""
+    if not labels.size or (int(labels.min()) >= 0 and int(labels.max()) < meta.vocab_size):
+        return None
+    for start in range(0, labels.shape[0], 65536):
+        block = np.asarray(labels[start : start + 65536])
+        bad = (block < 0) | (block >= meta.vocab_size)
+        bad &= block != IGNORE_LABEL_ID  # already the loss's ignore index
+        if meta.ignore_label_id is not None:
+            bad &= block != meta.ignore_label_id
+        if bad.any():
+            return int(block[bad][0])
+    return None
 
 
 def _collate(

@@ -23,7 +23,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
-from hrm_reason.checkpoint import STATE, find_checkpoint, save_checkpoint
+from hrm_reason.checkpoint import find_checkpoint, read_state, save_checkpoint
 from hrm_reason.config import TrainConfig, save_config
 from hrm_reason.ema import ema_for_training, ema_weights
 from hrm_reason.errors import UserError
@@ -118,7 +118,7 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) 
     if resume:
         ckpt = find_checkpoint(run_dir)
         task.load_weights(ckpt)
-        state = torch.load(ckpt / STATE, map_location="cpu", weights_only=False)
+        state = read_state(ckpt)
         optimizer.load_state_dict(state["optimizer"])
         step, train_seconds = state["step"], state.get("train_seconds", 0.0)
         round_, in_round = state.get("iteration", 0), state.get("batch_in_iter", step)  # LM runs: one round

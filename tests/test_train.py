@@ -111,6 +111,7 @@ def test_non_finite_loss_stops_and_keeps_last_checkpoint(data: Path, tmp_path: P
         weights, str(poisoned), metadata={"format": "hrm-reason", "model_config": json.dumps(read_weights(ckpt)[1])}
     )
     shutil.copy(poisoned, weights_file)
+    (ckpt / "manifest.json").unlink()  # a hand-edited checkpoint: its recorded checksums no longer apply
     config = tiny_config(data, run, "epochs=4", "eval_interval=2")
     with pytest.raises(UserError, match="loss became nan at step 7.*last good checkpoint"):
         train(config, resume=True, progress=False)

@@ -55,6 +55,12 @@ class ACTConfig(BaseModel):
     def _heads_divide(self) -> ACTConfig:
         if self.hidden_size % self.num_heads:
             raise ValueError(f"hidden_size {self.hidden_size} must be divisible by num_heads {self.num_heads}")
+        if self.pos_encodings == "rope" and (self.hidden_size // self.num_heads) % 2:
+            # RoPE rotates pairs of channels: an odd head size fails inside the first forward, not here.
+            raise ValueError(
+                f"arch.hidden_size {self.hidden_size} / arch.num_heads {self.num_heads} gives an odd head size "
+                f"{self.hidden_size // self.num_heads}; RoPE (arch.pos_encodings=rope) needs an even one"
+            )
         return self
 
     def resolved(self, sizes: dict[str, int], device: torch.device) -> ACTConfig:
