@@ -18,7 +18,6 @@ from hrm_reason.errors import UserError
 from hrm_reason.models import registry
 from hrm_reason.models.registry import Family
 
-
 # Counts and budgets that are off when None and positive when set.
 Count = Annotated[int, Field(gt=0)]
 Amount = Annotated[float, Field(gt=0)]
