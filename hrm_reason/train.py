@@ -113,7 +113,7 @@ def restartable(run_dir: Path) -> bool:
         return True
     if has_checkpoint(run_dir):
         return False
-    rest = [p for p in run_dir.iterdir() if p.name != LOCK and not is_stale_temporary(p)]
+    rest = [p for p in run_dir.iterdir() if p.name not in (LOCK, "checkpoints") and not is_stale_temporary(p)]
     return not rest or (run_dir / "config.yaml").is_file()
 
 

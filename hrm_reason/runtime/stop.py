@@ -18,12 +18,12 @@ def signal_name(signum: int) -> str:
     return signal.Signals(signum).name
 
 
-class Stopped(KeyboardInterrupt):
-    """The run stopped on a signal. A KeyboardInterrupt, so that callers which handle Ctrl-C handle every stop;
-    `exit_code` is what the command exits with."""
+class Stopped(SystemExit):
+    """The run stopped on SIGTERM or SIGUSR1. A SystemExit with the shell's code, so the process exits with it through
+    any caller (typer turns a KeyboardInterrupt into exit 130 whatever its type)."""
 
     def __init__(self, signum: int) -> None:
-        super().__init__(signal_name(signum))
+        super().__init__(128 + signum)
         self.signum = signum
         self.exit_code = 128 + signum
 
