@@ -261,3 +261,19 @@ def test_run_dir_naming_a_file_is_one_line(data: Path, tmp_path: Path) -> None:
     (tmp_path / "afile").write_text("")
     with pytest.raises(UserError, match="afile is a file"):
         train(tiny_config(data, tmp_path / "afile", "epochs=2", "eval_interval=2"), progress=False)
+
+
+def test_filesystem_without_flock_warns_and_runs_unlocked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    import errno
+
+    from hrm_reason.runtime import lock
+
+    def no_flock(fd: int, op: int) -> None:
+        raise OSError(errno.ENOSYS, os.strerror(errno.ENOSYS))
+
+    monkeypatch.setattr(lock.fcntl, "flock", no_flock)
+    with RunLock(tmp_path / "run"):
+        pass
+    assert "no file locks on this filesystem" in capsys.readouterr().err

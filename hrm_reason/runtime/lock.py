@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import sys
 from pathlib import Path
 from types import TracebackType
 
@@ -71,6 +72,11 @@ class RunLock:
                     f"run directory {self.run_dir} is in use by another process ({holder}); "
                     "wait for it to end, stop it, or choose another --run-dir"
                 ) from None
+            except OSError as e:  # a filesystem without flock (Lustre mounted without it): run, unlocked
+                print(
+                    f"warning: {self.path}: no file locks on this filesystem ({e.strerror}); not locked",
+                    file=sys.stderr,
+                )
         os.ftruncate(fd, 0)
         os.write(fd, f"host {socket.gethostname()} pid {os.getpid()}\n".encode())
         self._fd = fd
