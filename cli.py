@@ -706,9 +706,9 @@ def main() -> None:
         hint = f" (see: {ctx.command_path} --help)" if ctx is not None else ""
         typer.echo(f"error: {message}{hint}", err=True)
         sys.exit(getattr(e, "exit_code", 2))
-    except (typer.Abort, KeyboardInterrupt) as e:
+    except (typer.Abort, KeyboardInterrupt):
         typer.echo("aborted", err=True)
-        sys.exit(getattr(e, "exit_code", 130))  # a stop on SIGTERM or SIGUSR1: 128 + the signal's number
+        sys.exit(130)
     sys.exit(code if isinstance(code, int) else 0)
 
 
