@@ -85,6 +85,15 @@ def find_checkpoint(path: Path) -> Path:
         raise UserError(f"checkpoint or run directory {path} not found")
     if path.is_dir() and (path / "checkpoints" / "latest").is_file():
         return path / "checkpoints" / (path / "checkpoints" / "latest").read_text().strip()
+    if path.is_dir() and (path / "checkpoints").is_dir():
+        # Killed between writing a checkpoint and pointing `latest` at it: the newest complete one.
+        steps = [
+            p
+            for p in (path / "checkpoints").glob("step_*")
+            if p.name.removeprefix("step_").isdigit() and (p / WEIGHTS).is_file() and (p / STATE).is_file()
+        ]
+        if steps:
+            return max(steps, key=lambda p: int(p.name.removeprefix("step_")))
     if path.is_dir() and (path / WEIGHTS).is_file():
         return path
     if path.is_file():

@@ -11,6 +11,7 @@ round. Under torchrun each process takes its slice of the global batch and DDP a
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from collections.abc import Iterator
@@ -30,8 +31,9 @@ from hrm_reason.errors import UserError
 from hrm_reason.optim import cosine_schedule_with_warmup
 from hrm_reason.runtime.device import compile_model, resolve_device
 from hrm_reason.runtime.distributed import Processes, any_rank, processes
+from hrm_reason.runtime.lock import LOCK, RunLock, is_stale_temporary
 from hrm_reason.runtime.logs import RunLog
-from hrm_reason.runtime.stop import StopRequest
+from hrm_reason.runtime.stop import StopRequest, signal_name
 
 
 class TrainingDiverged(UserError):
@@ -99,9 +101,27 @@ def make_task(config: TrainConfig, device: torch.device, procs: Processes, progr
     return ACTTask(config, device, procs, progress)
 
 
+def has_checkpoint(run_dir: Path) -> bool:
+    ckpts = run_dir / "checkpoints"
+    return (ckpts / "latest").is_file() or (ckpts.is_dir() and any(p.name.startswith("step_") for p in ckpts.iterdir()))
+
+
+def restartable(run_dir: Path) -> bool:
+    """A new run may use this directory: it does not exist, holds nothing but our lock and stale temporaries, or is a
+    run killed before its first checkpoint (config.yaml, maybe metrics.jsonl), where nothing would be lost."""
+    if not run_dir.is_dir():
+        return True
+    if has_checkpoint(run_dir):
+        return False
+    rest = [p for p in run_dir.iterdir() if p.name not in (LOCK, "checkpoints") and not is_stale_temporary(p)]
+    return not rest or (run_dir / "config.yaml").is_file()
+
+
 def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> Path:
-    """Train (or resume) a run of any model family; returns the run directory."""
-    with processes(config.device) as procs:
+    """Train (or resume) a run of any model family; returns the run directory. The main process holds the run
+    directory's lock for the whole run, so a second process on it refuses instead of mixing two runs."""
+    run_dir = Path(config.run_dir) if config.run_dir else default_run_dir(config)
+    with processes(config.device) as procs, RunLock(run_dir) if procs.is_main else contextlib.nullcontext():
         return _train(config, resume, progress, procs)
 
 
@@ -109,7 +129,12 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) 
     device = resolve_device(config.device, procs.local_rank)
     run_dir = Path(config.run_dir) if config.run_dir else default_run_dir(config)
     task = make_task(config, device, procs, progress and procs.is_main)
-    if not resume and run_dir.exists() and any(run_dir.iterdir()):
+    if resume and not has_checkpoint(run_dir) and (run_dir / "config.yaml").is_file():
+        # Killed before its first checkpoint: nothing to continue from, nothing to lose by starting again.
+        if procs.is_main:
+            print(f"{run_dir} has no checkpoint yet: starting the run from the beginning", file=sys.stderr)
+        resume = False
+    if not resume and not restartable(run_dir):
         raise UserError(
             f"run directory {run_dir} is not empty: pass --resume to continue it, or choose another --run-dir"
         )
@@ -117,11 +142,21 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) 
     step, round_, in_round, train_seconds, state = 0, 0, 0, 0.0, None
     if resume:
         ckpt = find_checkpoint(run_dir)
-        task.load_weights(ckpt)
+        task.load_weights(ckpt)  # first: a checkpoint of another config is an error even when the run is finished
         state = read_state(ckpt)
-        optimizer.load_state_dict(state["optimizer"])
         step, train_seconds = state["step"], state.get("train_seconds", 0.0)
         round_, in_round = state.get("iteration", 0), state.get("batch_in_iter", step)  # LM runs: one round
+        budget_spent = config.max_seconds is not None and train_seconds >= config.max_seconds
+        # Checkpoints from before the "finished" flag: one at the end of the run is taken as finished.
+        if state.get("finished", True) and (step >= task.total_steps or round_ >= task.total_rounds or budget_spent):
+            if procs.is_main:
+                print(
+                    f"run {run_dir} already finished at step {step}: nothing to do "
+                    "(raise max_steps, epochs or max_seconds to train on)",
+                    file=sys.stderr,
+                )
+            return run_dir
+        optimizer.load_state_dict(state["optimizer"])
         task.load_state(state)
     ema = ema_for_training(model, config.ema, state)
     if procs.distributed:
@@ -150,24 +185,28 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) 
     )
     if not resume:
         log.write({"step": 0, "num_params": sum(p.numel() for p in model.parameters()), **task.first_record()})
-    saved_at = evaluated_at = -1
+    saved_at, evaluated_at = (-1, False), -1
 
     def checkpoint() -> None:
         nonlocal saved_at
+        # Finished: at the end of the run with its final evaluation done (a stop on the last step is not finished: the
+        # resume evaluates). A resume of a finished run does nothing.
+        finished = evaluated_at == step and (step >= total_steps or round_ >= task.total_rounds or out_of_time)
         family_state = task.state()  # collective
-        if procs.is_main and saved_at != step:
+        if procs.is_main and saved_at != (step, finished):
             full = {
                 "optimizer": optimizer.state_dict(),
                 "step": step,
                 "iteration": round_,
                 "batch_in_iter": in_round,
                 "train_seconds": train_seconds,
+                "finished": finished,
                 **family_state,
                 **(ema.checkpoint_state(model) if ema else {}),
             }
             with ema_weights(ema, model):
                 save_checkpoint(run_dir, step, model, task.model_config(), full)
-        saved_at = step
+        saved_at = (step, finished)
 
     def evaluate() -> None:
         nonlocal evaluated_at
@@ -214,9 +253,14 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) 
                         [~torch.isfinite(loss.detach()), stop.requested, time_up], procs.world_size, loss.device
                     )
                     if diverged:
+                        kept = (
+                            f"The last good checkpoint is kept in {run_dir / 'checkpoints'}"
+                            if has_checkpoint(run_dir)
+                            else "No checkpoint was written before it"
+                        )
                         raise TrainingDiverged(
                             f"loss became {loss.item()} at step {step + 1}; stopped without saving this step. "
-                            f"The last good checkpoint is kept in {run_dir / 'checkpoints'} (try a lower lr)"
+                            f"{kept} (try a lower lr)"
                         )
                     logged = task.optimizer_step(loss, position)
                     if ema is not None:
@@ -251,9 +295,10 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) 
             if stopped:
                 checkpoint()
                 if procs.is_main:
+                    how = "" if stop.signum is None else f" by {signal_name(stop.signum)}"
                     tqdm.write(
-                        f"stopped at step {step}; checkpoint written. Resume with: hrm train --run-dir {run_dir} "
-                        "--resume",
+                        f"stopped{how} at step {step}; checkpoint written to {run_dir / 'checkpoints' / f'step_{step}'}."
+                        f" Resume with: hrm train --run-dir {run_dir} --resume",
                         file=sys.stderr,
                     )
             elif (step >= total_steps or out_of_time) and in_round > 0:
@@ -264,7 +309,7 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) 
         bar.close()
         log.close()
     if stopped:
-        raise KeyboardInterrupt
+        raise stop.stopped()
     return run_dir
 
 

@@ -3,11 +3,28 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 from hrm_reason.atomic import atomic_write_text
 from hrm_reason.errors import UserError
+
+
+def read_records(path: Path) -> list[str]:
+    """The lines of metrics.jsonl. A last line cut by a crash mid-write is dropped with a warning (the resume rewrites
+    what follows its checkpoint anyway); a damaged line before it is an error naming the line."""
+    lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    for i, line in enumerate(lines):
+        try:
+            record = json.loads(line)
+            record["step"]
+        except (json.JSONDecodeError, TypeError, KeyError):
+            if i == len(lines) - 1:
+                print(f"warning: {path}: dropped its last line, cut by a crash: {line[:60]!r}", file=sys.stderr)
+                return lines[:-1]
+            raise UserError(f"{path}: line {i + 1} is not a metrics record; fix or delete it to resume") from None
+    return lines
 
 
 class MetricsLog:
@@ -17,8 +34,7 @@ class MetricsLog:
         self.path = path
         if resume_step is not None and path.exists():
             # Drop what was logged after the checkpoint we resume from, so the log matches the run.
-            lines = [line for line in path.read_text().splitlines() if line.strip()]
-            kept = [line for line in lines if json.loads(line)["step"] <= resume_step]
+            kept = [line for line in read_records(path) if json.loads(line)["step"] <= resume_step]
             atomic_write_text(path, "".join(line + "\n" for line in kept))
         elif resume_step is None:
             atomic_write_text(path, "")

@@ -1,0 +1,92 @@
+"""One process per run directory: an advisory lock on RUN/.lock for the whole life of `hrm train`.
+
+Two processes writing one run would leave one run's config.yaml and metrics.jsonl beside the other's weights, so the
+second refuses with the holder's host and pid. The lock is `flock`, which the kernel releases when its holder dies
+(kill -9 included), so a lock left by a dead process is simply taken over: the file stays, its lock does not. Under the
+lock, the temporary outputs of a killed writer (`.NAME.*.tmp`, from hrm_reason.atomic) are removed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import sys
+from pathlib import Path
+from types import TracebackType
+
+from hrm_reason.errors import UserError
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; runs are not locked there
+    fcntl = None  # type: ignore[assignment]
+
+LOCK = ".lock"
+
+
+def is_stale_temporary(path: Path) -> bool:
+    """A temporary of hrm_reason.atomic (`.NAME.XXXX.tmp`, a file or a directory); only a dead writer leaves one."""
+    return path.name.startswith(".") and path.name.endswith(".tmp")
+
+
+def remove_stale_temporaries(run_dir: Path) -> list[Path]:
+    """Remove what killed writers left in the run directory and its checkpoints folder; returns what was removed."""
+    removed = []
+    for folder in (run_dir, run_dir / "checkpoints"):
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.iterdir()):
+            if is_stale_temporary(path):
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink(missing_ok=True)
+                removed.append(path)
+    return removed
+
+
+class RunLock:
+    """Hold RUN/.lock (text: the holder's host and pid) while the run is written."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.path = run_dir / LOCK
+        self._fd: int | None = None
+
+    def __enter__(self) -> RunLock:
+        if self.run_dir.exists() and not self.run_dir.is_dir():
+            raise UserError(f"run directory {self.run_dir} is a file, not a directory: choose another --run-dir")
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as e:
+            raise UserError(f"run directory {self.run_dir}: cannot create it or its lock ({e.strerror})") from None
+        if fcntl is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.read(fd, 200).decode("utf-8", "replace").strip() or "holder unknown"
+                os.close(fd)
+                raise UserError(
+                    f"run directory {self.run_dir} is in use by another process ({holder}); "
+                    "wait for it to end, stop it, or choose another --run-dir"
+                ) from None
+            except OSError as e:  # a filesystem without flock (Lustre mounted without it): run, unlocked
+                print(
+                    f"warning: {self.path}: no file locks on this filesystem ({e.strerror}); not locked",
+                    file=sys.stderr,
+                )
+        os.ftruncate(fd, 0)
+        os.write(fd, f"host {socket.gethostname()} pid {os.getpid()}\n".encode())
+        self._fd = fd
+        remove_stale_temporaries(self.run_dir)
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        # The lock file stays: deleting it would let a waiting process lock a file another one is about to create.
+        if self._fd is not None:
+            os.close(self._fd)  # releases the flock
+            self._fd = None
