@@ -53,11 +53,13 @@ class RunLock:
         self.run_dir = run_dir
         self.path = run_dir / LOCK
         self._fd: int | None = None
+        self._created = False
 
     def __enter__(self) -> RunLock:
         if self.run_dir.exists() and not self.run_dir.is_dir():
             raise UserError(f"run directory {self.run_dir} is a file, not a directory: choose another --run-dir")
         try:
+            self._created = not self.run_dir.exists()
             self.run_dir.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
         except OSError as e:
@@ -90,3 +92,7 @@ class RunLock:
         if self._fd is not None:
             os.close(self._fd)  # releases the flock
             self._fd = None
+        # A run that failed before writing anything (bad data, a bad config) leaves no directory it made itself.
+        if exc_type is not None and self._created and [p.name for p in self.run_dir.iterdir()] == [LOCK]:
+            self.path.unlink(missing_ok=True)
+            self.run_dir.rmdir()
