@@ -9,6 +9,10 @@ interrupted save never leaves a checkpoint that looks complete.
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +35,14 @@ def write_weights(directory: Path, model: nn.Module, model_config: dict[str, Any
     save_file(
         tensors, str(directory / WEIGHTS), metadata={"format": "hrm-reason", "model_config": json.dumps(model_config)}
     )
+    _follow_umask(directory / WEIGHTS)
     return directory / WEIGHTS
+
+
+def _follow_umask(file: Path) -> None:
+    """safetensors creates its file with mode 0600 whatever the umask; give it the mode any new file in its
+    directory gets (the directory's mode less the execute bits: the directory was made 0777 less the umask)."""
+    os.chmod(file, stat.S_IMODE(file.parent.stat().st_mode) & 0o666)
 
 
 def save_checkpoint(
@@ -45,6 +56,60 @@ def save_checkpoint(
         torch.save(state, tmp / STATE)
     atomic_write_text(ckpt_root / "latest", path.name)
     return path
+
+
+_STEP_DIR = re.compile(r"step_(\d+)")
+
+
+def _best_evaluated_step(run_dir: Path, steps: set[int]) -> int | None:
+    """Among `steps`, the one whose evaluation in metrics.jsonl is best: highest `eval/exact_accuracy` (puzzle
+    runs), else lowest `eval/ce` (text runs). Read from the log, not kept in memory, so it survives resumes; a line
+    that does not parse (one cut by a crash) is skipped."""
+    scores: dict[int, tuple[float, str]] = {}
+    try:
+        lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(record, dict) or record.get("step") not in steps:
+            continue
+        if isinstance(record.get("eval/exact_accuracy"), (int, float)):
+            scores[record["step"]] = (float(record["eval/exact_accuracy"]), "acc")
+        elif isinstance(record.get("eval/ce"), (int, float)):
+            scores[record["step"]] = (-float(record["eval/ce"]), "ce")
+    kinds = {kind for _, kind in scores.values()}
+    if not scores or len(kinds) > 1:
+        return None
+    # The latest of equal scores: it has trained longest.
+    return max(scores, key=lambda step: (scores[step][0], step))
+
+
+def prune_checkpoints(run_dir: Path, keep: int | None, keep_best: bool = False) -> list[Path]:
+    """Remove all but the last `keep` checkpoints of a run (and the best evaluated one when `keep_best`); returns
+    the removed directories. Called after a save is complete; the one `latest` names is never removed. Each victim
+    is first renamed to a `.step_N.<hex>.tmp` name, so a kill mid-removal leaves a temp folder (cleaned like any
+    killed write), never a half-deleted directory that looks like a checkpoint."""
+    if keep is None:
+        return []
+    ckpt_root = run_dir / "checkpoints"
+    steps = {int(m.group(1)): d for d in ckpt_root.glob("step_*") if d.is_dir() and (m := _STEP_DIR.fullmatch(d.name))}
+    kept = set(sorted(steps)[-keep:])
+    latest = ckpt_root / "latest"
+    if latest.is_file() and (m := _STEP_DIR.fullmatch(latest.read_text().strip())):
+        kept.add(int(m.group(1)))
+    if keep_best and (best := _best_evaluated_step(run_dir, set(steps))) is not None:
+        kept.add(best)
+    removed = []
+    for step in sorted(set(steps) - kept):
+        victim = ckpt_root / f".{steps[step].name}.{os.urandom(4).hex()}.tmp"
+        os.replace(steps[step], victim)
+        shutil.rmtree(victim, ignore_errors=True)
+        removed.append(steps[step])
+    return removed
 
 
 def find_checkpoint(path: Path) -> Path:
