@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import sys
 from collections.abc import Iterable, Sequence
@@ -445,7 +444,6 @@ def build_arc(opts: ArcBuildOptions) -> Path:
     options = opts.model_dump(mode="json", exclude={"out", "overwrite"})
 
     with atomic_directory(out, overwrite=opts.overwrite) as tmp:
-        os.chmod(tmp, 0o755)  # mkdtemp makes 0700; a dataset is meant to be shared
         for split in ("train", "test"):
             members = [(i, _split_pairs(t, opts.strict)[split]) for i, t in enumerate(sel.tasks)]
             members = [(i, pairs) for i, pairs in members if pairs]

@@ -11,7 +11,6 @@ Every write is deterministic: the same arrays and metadata give the same bytes, 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -184,7 +183,6 @@ def write_grid_dataset(
     """Write a Sudoku/maze dataset atomically (all or nothing): per split (inputs, labels, groups, builder record) in
     the layout of `write_grid_split`, then identifiers.json with the blank identifier only."""
     with atomic_directory(out, overwrite=overwrite) as tmp:
-        os.chmod(tmp, 0o755)  # mkdtemp makes 0700; a dataset is meant to be shared
         for split, (inputs, labels, groups, record) in splits.items():
             write_grid_split(tmp / split, inputs, labels, groups, vocab_size, record)
         write_identifiers(tmp, ["<blank>"])

@@ -234,7 +234,6 @@ def build_text(opts: TextBuildOptions, progress: bool = True) -> Path:
     dtype = np.dtype(np.uint16 if tokenizer.vocab_size <= 1 << 16 else np.uint32)
 
     with atomic_directory(out, overwrite=opts.overwrite) as tmp:
-        os.chmod(tmp, 0o755)  # mkdtemp makes 0700; a dataset is meant to be shared
         splits: dict[str, Any] = {}
         bar = tqdm(
             total=sum(len(d) for _, d in kept),

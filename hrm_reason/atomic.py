@@ -10,8 +10,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import secrets
 import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -50,13 +50,41 @@ def _check_file_target(path: Path) -> None:
         raise UserError(f"{path} is a directory: expected the path of a file to write")
 
 
+def _temp_names(path: Path) -> Iterator[Path]:
+    """Candidate `.NAME.XXXXXXXX.tmp` siblings of `path` (the pattern a later run recognises as a killed write's)."""
+    for _ in range(100):
+        yield path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
+    raise FileExistsError(f"no free temporary name beside {path}")
+
+
+# Temporary files and directories are created with mode 0666 and 0777 so that the kernel applies the umask, as for
+# any file the user makes: tempfile.mkstemp and mkdtemp use 0600 and 0700, which hid a run from the user's group.
+def _temp_file(path: Path) -> tuple[Path, int]:
+    for tmp in _temp_names(path):
+        try:
+            return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+        except FileExistsError:
+            continue
+    raise AssertionError("unreachable")
+
+
+def _temp_dir(path: Path) -> Path:
+    for tmp in _temp_names(path):
+        try:
+            os.mkdir(tmp, 0o777)
+            return tmp
+        except FileExistsError:
+            continue
+    raise AssertionError("unreachable")
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     path = Path(path)
     _check_file_target(path)
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        tmp, fd = _temp_file(path)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -83,7 +111,7 @@ def atomic_directory(path: str | os.PathLike, overwrite: bool = False) -> Iterat
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+        tmp = _temp_dir(path)
     except OSError as e:
         if (user := disk_error(e, path)) is not None:
             raise user from None

@@ -11,6 +11,9 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
+import re
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -77,6 +80,60 @@ def save_checkpoint(
         write_checked(tmp, {WEIGHTS: lambda: weights_bytes(model, model_config), STATE: lambda: state_bytes(state)})
     atomic_write_text(ckpt_root / "latest", path.name)
     return path
+
+
+_STEP_DIR = re.compile(r"step_(\d+)")
+
+
+def _best_evaluated_step(run_dir: Path, steps: set[int]) -> int | None:
+    """Among `steps`, the one whose evaluation in metrics.jsonl is best: highest `eval/exact_accuracy` (puzzle
+    runs), else lowest `eval/ce` (text runs). Read from the log, not kept in memory, so it survives resumes; a line
+    that does not parse (one cut by a crash) is skipped."""
+    scores: dict[int, tuple[float, str]] = {}
+    try:
+        lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(record, dict) or record.get("step") not in steps:
+            continue
+        if isinstance(record.get("eval/exact_accuracy"), (int, float)):
+            scores[record["step"]] = (float(record["eval/exact_accuracy"]), "acc")
+        elif isinstance(record.get("eval/ce"), (int, float)):
+            scores[record["step"]] = (-float(record["eval/ce"]), "ce")
+    kinds = {kind for _, kind in scores.values()}
+    if not scores or len(kinds) > 1:
+        return None
+    # The latest of equal scores: it has trained longest.
+    return max(scores, key=lambda step: (scores[step][0], step))
+
+
+def prune_checkpoints(run_dir: Path, keep: int | None, keep_best: bool = False) -> list[Path]:
+    """Remove all but the last `keep` checkpoints of a run (and the best evaluated one when `keep_best`); returns
+    the removed directories. Called after a save is complete; the one `latest` names is never removed. Each victim
+    is first renamed to a `.step_N.<hex>.tmp` name, so a kill mid-removal leaves a temp folder (cleaned like any
+    killed write), never a half-deleted directory that looks like a checkpoint."""
+    if keep is None:
+        return []
+    ckpt_root = run_dir / "checkpoints"
+    steps = {int(m.group(1)): d for d in ckpt_root.glob("step_*") if d.is_dir() and (m := _STEP_DIR.fullmatch(d.name))}
+    kept = set(sorted(steps)[-keep:])
+    latest = ckpt_root / "latest"
+    if latest.is_file() and (m := _STEP_DIR.fullmatch(latest.read_text().strip())):
+        kept.add(int(m.group(1)))
+    if keep_best and (best := _best_evaluated_step(run_dir, set(steps))) is not None:
+        kept.add(best)
+    removed = []
+    for step in sorted(set(steps) - kept):
+        victim = ckpt_root / f".{steps[step].name}.{os.urandom(4).hex()}.tmp"
+        os.replace(steps[step], victim)
+        shutil.rmtree(victim, ignore_errors=True)
+        removed.append(steps[step])
+    return removed
 
 
 def find_checkpoint(path: Path) -> Path:

@@ -132,6 +132,14 @@ class TrainConfig(StrictModel):
     )
     checkpoint_every_eval: bool = True
     checkpoint_every_steps: Count | None = Field(None, description="also checkpoint every N steps (long iterations)")
+    keep_checkpoints: Count | None = Field(
+        None, description="keep only the last N checkpoints (older ones are removed after each save); None: all"
+    )
+    keep_best_checkpoint: bool = Field(
+        False,
+        description="with keep_checkpoints: also keep the checkpoint with the best evaluation (highest exact "
+        "accuracy, or lowest eval CE where there is none)",
+    )
     logger: Literal["none", "wandb", "tensorboard"] = "none"
     compile: bool = Field(False, description="torch.compile the recurrent core (first steps pay the compile time)")
     ema: float | None = Field(

@@ -24,11 +24,12 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
-from hrm_reason.checkpoint import find_checkpoint, read_state, save_checkpoint
+from hrm_reason.checkpoint import find_checkpoint, prune_checkpoints, read_state, save_checkpoint
 from hrm_reason.config import TrainConfig, save_config
 from hrm_reason.ema import ema_for_training, ema_weights
 from hrm_reason.errors import UserError
 from hrm_reason.optim import cosine_schedule_with_warmup
+from hrm_reason.provenance import record_provenance
 from hrm_reason.runtime.device import compile_model, resolve_device
 from hrm_reason.runtime.distributed import Processes, any_rank, processes
 from hrm_reason.runtime.lock import LOCK, RunLock, is_stale_temporary
@@ -175,6 +176,7 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) 
         run_dir.mkdir(parents=True, exist_ok=True)
         save_config(task.saved_config().model_copy(update={"run_dir": str(run_dir)}), run_dir / "config.yaml")
         task.write_run_files(run_dir)
+        record_provenance(run_dir, step if resume else None)
     log = RunLog(
         run_dir if procs.is_main else None,
         step if resume else None,
@@ -206,6 +208,8 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) 
             }
             with ema_weights(ema, model):
                 save_checkpoint(run_dir, step, model, task.model_config(), full)
+        if procs.is_main:  # also when this step's save was done before its evaluation, which may name a new best
+            prune_checkpoints(run_dir, config.keep_checkpoints, config.keep_best_checkpoint)
         saved_at = (step, finished)
 
     def evaluate() -> None:

@@ -12,7 +12,6 @@ import os
 import random
 import shutil
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import pytest
 from safetensors.torch import load_file
 
 import cli
+import hrm_reason.atomic
 from hrm_reason.checkpoint import STATE, WEIGHTS, find_checkpoint, load_checkpoint
 from hrm_reason.config import load_config
 from hrm_reason.errors import UserError
@@ -77,15 +77,17 @@ def read_only(directory: Path) -> Iterator[None]:
                 inside = directory.resolve()
 
                 def refuse(make):
-                    def fake(*args, dir=None, **kwargs):
-                        if dir is not None and Path(dir).resolve().is_relative_to(inside):
-                            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(Path(dir) / "x.tmp"))
-                        return make(*args, dir=dir, **kwargs)
+                    def fake(path: Path):
+                        if Path(path).parent.resolve().is_relative_to(inside):
+                            raise PermissionError(
+                                errno.EACCES, os.strerror(errno.EACCES), str(Path(path).parent / "x.tmp")
+                            )
+                        return make(path)
 
                     return fake
 
-                mp.setattr(tempfile, "mkstemp", refuse(tempfile.mkstemp))
-                mp.setattr(tempfile, "mkdtemp", refuse(tempfile.mkdtemp))
+                mp.setattr(hrm_reason.atomic, "_temp_file", refuse(hrm_reason.atomic._temp_file))
+                mp.setattr(hrm_reason.atomic, "_temp_dir", refuse(hrm_reason.atomic._temp_dir))
             yield
     finally:
         directory.chmod(0o700)
