@@ -79,7 +79,7 @@ def _peak_memory(device: torch.device) -> int:
 def run_bench(
     config: Any, sizes: dict[str, int], device: torch.device, batch_size: int, steps: int, warmup: int
 ) -> BenchResult:
-    """Time `config`'s model (a TrainConfig or an LMTrainConfig) on random tokens of `sizes` (seq_len, vocab_size,
+    """Time `config`'s model (any model family) on random tokens of `sizes` (seq_len, vocab_size,
     and num_puzzle_identifiers for a puzzle model)."""
     bench = (
         _bench_act

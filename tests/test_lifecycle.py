@@ -49,7 +49,8 @@ def train_losses(run: Path) -> list[tuple[int, float]]:
 
 
 def hrm_popen(*args: str) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    # The thread count of this process: the in-process reference runs compare float for float with the child.
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": str(torch.get_num_threads())}
     return subprocess.Popen(
         [sys.executable, "-c", "import cli; cli.main()", *args],
         env=env,
