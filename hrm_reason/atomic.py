@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import glob
 import os
+import re
 import secrets
 import shutil
+import socket
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -50,11 +54,44 @@ def _check_file_target(path: Path) -> None:
         raise UserError(f"{path} is a directory: expected the path of a file to write")
 
 
+def _owner() -> str:
+    """`HOST-PID` of this process as temporary names carry it (the host as a short hash: names stay portable)."""
+    return f"{zlib.crc32(socket.gethostname().encode()):08x}-{os.getpid()}"
+
+
 def _temp_names(path: Path) -> Iterator[Path]:
-    """Candidate `.NAME.XXXXXXXX.tmp` siblings of `path` (the pattern a later run recognises as a killed write's)."""
+    """Candidate `.NAME.HOST-PID-XXXXXXXX.tmp` siblings of `path`: a later writer recognises a killed writer's."""
     for _ in range(100):
-        yield path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
+        yield path.parent / f".{path.name}.{_owner()}-{secrets.token_hex(4)}.tmp"
     raise FileExistsError(f"no free temporary name beside {path}")
+
+
+def remove_dead_temporaries(path: Path) -> list[Path]:
+    """Remove the temporaries of `path` left by writers that died on this host (a killed `hrm build-data` can leave
+    gigabytes). A live writer's, another host's (a shared filesystem) and unrecognised names are left alone."""
+    host = _owner().split("-")[0]
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.([0-9a-f]{{8}})-(\d+)-[0-9a-f]{{8}}\.tmp")
+    removed = []
+    for tmp in path.parent.glob(f".{glob.escape(path.name)}.*.tmp") if path.parent.is_dir() else ():
+        match = pattern.fullmatch(tmp.name)
+        if match is None or match[1] != host or _alive(int(match[2])):
+            continue
+        if tmp.is_dir() and not tmp.is_symlink():
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            tmp.unlink(missing_ok=True)
+        removed.append(tmp)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
 
 
 # Temporary files and directories are created with mode 0666 and 0777 so that the kernel applies the umask, as for
@@ -111,6 +148,7 @@ def atomic_directory(path: str | os.PathLike, overwrite: bool = False) -> Iterat
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        remove_dead_temporaries(path)
         tmp = _temp_dir(path)
     except OSError as e:
         if (user := disk_error(e, path)) is not None:
