@@ -76,12 +76,17 @@ def remove_dead_temporaries(path: Path) -> list[Path]:
         match = pattern.fullmatch(tmp.name)
         if match is None or match[1] != host or _alive(int(match[2])):
             continue
-        if tmp.is_dir() and not tmp.is_symlink():
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            tmp.unlink(missing_ok=True)
+        remove_temporary(tmp)
         removed.append(tmp)
     return removed
+
+
+def remove_temporary(tmp: Path) -> None:
+    """Remove a temporary file or folder (a link is removed, never followed)."""
+    if tmp.is_dir() and not tmp.is_symlink():
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        tmp.unlink(missing_ok=True)
 
 
 def _alive(pid: int) -> bool:

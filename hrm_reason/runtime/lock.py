@@ -9,12 +9,12 @@ lock, the temporary outputs of a killed writer (`.NAME.*.tmp`, from hrm_reason.a
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import sys
 from pathlib import Path
 from types import TracebackType
 
+from hrm_reason.atomic import remove_temporary
 from hrm_reason.errors import UserError
 
 try:
@@ -38,10 +38,7 @@ def remove_stale_temporaries(run_dir: Path) -> list[Path]:
             continue
         for path in sorted(folder.iterdir()):
             if is_stale_temporary(path):
-                if path.is_dir() and not path.is_symlink():
-                    shutil.rmtree(path, ignore_errors=True)
-                else:
-                    path.unlink(missing_ok=True)
+                remove_temporary(path)
                 removed.append(path)
     return removed
 
