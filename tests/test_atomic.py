@@ -3,11 +3,16 @@ output on this host, once the writer's process is dead; a live writer's temporar
 
 from __future__ import annotations
 
+import errno
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import hrm_reason.atomic as atomic
+from hrm_reason.errors import UserError
+from hrm_reason.runtime.logs import MetricsLog
 
 
 def dead_pid() -> int:
@@ -38,3 +43,19 @@ def test_temporaries_carry_their_writer(tmp_path: Path) -> None:
         assert tmp.name.startswith(f".data.{atomic._owner()}-") and tmp.name.endswith(".tmp")
     atomic.atomic_write_text(tmp_path / "config.yaml", "a: 1\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml", "data"]
+
+
+def test_a_full_disk_while_logging_names_the_metrics_file(tmp_path: Path) -> None:
+    log = MetricsLog(tmp_path / "metrics.jsonl", resume_step=None)
+
+    class FullDisk:
+        def write(self, text: str) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def close(self) -> None:
+            pass
+
+    log.file.close()
+    log.file = FullDisk()
+    with pytest.raises(UserError, match=r"no space left on device writing .*metrics\.jsonl"):
+        log.write({"step": 1})

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hrm_reason.atomic import atomic_write_text
+from hrm_reason.atomic import atomic_write_text, disk_error
 from hrm_reason.errors import UserError
 
 
@@ -41,8 +41,13 @@ class MetricsLog:
         self.file = path.open("a")
 
     def write(self, record: dict[str, Any]) -> None:
-        self.file.write(json.dumps(record) + "\n")
-        self.file.flush()
+        try:
+            self.file.write(json.dumps(record) + "\n")
+            self.file.flush()
+        except OSError as e:  # a full disk or a revoked permission: name the log (a cut last line is dropped on resume)
+            if (user := disk_error(e, self.path)) is not None:
+                raise user from None
+            raise
 
     def close(self) -> None:
         self.file.close()
