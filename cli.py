@@ -601,7 +601,7 @@ def bench_cmd(
     from hrm_reason.runtime.device import resolve_device
 
     cfg = load_config(config, _overrides(ctx, "bench"))
-    meta = puzzle_metadata(cfg.data_path, seq_len, vocab_size) if cfg.family == "act" else None
+    meta = puzzle_metadata(cfg.data_path) if cfg.family == "act" else None
     if meta is not None:
         sizes = dict(
             seq_len=meta.seq_len, vocab_size=meta.vocab_size, num_puzzle_identifiers=meta.num_puzzle_identifiers

@@ -46,6 +46,24 @@ class PuzzleDatasetMetadata(BaseModel):
     sets: list[str]
     builder: dict[str, Any] | None = None
 
+    @classmethod
+    def of_shape(
+        cls, seq_len: int, vocab_size: int, num_puzzle_identifiers: int = 1, **extra: Any
+    ) -> PuzzleDatasetMetadata:
+        """A stand-in of the given shapes, for a model built without its dataset (hrm bench, weights alone, tests)."""
+        return cls(
+            pad_id=0,
+            ignore_label_id=0,
+            blank_identifier_id=0,
+            vocab_size=vocab_size,
+            seq_len=seq_len,
+            num_puzzle_identifiers=num_puzzle_identifiers,
+            total_groups=1,
+            mean_puzzle_examples=1.0,
+            sets=["all"],
+            **extra,
+        )
+
 
 ARRAY_NAMES = ("inputs", "labels", "puzzle_identifiers", "puzzle_indices", "group_indices")
 

@@ -102,26 +102,11 @@ def load_run(
     return LoadedRun(model.to(device).eval(), config, ckpt, family)
 
 
-def puzzle_metadata(
-    data_path: str | Path | None, seq_len: int = 81, vocab_size: int = 11, num_puzzle_identifiers: int = 1
-) -> Any:
-    """The train split's metadata of a built puzzle dataset (None when `data_path` holds none), or with data_path None
-    a stand-in of the given shapes (a model built without its dataset: hrm bench, weights without their data)."""
-    from hrm_reason.data import PuzzleDatasetMetadata, dataset_kind, load_split
+def puzzle_metadata(data_path: str | Path) -> Any:
+    """The train split's metadata of a built puzzle dataset; None when `data_path` holds none."""
+    from hrm_reason.data import dataset_kind, load_split
 
-    if data_path is not None:
-        return load_split(data_path, "train").metadata if dataset_kind(data_path) == "puzzle" else None
-    return PuzzleDatasetMetadata(
-        pad_id=0,
-        ignore_label_id=0,
-        blank_identifier_id=0,
-        vocab_size=vocab_size,
-        seq_len=seq_len,
-        num_puzzle_identifiers=num_puzzle_identifiers,
-        total_groups=1,
-        mean_puzzle_examples=1.0,
-        sets=["all"],
-    )
+    return load_split(data_path, "train").metadata if dataset_kind(data_path) == "puzzle" else None
 
 
 def load(path: str | Path, device: Any = "cpu") -> Any:
@@ -162,7 +147,9 @@ def _load_act(ckpt: Path, config: TrainConfig, data: Path | None, device: Any) -
             raise UserError(
                 f"{ckpt}: its dataset {config.data_path} is not on disk and the weights do not record the model's shapes"
             )
-        meta = puzzle_metadata(None, saved["seq_len"], saved["vocab_size"], saved["num_puzzle_identifiers"])
+        from hrm_reason.data import PuzzleDatasetMetadata
+
+        meta = PuzzleDatasetMetadata.of_shape(saved["seq_len"], saved["vocab_size"], saved["num_puzzle_identifiers"])
     model = build_model(config.arch, meta, device, config.seed)
     load_checkpoint(model, ckpt)
     return model

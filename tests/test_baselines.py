@@ -31,17 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def meta(vocab: int = 6, seq_len: int = 16, identifiers: int = 3) -> PuzzleDatasetMetadata:
-    return PuzzleDatasetMetadata(
-        pad_id=0,
-        ignore_label_id=0,
-        blank_identifier_id=0,
-        vocab_size=vocab,
-        seq_len=seq_len,
-        num_puzzle_identifiers=identifiers,
-        total_groups=1,
-        mean_puzzle_examples=1.0,
-        sets=["all"],
-    )
+    return PuzzleDatasetMetadata.of_shape(seq_len, vocab, identifiers)
 
 
 def small(name: str, **overrides) -> torch.nn.Module:

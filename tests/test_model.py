@@ -50,17 +50,7 @@ def batch(n: int = 4, seed: int = 0) -> dict[str, torch.Tensor]:
 
 
 def meta(vocab: int, seq_len: int) -> PuzzleDatasetMetadata:
-    return PuzzleDatasetMetadata(
-        pad_id=0,
-        ignore_label_id=0,
-        blank_identifier_id=0,
-        vocab_size=vocab,
-        seq_len=seq_len,
-        num_puzzle_identifiers=1,
-        total_groups=1,
-        mean_puzzle_examples=1.0,
-        sets=["all"],
-    )
+    return PuzzleDatasetMetadata.of_shape(seq_len, vocab)
 
 
 @pytest.mark.parametrize("vocab,seq_len,expected", [(11, 81, 27_275_266), (12, 900, 27_276_290), (6, 900, 27_270_146)])

@@ -36,18 +36,7 @@ from tests.test_cli import assert_one_line_error
 
 
 def metadata(seq_len: int, vocab_size: int, builder: dict | None = None) -> PuzzleDatasetMetadata:
-    return PuzzleDatasetMetadata(
-        pad_id=0,
-        ignore_label_id=0,
-        blank_identifier_id=0,
-        vocab_size=vocab_size,
-        seq_len=seq_len,
-        num_puzzle_identifiers=1,
-        total_groups=1,
-        mean_puzzle_examples=1.0,
-        sets=["all"],
-        builder=builder,
-    )
+    return PuzzleDatasetMetadata.of_shape(seq_len, vocab_size, builder=builder)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -89,17 +89,7 @@ def _puzzle_case(
     name: str, state_dict: dict[str, torch.Tensor] | None, device: torch.device
 ) -> tuple[nn.Module, dict[str, torch.Tensor]]:
     arch = _arch(name)
-    metadata = PuzzleDatasetMetadata(
-        pad_id=0,
-        ignore_label_id=0,
-        blank_identifier_id=0,
-        vocab_size=VOCAB,
-        seq_len=SEQ_LEN,
-        num_puzzle_identifiers=IDENTIFIERS,
-        total_groups=1,
-        mean_puzzle_examples=1.0,
-        sets=["all"],
-    )
+    metadata = PuzzleDatasetMetadata.of_shape(SEQ_LEN, VOCAB, IDENTIFIERS)
     model = build_model(arch, metadata, device, seed=0)
     if state_dict is not None:
         model.load_state_dict(state_dict)
