@@ -5,16 +5,14 @@ through the CLI, torch.compile, and `hrm bench`."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 from tests.golden.cases import LM_CASES, PUZZLE_CASES, run_case
-from tests.helpers import write_original_layout
+from tests.helpers import run_hrm, write_original_layout
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -52,16 +50,8 @@ def test_lm_heads_on_cuda_match_cpu(name: str) -> None:
             assert rel_error(got[key], value) < 2e-3, key
 
 
-def hrm(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run(
-        [sys.executable, "-c", "import cli; cli.main()", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        cwd=cwd,
-    )
+def hrm(*args: str) -> subprocess.CompletedProcess:
+    proc = run_hrm(*args, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 
