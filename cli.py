@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import sys
+from importlib import import_module
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -41,30 +43,64 @@ Workers = Annotated[
 ]
 
 
-def _sizes(things: str) -> tuple[Any, Any, Any]:
-    """--subsample-size, --train-size and --test-size of a benchmark downloaded (hf), read (csv) or generated."""
-    return (
-        Annotated[
-            int | None,
-            typer.Option(
-                "--subsample-size", help=f"Keep this many training {things}, sampled without replacement (seeded)."
-            ),
-        ],
-        *(
-            Annotated[
-                int | None,
-                typer.Option(
-                    f"--{split}-size",
-                    help=f"{name} {things}: generated count (default 1000), or a seeded cap on hf/csv rows.",
-                ),
-            ]
-            for split, name in (("train", "Training"), ("test", "Test"))
+GridOption = tuple[Any, Any, str]  # (type, default, help) of an option whose flag is its name with dashes
+
+
+def _add_grid_builder(
+    task: str, things: str, doc: str, defaults: str, hub: str, columns: str, own: dict[str, GridOption]
+) -> None:
+    """Registers `build-data TASK` for a grid benchmark that comes from the hub, a CSV folder or the generator.
+
+    The options every grid builder shares (--out, --source, --csv-dir, the sizes, --seed, --workers, --overwrite) are
+    declared here, once; `own` holds the task's. The command validates all of them as
+    `datasets_build.TASK.{Task}BuildOptions` and runs `build_TASK`."""
+    table: dict[str, GridOption] = {
+        "out": (Path | None, None, f"Output directory. Default: {defaults}."),
+        "source": (
+            str,
+            "auto",
+            f"auto | hf | csv | generate. auto: --csv-dir if given, else the Hugging Face Hub if reachable within 3 s"
+            f"{hub}, else generate (HRM_OFFLINE=1 or HF_HUB_OFFLINE=1 skips the hub).",
         ),
-    )
+        "csv_dir": (Path | None, None, f"Folder with train.csv and test.csv (columns {columns}) for --source csv."),
+        "subsample_size": (
+            int | None,
+            None,
+            f"Keep this many training {things}, sampled without replacement (seeded).",
+        ),
+        "train_size": (
+            int | None,
+            None,
+            f"Training {things}: generated count (default 1000), or a seeded cap on hf/csv rows.",
+        ),
+        "test_size": (
+            int | None,
+            None,
+            f"Test {things}: generated count (default 1000), or a seeded cap on hf/csv rows.",
+        ),
+        **own,
+    }
+    params = [
+        inspect.Parameter(
+            name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=default,
+            annotation=Annotated[kind, typer.Option("--" + name.replace("_", "-"), help=help)],
+        )
+        for name, (kind, default, help) in table.items()
+    ] + [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+        for name, annotation, default in (("seed", Seed, 0), ("workers", Workers, 0), ("overwrite", Overwrite, False))
+    ]
 
+    def command(**fields: Any) -> None:
+        module = import_module(f"datasets_build.{task}")
+        options = _options(getattr(module, f"{task.capitalize()}BuildOptions"), **fields)
+        typer.echo(module.summary(getattr(module, f"build_{task}")(options)))
 
-PuzzleSubsample, PuzzleTrainSize, PuzzleTestSize = _sizes("puzzles")
-MazeSubsample, MazeTrainSize, MazeTestSize = _sizes("mazes")
+    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    command.__doc__ = doc
+    build_data_app.command(task)(command)
 
 
 def _options(options_cls: type, **fields: object) -> object:
@@ -80,46 +116,29 @@ def _options(options_cls: type, **fields: object) -> object:
         raise UserError(f"{flag} {fields.get(name, '')!s}: {err['msg'].removeprefix('Value error, ')}") from None
 
 
-@build_data_app.command("sudoku")
-def build_data_sudoku(
-    out: Path | None = typer.Option(
-        None,
-        "--out",
-        help="Output directory. Default: data/sudoku-extreme-full (hf), data/sudoku-csv (csv), data/sudoku-gen-NxN (generate).",
-    ),
-    source: str = typer.Option(
-        "auto",
-        "--source",
-        help="auto | hf | csv | generate. auto: --csv-dir if given, else the Hugging Face Hub if reachable within 3 s, else generate (HRM_OFFLINE=1 or HF_HUB_OFFLINE=1 skips the hub).",
-    ),
-    csv_dir: Path | None = typer.Option(
-        None, "--csv-dir", help="Folder with train.csv and test.csv (columns source,q,a,rating) for --source csv."
-    ),
-    subsample_size: PuzzleSubsample = None,
-    num_aug: int = typer.Option(
-        0,
-        "--num-aug",
-        help="Augmented copies per training puzzle (digit relabelling, band/stack and row/column shuffles, transpose); test stays unaugmented.",
-    ),
-    min_difficulty: int | None = typer.Option(
-        None,
-        "--min-difficulty",
-        help="Keep puzzles rated at least this (train and test; also filters generated puzzles).",
-    ),
-    seed: Seed = 0,
-    box: str = typer.Option(
-        "3x3", "--box", help="Box rows x box columns: 2x2 (4x4 board), 2x3 (6x6) or 3x3 (9x9). hf/csv are 3x3 only."
-    ),
-    train_size: PuzzleTrainSize = None,
-    test_size: PuzzleTestSize = None,
-    workers: Workers = 0,
-    overwrite: Overwrite = False,
-) -> None:
-    """Build a Sudoku dataset: Sudoku-Extreme (hf or csv) or generated unique-solution puzzles with a strict train/test split."""
-    fields = dict(locals())  # the parameters, named as SudokuBuildOptions' fields
-    from datasets_build.sudoku import SudokuBuildOptions, build_sudoku, summary
-
-    typer.echo(summary(build_sudoku(_options(SudokuBuildOptions, **fields))))
+_add_grid_builder(
+    "sudoku",
+    "puzzles",
+    doc="Build a Sudoku dataset: Sudoku-Extreme (hf or csv) or generated unique-solution puzzles with a strict "
+    "train/test split.",
+    defaults="data/sudoku-extreme-full (hf), data/sudoku-csv (csv), data/sudoku-gen-NxN (generate)",
+    hub="",
+    columns="source,q,a,rating",
+    own={
+        "num_aug": (
+            int,
+            0,
+            "Augmented copies per training puzzle (digit relabelling, band/stack and row/column shuffles, transpose); "
+            "test stays unaugmented.",
+        ),
+        "min_difficulty": (
+            int | None,
+            None,
+            "Keep puzzles rated at least this (train and test; also filters generated puzzles).",
+        ),
+        "box": (str, "3x3", "Box rows x box columns: 2x2 (4x4 board), 2x3 (6x6) or 3x3 (9x9). hf/csv are 3x3 only."),
+    },
+)
 
 
 @build_data_app.command("arc")
@@ -183,53 +202,38 @@ def build_data_arc(
     typer.echo(summary(build_arc(_options(ArcBuildOptions, **fields))))
 
 
-@build_data_app.command("maze")
-def build_data_maze(
-    out: Path | None = typer.Option(
-        None,
-        "--out",
-        help="Output directory. Default: data/maze-30x30-hard-1k (hf), data/maze-csv (csv), data/maze-gen-NxN (generate).",
-    ),
-    source: str = typer.Option(
-        "auto",
-        "--source",
-        help="auto | hf | csv | generate. auto: --csv-dir if given, else the Hugging Face Hub if reachable within 3 s (30x30 only), else generate (HRM_OFFLINE=1 or HF_HUB_OFFLINE=1 skips the hub).",
-    ),
-    csv_dir: Path | None = typer.Option(
-        None,
-        "--csv-dir",
-        help="Folder with train.csv and test.csv (columns source,question,answer,rating) for --source csv.",
-    ),
-    subsample_size: MazeSubsample = None,
-    aug: bool = typer.Option(
-        False,
-        "--aug",
-        help="Train on all 8 rotations/reflections of every maze (one group each); test stays unaugmented.",
-    ),
-    seed: Seed = 0,
-    size: int | None = typer.Option(
-        None, "--size", help="Grid side of generated mazes (default 30); hf/csv mazes are 30x30 / the CSV's size."
-    ),
-    min_path: int | None = typer.Option(
-        None,
-        "--min-path",
-        help="Keep mazes whose shortest S-G path has at least this many moves. Default for generate: 110 at 30x30, scaled for other sizes (27 at 9x9); for hf/csv: no filter.",
-    ),
-    wall_density: str | None = typer.Option(
-        None,
-        "--wall-density",
-        help="Wall fraction of generated mazes, a range LO-HI drawn uniformly or one value (default 0.3-0.5, as Lehnert et al.).",
-    ),
-    train_size: MazeTrainSize = None,
-    test_size: MazeTestSize = None,
-    workers: Workers = 0,
-    overwrite: Overwrite = False,
-) -> None:
-    """Build a maze dataset: Maze-Hard 30x30 (hf or csv) or generated random-wall mazes with a long shortest path."""
-    fields = dict(locals())  # the parameters, named as MazeBuildOptions' fields
-    from datasets_build.maze import MazeBuildOptions, build_maze, summary
-
-    typer.echo(summary(build_maze(_options(MazeBuildOptions, **fields))))
+_add_grid_builder(
+    "maze",
+    "mazes",
+    doc="Build a maze dataset: Maze-Hard 30x30 (hf or csv) or generated random-wall mazes with a long shortest path.",
+    defaults="data/maze-30x30-hard-1k (hf), data/maze-csv (csv), data/maze-gen-NxN (generate)",
+    hub=" (30x30 only)",
+    columns="source,question,answer,rating",
+    own={
+        "aug": (
+            bool,
+            False,
+            "Train on all 8 rotations/reflections of every maze (one group each); test stays unaugmented.",
+        ),
+        "size": (
+            int | None,
+            None,
+            "Grid side of generated mazes (default 30); hf/csv mazes are 30x30 / the CSV's size.",
+        ),
+        "min_path": (
+            int | None,
+            None,
+            "Keep mazes whose shortest S-G path has at least this many moves. Default for generate: 110 at 30x30, "
+            "scaled for other sizes (27 at 9x9); for hf/csv: no filter.",
+        ),
+        "wall_density": (
+            str | None,
+            None,
+            "Wall fraction of generated mazes, a range LO-HI drawn uniformly or one value (default 0.3-0.5, as "
+            "Lehnert et al.).",
+        ),
+    },
+)
 
 
 @build_data_app.command("text")

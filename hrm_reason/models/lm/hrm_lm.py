@@ -34,15 +34,13 @@ from torch import nn
 
 from hrm_reason.losses import next_token_ce
 from hrm_reason.models.flops import LMFlops, causal_block_flops, linear
-from hrm_reason.models.layers import CastedLinear, RMSNorm, RotaryEmbedding
+from hrm_reason.models.layers import CastedLinear, RMSNorm
 from hrm_reason.models.lm.lm_blocks import (
     CacheCursor,
     CausalAttnBlock,
     CausalAttnLMConfig,
     CausalLMHead,
     causal_attn_block_param_count,
-    global_rng_untouched,
-    init_block_,
     normal_,
 )
 from hrm_reason.models.lm.output import LMOutput
@@ -139,31 +137,23 @@ def fusion_entropy(w: torch.Tensor) -> torch.Tensor:
 
 
 class HRMLM(CausalLMHead):
-    def __init__(self, config: HRMLMConfig) -> None:
-        super().__init__(config)
-        d, V, eps = config.hidden_size, config.vocab_size, config.rms_norm_eps
-        with global_rng_untouched():  # throwaway default inits; _init_weights draws the real ones from the seed
-            self.embed_tokens = nn.Embedding(V, d)
-            self.input_block = CausalAttnBlock(d, config.num_heads, eps)  # theta_I
-            self.L_net = GatedModule(d, 3, config.num_heads, eps, ctx_norm=config.fast_ctx_norm)  # theta_L
-            self.H_net = GatedModule(d, 2, config.num_heads, eps, ctx_norm=True)  # theta_H
-            self.fusion = OutputFusion(d, eps, out_proj=config.out_proj)
-            self.lm_head = nn.Linear(d, V, bias=False)
-        self.lm_head.weight = self.embed_tokens.weight  # weight-tied readout (Eq. 25)
-        self.rotary = RotaryEmbedding(d // config.num_heads, config.max_seq_len, config.rope_theta)
+    def build(self, config: HRMLMConfig) -> None:
+        d, eps = config.hidden_size, config.rms_norm_eps
+        self.input_block = CausalAttnBlock(d, config.num_heads, eps)  # theta_I
+        self.L_net = GatedModule(d, 3, config.num_heads, eps, ctx_norm=config.fast_ctx_norm)  # theta_L
+        self.H_net = GatedModule(d, 2, config.num_heads, eps, ctx_norm=True)  # theta_H
+        self.fusion = OutputFusion(d, eps, out_proj=config.out_proj)
         # Fixed start states z_H^0, z_L^0 ~ TN(0, 1, [-2, 2]): buffers, frozen, saved with the weights.
         self.z_H0 = nn.Buffer(torch.empty(d))
         self.z_L0 = nn.Buffer(torch.empty(d))
-        self._init_weights(torch.Generator().manual_seed(config.seed))
 
-    def _init_weights(self, generator: torch.Generator) -> None:
-        """N(0, 0.02) for the embedding, theta_I, gates and projections; N(0, 0.02/sqrt(M)) for the matrices of
-        the shared recurrent blocks; norm scales 1, alpha 0.1, log tau 0."""
+    def init_weights(self, generator: torch.Generator) -> None:
+        """N(0, 0.02) for theta_I, gates and projections; N(0, 0.02/sqrt(M)) for the matrices of the shared recurrent
+        blocks; norm scales 1, alpha 0.1, log tau 0."""
         std, M = self.config.init_std, self.config.M
-        normal_(self.embed_tokens.weight, std, generator)
-        init_block_(self.input_block, std, generator)
+        self.input_block.init_(std, generator)
         for module in (self.L_net, self.H_net):
-            init_block_(module.block, std / math.sqrt(M), generator)
+            module.block.init_(std / math.sqrt(M), generator)
             for lin in (module.W_g, module.W_in, module.W_out):
                 normal_(lin.weight, std, generator)
         normal_(self.fusion.W_og.weight, std, generator)

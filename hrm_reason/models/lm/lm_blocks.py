@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from torch import nn
 
 from hrm_reason.errors import UserError
-from hrm_reason.models.layers import Attention, RMSNorm, SwiGLU
+from hrm_reason.models.layers import Attention, RMSNorm, RotaryEmbedding, SwiGLU
 from hrm_reason.models.lm.output import LMHead, LMOutput
 
 # --- parameter-count formulas; tests tie them to sum(p.numel()) of the modules --------------------------------
@@ -138,7 +138,30 @@ class CausalLMHead(LMHead):
     """HRM-LM and UniTF-LM: causal only, a KVCache with one slot per attention call, RoPE at the cache's offset.
 
     A head implements `run(input_ids, labels, rope, cursor)`: its recurrence from the ids to the LMOutput, given the
-    RoPE tables of these positions and the cache cursor (None without a cache)."""
+    RoPE tables of these positions and the cache cursor (None without a cache).
+
+    The tied embedding and readout, the RoPE tables and the seeded init are built here once: a head builds its own
+    modules in `build(config)` (between the embedding and the readout, so state-dict order and the default-init draws
+    stay as they were) and draws their weights in `init_weights(generator)`, after the embedding's N(0, init_std)."""
+
+    def __init__(self, config: CausalAttnLMConfig) -> None:
+        super().__init__(config)
+        d, V = config.hidden_size, config.vocab_size
+        with global_rng_untouched():  # throwaway default inits; the real ones come from the seeded generator below
+            self.embed_tokens = nn.Embedding(V, d)
+            self.build(config)
+            self.lm_head = nn.Linear(d, V, bias=False)
+        self.lm_head.weight = self.embed_tokens.weight  # weight-tied readout
+        self.rotary = RotaryEmbedding(d // config.num_heads, config.max_seq_len, config.rope_theta)
+        generator = torch.Generator().manual_seed(config.seed)
+        normal_(self.embed_tokens.weight, config.init_std, generator)
+        self.init_weights(generator)
+
+    def build(self, config: CausalAttnLMConfig) -> None:
+        raise NotImplementedError
+
+    def init_weights(self, generator: torch.Generator) -> None:
+        raise NotImplementedError
 
     def decode(self, input_ids, token_type_ids, labels, past_key_values: KVCache | None, use_cache: bool) -> LMOutput:
         c = self.config
@@ -179,6 +202,14 @@ class CausalAttnBlock(nn.Module):
             self.mlp.down_proj.weight,
         ]
 
+    def init_(self, std: float, generator: torch.Generator) -> None:
+        """N(0, std) for the matrices, 1 for the norm scales."""
+        for w in self.linear_weights():
+            normal_(w, std, generator)
+        with torch.no_grad():
+            self.norm1.weight.fill_(1.0)
+            self.norm2.weight.fill_(1.0)
+
 
 # --- seeded init -------------------------------------------------------------------------------------------------
 
@@ -203,12 +234,3 @@ def normal_(tensor: torch.Tensor, std: float, generator: torch.Generator, trunca
         nn.init.trunc_normal_(sample, 0.0, std, -truncate * std, truncate * std, generator=generator)
     with torch.no_grad():
         tensor.copy_(sample)
-
-
-def init_block_(block: CausalAttnBlock, std: float, generator: torch.Generator) -> None:
-    """N(0, std) for the block's matrices, 1 for its norm scales."""
-    for w in block.linear_weights():
-        normal_(w, std, generator)
-    with torch.no_grad():
-        block.norm1.weight.fill_(1.0)
-        block.norm2.weight.fill_(1.0)

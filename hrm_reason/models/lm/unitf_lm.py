@@ -21,26 +21,21 @@ from typing import Literal
 
 import torch
 from pydantic import Field
-from torch import nn
 
 from hrm_reason.models.flops import LMFlops, causal_block_flops, linear
-from hrm_reason.models.layers import RotaryEmbedding
 from hrm_reason.models.lm.lm_blocks import (
     CacheCursor,
     CausalAttnBlock,
     CausalAttnLMConfig,
     CausalLMHead,
-    causal_attn_block_param_count,
-    global_rng_untouched,
-    init_block_,
-    normal_,
+    transformer_lm_param_count,
 )
 from hrm_reason.models.lm.output import LMOutput
 
 
 def unitf_lm_param_count(V: int, d: int) -> int:
-    """Vd + 16d^2 + 2d (tied embedding plus one block)."""
-    return V * d + causal_attn_block_param_count(d)
+    """Vd + 16d^2 + 2d: the tied embedding plus one block, as a one-layer transformer."""
+    return transformer_lm_param_count(V, d, L=1)
 
 
 class UniTFLMConfig(CausalAttnLMConfig):
@@ -57,18 +52,11 @@ class UniTFLMConfig(CausalAttnLMConfig):
 
 
 class UniTFLM(CausalLMHead):
-    def __init__(self, config: UniTFLMConfig) -> None:
-        super().__init__(config)
-        d = config.hidden_size
-        with global_rng_untouched():  # throwaway default inits; the real ones come from the seeded generator below
-            self.embed_tokens = nn.Embedding(config.vocab_size, d)
-            self.block = CausalAttnBlock(d, config.num_heads, config.rms_norm_eps)  # theta_U
-            self.lm_head = nn.Linear(d, config.vocab_size, bias=False)
-        self.lm_head.weight = self.embed_tokens.weight
-        self.rotary = RotaryEmbedding(d // config.num_heads, config.max_seq_len, config.rope_theta)
-        generator = torch.Generator().manual_seed(config.seed)
-        normal_(self.embed_tokens.weight, config.init_std, generator)
-        init_block_(self.block, self.block_init_std(), generator)
+    def build(self, config: UniTFLMConfig) -> None:
+        self.block = CausalAttnBlock(config.hidden_size, config.num_heads, config.rms_norm_eps)  # theta_U
+
+    def init_weights(self, generator: torch.Generator) -> None:
+        self.block.init_(self.block_init_std(), generator)
 
     def block_init_std(self) -> float:
         c = self.config
