@@ -416,6 +416,55 @@ def eval_cmd(
         _write_json(json_out, result.to_dict())
 
 
+@app.command("solve")
+def solve_cmd(
+    puzzle: str | None = typer.Argument(
+        None,
+        metavar="[PUZZLE]",
+        help="The puzzle as text (a Sudoku line, a maze, an ARC task JSON), or - to read stdin.",
+    ),
+    run: Path | None = typer.Option(None, "--run", help="Run directory (its latest checkpoint and config)."),
+    checkpoint: Path | None = typer.Option(
+        None, "--checkpoint", help="Checkpoint directory or weights file (ours or an original HRM state_dict)."
+    ),
+    config: Path | None = typer.Option(
+        None, "--config", "-c", help="Config for --checkpoint outside a run (e.g. the original all_config.yaml)."
+    ),
+    file: Path | None = typer.Option(
+        None,
+        "--file",
+        help="Read the puzzles from this file: Sudoku one per line (or n rows), mazes separated by a blank line, "
+        "or an ARC task JSON (its test inputs; the file name is the task id).",
+    ),
+    mmax: int | None = typer.Option(
+        None, "--mmax", min=1, help="Segments at most (default: the trained halt_max_steps); ACT halts earlier."
+    ),
+    json_out: bool = typer.Option(False, "--json", help="Print the answers as JSON instead of text."),
+    png: Path | None = typer.Option(
+        None, "--png", help="Write a picture of each puzzle and its answer to this folder."
+    ),
+    device: Device = "auto",
+    quiet: Quiet = False,
+) -> None:
+    """Solve your own puzzles with a trained model: prints each answer, whether it is valid (Sudoku rules and givens;
+    a maze path from S to G, and whether it is shortest), the segments used and the confidence (sigmoid of q_halt).
+
+    Examples: hrm solve --run runs/sudoku "53..7....6..195....98....6.8...6...34..8.3..17...2...6.6....28....419..5....8..79";
+    hrm solve --run runs/maze --file maze.txt --png out/"""
+    from hrm_reason.solve import answers_json, format_answers, load_solver, read_puzzles, solve, write_pngs
+
+    solver = load_solver(_one_of(run, checkpoint), config, device)
+    puzzles = read_puzzles(solver.task, puzzle, file, sys.stdin)
+    budget = mmax or solver.halt_max_steps
+    answers = solve(solver, puzzles, budget, progress=not quiet)
+    pngs = write_pngs(solver, answers, png) if png is not None else []
+    if json_out:
+        typer.echo(answers_json(solver, answers, budget, pngs or None))
+        return
+    typer.echo(format_answers(answers))
+    _echo_written(pngs)
+
+
 @app.command("generate")
 def generate_cmd(
     run: Path = typer.Option(
