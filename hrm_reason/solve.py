@@ -268,7 +268,11 @@ class MazeSolve:
             verdict = f"valid: a path from S to G of {moves} moves, shortest ({shortest_moves})"
         else:
             extra = int((p == maze.PATH).sum()) - (moves - 1)
-            detail = f"{extra} extra cells marked" if moves == shortest_moves else f"the shortest is {shortest_moves}"
+            detail = (
+                f"{extra} extra cell{'s' * (extra > 1)} marked"
+                if moves == shortest_moves
+                else f"the shortest is {shortest_moves}"
+            )
             verdict = f"valid: a path from S to G of {moves} moves, not shortest ({detail})"
         return "\n".join(rows), rows, True, verdict, shortest
 
