@@ -6,7 +6,7 @@ arch fields of its own (`no_ACT_continue`, `H_layers`, `puzzle_emb_len: 0` for "
 `translate_config` turns that mapping into our run config; a field that changes what the model computes or how it
 trains and that we cannot honour is a one-line error naming it. Its weights are the state dict of the compiled loss
 head (`_orig_mod.model.inner.*`); `from_original_weights` renames them to ours and keeps the halting row of its
-2-output Q head. What is mapped, dropped and refused: docs/models.md §TRM (original checkpoints).
+2-output Q head. What is mapped, dropped and refused: docs/models.md, "TRM: original checkpoints".
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ RENAMES = (("inner.L_level.", "inner.net."), ("inner.H_init", "inner.y_init"), (
 
 
 def is_original_config(data: dict[str, Any]) -> bool:
+    """A run config of the original TRM code: its models are named `recursive_reasoning.<module>@<class>`."""
     arch = data.get("arch")
-    return isinstance(arch, dict) and arch.get("name") == ORIGINAL_NAME
+    return isinstance(arch, dict) and str(arch.get("name", "")).startswith("recursive_reasoning.")
 
 
 def translate_config(data: dict[str, Any], source: str) -> dict[str, Any]:
@@ -37,6 +38,9 @@ def translate_config(data: dict[str, Any], source: str) -> dict[str, Any]:
 
     def refuse(field: str, why: str) -> UserError:
         return UserError(f"{source}: field '{field}' of the original TRM config: {why}")
+
+    if arch["name"] != ORIGINAL_NAME:  # its single-z, multi-z, HRM and transformer variants
+        raise refuse("arch.name", f"{arch['name']} is not supported; of that code only {ORIGINAL_NAME} (TRM) loads")
 
     for field in IGNORED_FIELDS:
         data.pop(field, None)
