@@ -155,9 +155,20 @@ def find_checkpoint(path: Path) -> Path:
         return path
     if path.is_file():
         return path
+    if path.is_dir() and (original := _latest_original_step(path)) is not None:
+        return original
     raise UserError(
         f"{path}: no checkpoint found (expected a run directory with checkpoints/latest, or a checkpoint directory)"
     )
+
+
+def _latest_original_step(path: Path) -> Path | None:
+    """The checkpoint folder of the original HRM or TRM code (all_config.yaml beside weights files step_N): its
+    latest weights file."""
+    if not (path / "all_config.yaml").is_file():
+        return None
+    steps = [p for p in path.glob("step_*") if p.is_file() and p.name.removeprefix("step_").isdigit()]
+    return max(steps, key=lambda p: int(p.name.removeprefix("step_")), default=None)
 
 
 def verify_file(file: Path) -> None:
@@ -211,8 +222,9 @@ def saved_model_config(path: Path) -> dict[str, Any] | None:
         return None
 
 
-def read_weights(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any] | None]:
-    """Our safetensors file with its model config, or an original HRM state_dict file (config unknown: None)."""
+def read_weights(path: Path, model_name: str = "hrm") -> tuple[dict[str, torch.Tensor], dict[str, Any] | None]:
+    """Our safetensors file with its model config, or a state_dict file of the original code of `model_name` (HRM's
+    or TRM's; config unknown: None)."""
     file = path / WEIGHTS if path.is_dir() else path
     if file.is_file():
         verify_file(file)
@@ -227,19 +239,22 @@ def read_weights(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any] | 
         raise UserError(f"{file}: not a readable checkpoint ({type(e).__name__})") from None
     if not isinstance(sd, dict):
         raise UserError(f"{file}: expected a state_dict")
-    return convert_original_state_dict(sd), None
+    return convert_original_state_dict(sd, model_name), None
 
 
-def convert_original_state_dict(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Key names of the original code (`[_orig_mod.]model.inner.embed_tokens.embedding_weight`, ...) to ours."""
-    from hrm_reason.models.registry import checkpoint_adapter
+def convert_original_state_dict(sd: dict[str, torch.Tensor], model_name: str = "hrm") -> dict[str, torch.Tensor]:
+    """Key names of the original code (`[_orig_mod.]model.inner.embed_tokens.embedding_weight`, ...) to ours, by the
+    checkpoint adapter of `model_name` (models/registry.py); a model without one takes HRM's, whose names are those
+    of the shared puzzle core."""
+    from hrm_reason.models.registry import MODELS, checkpoint_adapter
 
-    return checkpoint_adapter("hrm")(sd)
+    spec = MODELS.get(model_name)
+    return checkpoint_adapter(model_name if spec is not None and spec.adapter is not None else "hrm")(sd)
 
 
 def load_checkpoint(model: nn.Module, ckpt: Path) -> None:
     """Load a checkpoint's weights into `model`, refusing one trained with another model config or dataset."""
-    weights, saved_config = read_weights(ckpt)
+    weights, saved_config = read_weights(ckpt, model.config.name)
     own = model.config.model_dump()
     if saved_config is not None:
         # The compute dtype (a GPU run evaluated on a CPU) and the training-only Q target may differ; nothing else.

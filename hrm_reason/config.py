@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from hrm_reason.atomic import atomic_write_text
 from hrm_reason.errors import UserError
-from hrm_reason.models import registry
+from hrm_reason.models import registry, trm_original
 from hrm_reason.models.registry import Family
 
 # Counts and budgets that are off when None and positive when set.
@@ -331,7 +331,10 @@ def read_config(path: str | Path | None, overrides: list[str] | None = None) -> 
     # Hydra leftovers of original configs are not settings.
     data.pop("defaults", None)
     data.pop("hydra", None)
-    return _merge(data, parse_overrides(overrides or []))
+    data = _merge(data, parse_overrides(overrides or []))
+    if trm_original.is_original_config(data):  # the original TRM code's all_config.yaml
+        data = trm_original.translate_config(data, str(path) if path is not None else "overrides")
+    return data
 
 
 def load_config(path: str | Path | None, overrides: list[str] | None = None) -> TrainConfig:

@@ -42,7 +42,14 @@ MODELS: dict[str, ModelSpec] = {
         "act", "hrm_reason.models.baselines", "TransformerConfig", "Transformer", "transformer_flops"
     ),
     "unitf": ModelSpec("act", "hrm_reason.models.baselines", "UniTFConfig", "UniTF", "unitf_flops"),
-    "trm": ModelSpec("act", "hrm_reason.models.trm", "TRMConfig", "TRM", "trm_flops"),
+    "trm": ModelSpec(
+        "act",
+        "hrm_reason.models.trm",
+        "TRMConfig",
+        "TRM",
+        "trm_flops",
+        adapter="hrm_reason.models.trm_original:from_original_weights",
+    ),
     "hrm_lm": ModelSpec("lm", "hrm_reason.models.lm.hrm_lm", "HRMLMConfig", "HRMLM", "hrm_lm_flops"),
     "unitf_lm": ModelSpec("lm", "hrm_reason.models.lm.unitf_lm", "UniTFLMConfig", "UniTFLM", "unitf_lm_flops"),
     "hrm_text": ModelSpec(
@@ -118,7 +125,8 @@ def flop_count(config: Any, seq_len: int | None = None) -> Any:
 
 
 def checkpoint_adapter(name: str) -> Any:
-    """The function that renames a foreign checkpoint's tensors (the original HRM code's, transformers') to ours."""
+    """The function that renames a foreign checkpoint's tensors (the original HRM and TRM code's, transformers') to
+    ours."""
     spec = _spec(name)
     if spec.adapter is None:
         raise UserError(f"arch.name {name}: no foreign checkpoint layout is known for this model")
