@@ -357,7 +357,7 @@ def eval_cmd(
     mmax: int = typer.Option(16, "--mmax", min=1, help="Segments to run (may exceed the trained halt_max_steps)."),
     run: Path | None = typer.Option(None, "--run", help="Run directory (its latest checkpoint and config)."),
     checkpoint: Path | None = typer.Option(
-        None, "--checkpoint", help="Checkpoint directory or weights file (ours or an original HRM state_dict)."
+        None, "--checkpoint", help="Checkpoint directory or weights file (ours, or an original HRM or TRM one)."
     ),
     config: Path | None = typer.Option(
         None, "--config", "-c", help="Config for --checkpoint outside a run (e.g. the original all_config.yaml)."
@@ -425,7 +425,7 @@ def solve_cmd(
     ),
     run: Path | None = typer.Option(None, "--run", help="Run directory (its latest checkpoint and config)."),
     checkpoint: Path | None = typer.Option(
-        None, "--checkpoint", help="Checkpoint directory or weights file (ours or an original HRM state_dict)."
+        None, "--checkpoint", help="Checkpoint directory or weights file (ours, or an original HRM or TRM one)."
     ),
     config: Path | None = typer.Option(
         None, "--config", "-c", help="Config for --checkpoint outside a run (e.g. the original all_config.yaml)."
