@@ -99,18 +99,12 @@ def vote_order(counts: torch.Tensor, mean_q: torch.Tensor) -> torch.Tensor:
     return by_q.gather(-1, by_count)
 
 
-_HASH_WEIGHTS: dict[tuple[int, str], torch.Tensor] = {}
-
-
 def answer_hash(preds: torch.Tensor) -> torch.Tensor:
     """[..., L] tokens -> [...] int64, equal for equal answers; distinct answers collide with probability < 2^-50 (a
-    random linear map modulo 2^64, fixed weights), so votes are counted without comparing every pair of sequences."""
-    key = (preds.shape[-1], str(preds.device))
-    if key not in _HASH_WEIGHTS:
-        g = torch.Generator().manual_seed(0x5EED)
-        w = torch.randint(-(2**62), 2**62, (preds.shape[-1],), generator=g, dtype=torch.int64) * 2 + 1
-        _HASH_WEIGHTS[key] = w.to(preds.device)
-    return (preds.long() * _HASH_WEIGHTS[key]).sum(-1)
+    random linear map modulo 2^64 with fixed odd weights), so votes are counted without comparing sequences pairwise."""
+    g = torch.Generator().manual_seed(0x5EED)
+    weights = torch.randint(-(2**62), 2**62, (preds.shape[-1],), generator=g, dtype=torch.int64) * 2 + 1
+    return (preds.long() * weights.to(preds.device)).sum(-1)
 
 
 def choose(hashes: torch.Tensor, q: torch.Tensor, select: str) -> tuple[torch.Tensor, torch.Tensor]:
