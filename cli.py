@@ -386,15 +386,31 @@ def eval_cmd(
         min=1,
         help="LM heads: tokens predicted per window (default: the run's seq_len, 256 without a run config).",
     ),
+    tta: int = typer.Option(
+        1, "--tta", help="Transformed copies per puzzle (Sudoku, maze, ARC symmetries), mapped back and combined."
+    ),
+    samples: int = typer.Option(1, "--samples", help="Trajectories per copy; sample 0 has no noise."),
+    noise: float = typer.Option(0.0, "--noise", help="Std of the Gaussian noise added to the carried state."),
+    noise_at: str = typer.Option("every", "--noise-at", help="every (each segment, as PTRM) or initial."),
+    select: str = typer.Option("q", "--select", help="Choose the answer by q (halting confidence) or vote."),
+    tta_seed: int = typer.Option(0, "--tta-seed", help="Seed of the transforms and the noise."),
+    puzzle_id: str = typer.Option("keep", "--puzzle-id", help="keep, or blank: feed every puzzle identifier 0."),
 ) -> None:
     """Accuracy after every segment m = 1..mmax on the test split, and the ACT (Q-head halting) result.
+
+    --tta/--samples add a table of exact accuracy for each segment budget, number of copies and samples, against the
+    total segments run per puzzle (docs/training.md, "Test-time compute"; plot it with hrm viz test-time).
 
     On ARC datasets also the voting over augmentations: pass@1, 2, 10, 100, 1000 (per-task results in --json).
     For a language-model head (or a transformers HrmText directory): cross-entropy, perplexity and tokens/s on the
     text dataset's val split; on a puzzle dataset (PrefixLM on puzzles) the exact and token accuracy of greedy decoding
     on the test split."""
     from hrm_reason.inference import evaluate_run, format_result
+    from hrm_reason.test_time import TestTimeOptions
 
+    if puzzle_id not in ("keep", "blank"):
+        raise UserError(f"--puzzle-id {puzzle_id!r}: expected 'keep' or 'blank'")
+    options = TestTimeOptions(tta, samples, noise, noise_at, select, tta_seed, puzzle_id == "blank")  # type: ignore[arg-type]
     result = evaluate_run(
         _one_of(run, checkpoint),
         config,
@@ -407,6 +423,7 @@ def eval_cmd(
         max_tokens=max_tokens,
         seq_len=seq_len,
         arc_submission=submission is not None,
+        test_time=options,
     )
     arc_submission = getattr(result, "extra", {}).pop("arc_submission", None)
     typer.echo(format_result(result))
@@ -593,6 +610,18 @@ def viz_run(
     from hrm_reason.viz.curves import run_figures
 
     _echo_written(save_figures(run_figures(run_dir, eval_json or []), out or run_dir / "viz"))
+
+
+@viz_app.command("test-time")
+def viz_test_time(
+    eval_json: Path = typer.Argument(..., help="Result of hrm eval --json with --tta or --samples."),
+    out: Path = typer.Option(Path("viz"), "--out", help="Output directory."),
+) -> None:
+    """Exact accuracy against total segments run per puzzle (m x tta x samples), one line per (tta, samples)."""
+    from hrm_reason.viz.canvas import save_figures
+    from hrm_reason.viz.curves import compute_figure, read_eval_json
+
+    _echo_written(save_figures([("test_time.png", compute_figure(read_eval_json(eval_json), eval_json.stem))], out))
 
 
 @viz_app.command("html")

@@ -6,7 +6,7 @@ stops at the first segment where q_halt > q_continue, or at mmax.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
@@ -32,6 +32,24 @@ class SegmentMetric(Protocol):
     ) -> None: ...
 
     def result(self, world_size: int) -> dict[str, Any]: ...
+
+
+class SegmentSource(Protocol):
+    """Runs a batch's segments in its own way and yields the plain trajectory's outputs (test_time.TestTimeEval); its
+    `result` joins the eval result's extra under "test_time"."""
+
+    def segments(
+        self, model: nn.Module, batch: dict[str, torch.Tensor], mmax: int, key: Sequence[int]
+    ) -> Iterator[ACTOutput]: ...
+
+    def result(self, world_size: int) -> dict[str, Any]: ...
+
+
+def plain_segments(model: nn.Module, batch: dict[str, torch.Tensor], mmax: int) -> Iterator[ACTOutput]:
+    carry = model.initial_carry(batch)
+    for _ in range(mmax):
+        carry, out = model(carry, batch, halt_max_steps=mmax)
+        yield out
 
 
 @dataclass
@@ -63,6 +81,7 @@ def evaluate(
     world_size: int = 1,
     progress: bool = True,
     metrics: Sequence[SegmentMetric] = (),
+    test_time: SegmentSource | None = None,
 ) -> EvalResult:
     was_training = model.training
     model.eval()
@@ -73,16 +92,20 @@ def evaluate(
     bar = tqdm(
         total=total, desc=f"eval (mmax={mmax})", unit="ex", disable=not progress, leave=False, dynamic_ncols=True
     )
-    for _set_name, batch in eval_batches(split, global_batch_size, rank, world_size, max_examples):
+    batches = eval_batches(split, global_batch_size, rank, world_size, max_examples)
+    for number, (_set_name, batch) in enumerate(batches):
         batch = {k: v.to(device) for k, v in batch.items()}
         labels = batch["labels"]
         mask = labels != IGNORE_LABEL_ID
         n_valid = mask.sum(-1)
         valid = n_valid > 0
         act_done = torch.zeros_like(valid)
-        carry = model.initial_carry(batch)
-        for m in range(mmax):
-            carry, out = model(carry, batch, halt_max_steps=mmax)
+        outputs = (
+            plain_segments(model, batch, mmax)
+            if test_time is None
+            else test_time.segments(model, batch, mmax, (rank, number))
+        )
+        for m, out in enumerate(outputs):
             preds = out.logits.argmax(-1)
             for metric in metrics:
                 metric.update(m, preds, out, batch, valid)
@@ -105,6 +128,8 @@ def evaluate(
     extra: dict[str, Any] = {}
     for metric in metrics:
         extra.update(metric.result(world_size))
+    if test_time is not None:
+        extra["test_time"] = test_time.result(world_size)
     if world_size > 1:
         torch.distributed.all_reduce(sums)
     sums = sums.cpu()

@@ -24,7 +24,8 @@ from hrm_reason.lm_puzzle import (
 )
 from hrm_reason.load import load_run, run_config
 from hrm_reason.runtime.device import resolve_device
-from hrm_reason.tasks import task_metrics
+from hrm_reason.tasks import task_metrics, task_transforms
+from hrm_reason.test_time import TestTimeEval, TestTimeOptions, format_test_time
 
 Result = EvalResult | LMEvalResult | PuzzleLMEvalResult
 
@@ -57,18 +58,26 @@ def evaluate_run(
     max_tokens: int | None = None,
     seq_len: int | None = None,
     arc_submission: bool = False,
+    test_time: TestTimeOptions | None = None,
 ) -> Result:
-    """Evaluate whatever `path` holds, dispatching on its model family."""
+    """Evaluate whatever `path` holds, dispatching on its model family. `test_time` (ACT puzzle models only): copies,
+    samples and the blank puzzle identifier (test_time.py); its table joins the result's extra as "test_time"."""
     device = resolve_device(device_name)
+    test_time = test_time or TestTimeOptions()
     if arc_submission:  # before loading: the dataset decides whether there is a submission to write
         from hrm_reason.tasks.arc import require_arc_dataset
 
         require_arc_dataset(data if data is not None else run_config(path, config_path).data_path, "--submission")
     loaded = load_run(path, device, config_path, data if data is not None and dataset_kind(data) == "puzzle" else None)
     config, model = loaded.config, loaded.model
+    if loaded.family != "act" and not test_time.plain:
+        raise UserError(
+            f"{path}: a language-model head; --tta, --samples, --noise and --puzzle-id blank are for ACT puzzle models"
+        )
     if loaded.family == "act":
         split = load_split(data if data is not None else config.data_path, "test")
         bs = batch_size or config.eval_global_batch_size or config.global_batch_size
+        source = None if test_time.plain else TestTimeEval(test_time, task_transforms(split, test_time.tta), mmax)
         return evaluate(
             model,
             split,
@@ -79,6 +88,7 @@ def evaluate_run(
             max_examples,
             progress=progress,
             metrics=task_metrics(split, mmax),
+            test_time=source,
         )
     if data is None and config is None:
         raise UserError(f"{path}: no run config names its dataset; pass --data DIR (a text or puzzle dataset)")
@@ -107,5 +117,6 @@ def evaluate_run(
 
 def format_result(result: Result) -> str:
     if isinstance(result, EvalResult):
-        return format_table(result)
+        table = result.extra.get("test_time")
+        return format_table(result) + (f"\n{format_test_time(table)}" if table is not None else "")
     return format_lm_result(result) if isinstance(result, LMEvalResult) else format_puzzle_result(result)

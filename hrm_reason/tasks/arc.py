@@ -34,7 +34,13 @@ from torch import Tensor
 from hrm_reason.data import PuzzleSplit
 from hrm_reason.errors import UserError
 from hrm_reason.jsonfile import read_json
-from hrm_reason.tasks.dihedral import SWAPS_AXES, dihedral_transform, inverse_dihedral_transform
+from hrm_reason.tasks.dihedral import (
+    DIHEDRAL_INVERSE,
+    SWAPS_AXES,
+    dihedral_transform,
+    inverse_dihedral_transform,
+)
+from hrm_reason.test_time import vote_order
 
 if TYPE_CHECKING:
     from hrm_reason.models.act import ACTOutput
@@ -156,6 +162,54 @@ def crop(tokens: np.ndarray) -> np.ndarray:
     return (tokens[: h[0], : w[0]] - 2).astype(np.uint8)
 
 
+# -------------------------------------------------------------------------------------------------- test time
+
+
+@dataclass(frozen=True)
+class ArcTransforms:
+    """Test-time augmentation on the `size` x `size` EOS canvas (hrm_reason.test_time, docs/training.md "Test-time
+    compute"): each row's grid is cropped, moved by a dihedral transform and a colour map with black fixed (the
+    builder's augmentation), and placed again at the top-left with its EOS border. The inverse does the same with the
+    inverse element, so a prediction is read back by its crop, as voting reads it."""
+
+    size: int
+
+    def draw(self, rng: np.random.Generator, rows: int, copies: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        elements = []
+        for _ in range(copies - 1):
+            ts = rng.integers(0, 8, size=rows)
+            colours = rng.permuted(np.tile(np.arange(1, 10, dtype=np.uint8), (rows, 1)), axis=1)
+            elements.append((ts, np.concatenate([np.zeros((rows, 1), dtype=np.uint8), colours], axis=1)))
+        return elements
+
+    def apply(self, tokens: np.ndarray, element: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        return self._move(tokens, [(int(t), c) for t, c in zip(*element)])
+
+    def invert(self, tokens: np.ndarray, element: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        return self._move(
+            tokens, [(DIHEDRAL_INVERSE[int(t)], np.argsort(c).astype(np.uint8)) for t, c in zip(*element)]
+        )
+
+    def _move(self, tokens: np.ndarray, plan: list[tuple[int, np.ndarray]]) -> np.ndarray:
+        canvases = np.asarray(tokens).reshape(-1, self.size, self.size)
+        out = np.empty((canvases.shape[0], self.size * self.size), dtype=canvases.dtype)
+        for i, (canvas, element) in enumerate(zip(canvases, plan)):
+            grid = crop(canvas)
+            out[i] = encode_pairs([(grid, grid)], [element], self.size, None)[0][0]
+        return out
+
+
+def tta_transforms(metadata: Any) -> ArcTransforms:
+    """The hook of hrm_reason.tasks for datasets whose builder is "arc": the canvas side from the builder record."""
+    size = int((metadata.builder or {}).get("grid_size", MAX_SIZE))
+    if size * size != metadata.seq_len or metadata.vocab_size != VOCAB_SIZE:
+        raise UserError(
+            f"dataset.json: an ARC dataset needs seq_len grid_size^2 and vocab_size {VOCAB_SIZE}, got seq_len "
+            f"{metadata.seq_len}, grid_size {size} and vocab_size {metadata.vocab_size}"
+        )
+    return ArcTransforms(size)
+
+
 # ------------------------------------------------------------------------------------------------- test split
 
 
@@ -226,11 +280,12 @@ VoteTable = dict[tuple[int, int], dict[bytes, list[float]]]  # (task, test input
 
 
 def rank_candidates(table: dict[bytes, list[float]]) -> list[tuple[bytes, int, float]]:
-    """(grid, votes, mean q), best first: most votes, then highest mean q, then grid bytes (a fixed order for full
-    ties)."""
-    ranked = [(key, int(c), q / c) for key, (c, q) in table.items()]
-    ranked.sort(key=lambda r: (-r[1], -r[2], r[0]))
-    return ranked
+    """(grid, votes, mean q), best first: the ranking of every vote (test_time.vote_order: most votes, then highest
+    mean q), full ties in grid-bytes order."""
+    keys = sorted(table)
+    counts = torch.tensor([int(table[k][0]) for k in keys], dtype=torch.int64)
+    mean_q = torch.tensor([table[k][1] / table[k][0] for k in keys], dtype=torch.float64)
+    return [(keys[i], int(counts[i]), float(mean_q[i])) for i in vote_order(counts, mean_q).tolist()]
 
 
 def merge_votes(tables: list[VoteTable]) -> VoteTable:

@@ -1,10 +1,12 @@
 """The 8 symmetries of the square, numbered as the original HRM builders number them (docs/data.md, "Grid symmetries").
 
 0 identity, 1 rot90, 2 rot180, 3 rot270 (counter-clockwise, as np.rot90), 4 fliplr, 5 flipud, 6 transpose,
-7 anti-transpose. Maze augmentation and ARC augmentation use them; ARC voting undoes them.
+7 anti-transpose. Maze augmentation and ARC augmentation use them; ARC voting and test-time augmentation undo them.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -36,3 +38,30 @@ def dihedral_transform(grid: np.ndarray, tid: int) -> np.ndarray:
 
 def inverse_dihedral_transform(grid: np.ndarray, tid: int) -> np.ndarray:
     return dihedral_transform(grid, DIHEDRAL_INVERSE[tid])
+
+
+@dataclass(frozen=True)
+class DihedralTransforms:
+    """Test-time augmentation of square `side` x `side` token grids by the 8 symmetries (hrm_reason.test_time): the
+    tokens are unchanged, only their places. Each row goes through the 7 non-identity symmetries in its own random
+    order before any repeats, so 8 copies are the whole group."""
+
+    side: int
+
+    def draw(self, rng: np.random.Generator, rows: int, copies: int) -> list[np.ndarray]:
+        order = 1 + np.argsort(rng.random((rows, 7)), axis=1)  # [rows, 7] a permutation of 1..7 per row
+        return [order[:, k % 7] for k in range(copies - 1)]
+
+    def apply(self, tokens: np.ndarray, element: np.ndarray) -> np.ndarray:
+        return self._move(tokens, element, forward=True)
+
+    def invert(self, tokens: np.ndarray, element: np.ndarray) -> np.ndarray:
+        return self._move(tokens, element, forward=False)
+
+    def _move(self, tokens: np.ndarray, ts: np.ndarray, forward: bool) -> np.ndarray:
+        grids = np.asarray(tokens).reshape(-1, self.side, self.side)
+        out = np.empty_like(grids)
+        for t in np.unique(ts).tolist():
+            rows = np.flatnonzero(ts == t)
+            out[rows] = dihedral_transform(grids[rows], t if forward else DIHEDRAL_INVERSE[t])
+        return out.reshape(grids.shape[0], -1)

@@ -28,6 +28,7 @@ from torch import Tensor
 
 from hrm_reason.data import PuzzleSplit
 from hrm_reason.errors import UserError
+from hrm_reason.tasks.dihedral import DihedralTransforms
 
 if TYPE_CHECKING:
     from hrm_reason.models.act import ACTOutput
@@ -205,3 +206,11 @@ def segment_metrics(split: PuzzleSplit, mmax: int) -> list[OptimalPathAccuracy]:
             f"(tokens PAD + '{CHARSET}'), got seq_len {meta.seq_len} and vocab_size {meta.vocab_size}"
         )
     return [OptimalPathAccuracy(mmax, side)]
+
+
+def tta_transforms(metadata: Any) -> DihedralTransforms:
+    """The hook of hrm_reason.tasks for datasets whose builder is "maze": the 8 symmetries of the square grid."""
+    side = grid_side(metadata.seq_len)
+    if side is None:
+        raise UserError(f"dataset.json: a maze dataset needs a square grid, got seq_len {metadata.seq_len}")
+    return DihedralTransforms(side)

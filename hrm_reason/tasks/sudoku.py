@@ -10,8 +10,10 @@ original builder: PAD 0, blank 1, digit d -> d + 1, vocab n + 2; every cell of t
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 import numpy as np
 
@@ -181,3 +183,46 @@ def inverse_transforms(tf: GridTransforms) -> GridTransforms:
         row_perm=np.where(t, inv_cols, inv_rows),
         col_perm=np.where(t, inv_rows, inv_cols),
     )
+
+
+# -------------------------------------------------------------------------------------------------- test time
+
+
+@dataclass(frozen=True)
+class SudokuTransforms:
+    """Test-time augmentation on token sequences (hrm_reason.test_time, docs/training.md "Test-time compute"): the
+    group above acting on tokens (value + 1; PAD and blank stay), one element per row."""
+
+    r: int
+    c: int
+
+    def draw(self, rng: np.random.Generator, rows: int, copies: int) -> list[GridTransforms]:
+        return [_on_tokens(random_transforms(rng, self.r, self.c, rows)) for _ in range(copies - 1)]
+
+    def apply(self, tokens: np.ndarray, element: GridTransforms) -> np.ndarray:
+        n = self.r * self.c
+        return apply_transforms(np.asarray(tokens).reshape(-1, n, n), element).reshape(len(element), n * n)
+
+    def invert(self, tokens: np.ndarray, element: GridTransforms) -> np.ndarray:
+        return self.apply(tokens, inverse_transforms(element))
+
+
+def _on_tokens(tf: GridTransforms) -> GridTransforms:
+    """The same elements with the digit map on tokens: PAD 0 -> 0, blank 1 -> 1, d + 1 -> digit_map[d] + 1."""
+    pad = np.zeros((len(tf), 1), dtype=np.uint8)
+    return GridTransforms(np.concatenate([pad, tf.digit_map + 1], axis=1), tf.transpose, tf.row_perm, tf.col_perm)
+
+
+def tta_transforms(metadata: Any) -> SudokuTransforms:
+    """The hook of hrm_reason.tasks for datasets whose builder is "sudoku": the box shape from the builder record."""
+    from hrm_reason.errors import UserError
+
+    box = BOXES.get(str((metadata.builder or {}).get("box")))
+    n = math.isqrt(metadata.seq_len)
+    if box is None or box[0] * box[1] != n or n * n != metadata.seq_len or metadata.vocab_size != vocab_size(n):
+        raise UserError(
+            f"dataset.json: a Sudoku dataset needs builder.box (one of {', '.join(BOXES)}) matching seq_len "
+            f"{metadata.seq_len} and vocab_size n + 2, got box {(metadata.builder or {}).get('box')!r} and vocab_size "
+            f"{metadata.vocab_size}"
+        )
+    return SudokuTransforms(*box)

@@ -260,3 +260,35 @@ def run_figures(run_dir: Path, eval_jsons: list[Path]) -> list[tuple[str, Figure
         subtitle = f"{run_dir.name}: accuracy against segments" + (f" ({count} test examples)" if count else "")
         figures.append(("segments.png", segments_figure(results, subtitle, trained_segments(run_dir))))
     return figures
+
+
+def compute_figure(result: dict[str, Any], title: str) -> Figure:
+    """Exact accuracy against total segments run per puzzle (m x tta x samples), one line per (tta, samples) family
+    through its segment budgets m = 1..mmax; the ACT result of each family as a star at its mean total."""
+    table = result.get("extra", {}).get("test_time") if isinstance(result.get("extra"), dict) else None
+    if not isinstance(table, dict) or not isinstance(table.get("table"), list):
+        raise UserError(f"{title}: no test_time table (run hrm eval with --tta or --samples and --json)")
+    families: dict[tuple[int, int], list[tuple[int, float]]] = {}
+    for row in table["table"]:
+        families.setdefault((row["tta"], row["samples"]), []).append((row["total_segments"], row["exact_accuracy"]))
+    act = {(r["tta"], r["samples"]): r for r in table.get("act", [])}
+    options = table.get("options", {})
+    fig = new_figure(8, 5)
+    ax = fig.add_subplot(1, 1, 1)
+    colours = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f"]
+    for i, ((a, s), points) in enumerate(sorted(families.items())):
+        colour = colours[i % len(colours)]
+        x, y = zip(*sorted(points))
+        ax.plot(x, y, marker="o", ms=3.5, lw=1.3, color=colour, label=f"tta {a}, samples {s}")
+        if (a, s) in act:
+            r = act[(a, s)]
+            ax.scatter([r["mean_total_segments"]], [r["exact_accuracy"]], marker="*", s=120, color=colour, zorder=5)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("total segments per puzzle (m x tta x samples; stars: ACT halting)", fontsize=9)
+    ax.set_ylabel("exact accuracy", fontsize=9)
+    noise = f", noise {options.get('noise')} ({options.get('noise_at')})" if options.get("noise") else ""
+    ax.set_title(f"{title}: select {options.get('select', 'q')}{noise}", fontsize=10)
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, frameon=False, loc="lower right")
+    return fig
