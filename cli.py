@@ -43,6 +43,30 @@ Workers = Annotated[
 ]
 
 
+# Test-time compute options of hrm eval and hrm solve (docs/training.md, "Test-time compute").
+Tta = Annotated[
+    int,
+    typer.Option(
+        "--tta", help="Transformed copies per puzzle (Sudoku, maze, ARC symmetries), mapped back and combined."
+    ),
+]
+Samples = Annotated[int, typer.Option("--samples", help="Trajectories per copy; sample 0 has no noise.")]
+Noise = Annotated[float, typer.Option("--noise", help="Std of the Gaussian noise added to the carried state.")]
+NoiseAt = Annotated[str, typer.Option("--noise-at", help="every (each segment, as PTRM) or initial.")]
+Select = Annotated[str, typer.Option("--select", help="Choose the answer by q (halting confidence) or vote.")]
+TtaSeed = Annotated[int, typer.Option("--tta-seed", help="Seed of the transforms and the noise.")]
+PuzzleId = Annotated[str, typer.Option("--puzzle-id", help="keep, or blank: feed every puzzle identifier 0.")]
+
+
+def _test_time(tta: int, samples: int, noise: float, noise_at: str, select: str, seed: int, puzzle_id: str) -> Any:
+    """The validated TestTimeOptions of the flags above."""
+    from hrm_reason.test_time import TestTimeOptions
+
+    if puzzle_id not in ("keep", "blank"):
+        raise UserError(f"--puzzle-id {puzzle_id!r}: expected 'keep' or 'blank'")
+    return TestTimeOptions(tta, samples, noise, noise_at, select, seed, puzzle_id == "blank")  # type: ignore[arg-type]
+
+
 GridOption = tuple[Any, Any, str]  # (type, default, help) of an option whose flag is its name with dashes
 
 
@@ -386,15 +410,13 @@ def eval_cmd(
         min=1,
         help="LM heads: tokens predicted per window (default: the run's seq_len, 256 without a run config).",
     ),
-    tta: int = typer.Option(
-        1, "--tta", help="Transformed copies per puzzle (Sudoku, maze, ARC symmetries), mapped back and combined."
-    ),
-    samples: int = typer.Option(1, "--samples", help="Trajectories per copy; sample 0 has no noise."),
-    noise: float = typer.Option(0.0, "--noise", help="Std of the Gaussian noise added to the carried state."),
-    noise_at: str = typer.Option("every", "--noise-at", help="every (each segment, as PTRM) or initial."),
-    select: str = typer.Option("q", "--select", help="Choose the answer by q (halting confidence) or vote."),
-    tta_seed: int = typer.Option(0, "--tta-seed", help="Seed of the transforms and the noise."),
-    puzzle_id: str = typer.Option("keep", "--puzzle-id", help="keep, or blank: feed every puzzle identifier 0."),
+    tta: Tta = 1,
+    samples: Samples = 1,
+    noise: Noise = 0.0,
+    noise_at: NoiseAt = "every",
+    select: Select = "q",
+    tta_seed: TtaSeed = 0,
+    puzzle_id: PuzzleId = "keep",
 ) -> None:
     """Accuracy after every segment m = 1..mmax on the test split, and the ACT (Q-head halting) result.
 
@@ -406,11 +428,8 @@ def eval_cmd(
     text dataset's val split; on a puzzle dataset (PrefixLM on puzzles) the exact and token accuracy of greedy decoding
     on the test split."""
     from hrm_reason.inference import evaluate_run, format_result
-    from hrm_reason.test_time import TestTimeOptions
 
-    if puzzle_id not in ("keep", "blank"):
-        raise UserError(f"--puzzle-id {puzzle_id!r}: expected 'keep' or 'blank'")
-    options = TestTimeOptions(tta, samples, noise, noise_at, select, tta_seed, puzzle_id == "blank")  # type: ignore[arg-type]
+    options = _test_time(tta, samples, noise, noise_at, select, tta_seed, puzzle_id)
     result = evaluate_run(
         _one_of(run, checkpoint),
         config,
@@ -462,18 +481,28 @@ def solve_cmd(
     ),
     device: Device = "auto",
     quiet: Quiet = False,
+    tta: Tta = 1,
+    samples: Samples = 1,
+    noise: Noise = 0.0,
+    noise_at: NoiseAt = "every",
+    select: Select = "q",
+    tta_seed: TtaSeed = 0,
+    puzzle_id: PuzzleId = "keep",
 ) -> None:
     """Solve your own puzzles with a trained model: prints each answer, whether it is valid (Sudoku rules and givens;
     a maze path from S to G, and whether it is shortest), the segments used and the confidence (sigmoid of q_halt).
 
     Examples: hrm solve --run runs/sudoku "53..7....6..195....98....6.8...6...34..8.3..17...2...6.6....28....419..5....8..79";
-    hrm solve --run runs/maze --file maze.txt --png out/"""
+    hrm solve --run runs/maze --file maze.txt --png out/
+
+    --tta/--samples choose each answer over transformed copies and noisy trajectories, as hrm eval's."""
     from hrm_reason.solve import answers_json, format_answers, load_solver, read_puzzles, solve, write_pngs
 
+    options = _test_time(tta, samples, noise, noise_at, select, tta_seed, puzzle_id)
     solver = load_solver(_one_of(run, checkpoint), config, device)
     puzzles = read_puzzles(solver.task, puzzle, file, sys.stdin)
     budget = mmax or solver.halt_max_steps
-    answers = solve(solver, puzzles, budget, progress=not quiet)
+    answers = solve(solver, puzzles, budget, options, progress=not quiet)
     pngs = write_pngs(solver, answers, png) if png is not None else []
     if json_out:
         typer.echo(answers_json(solver, answers, budget, pngs or None))

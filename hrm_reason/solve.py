@@ -26,7 +26,8 @@ from tqdm import tqdm
 
 from hrm_reason.data import PuzzleDatasetMetadata
 from hrm_reason.errors import UserError
-from hrm_reason.tasks import arc, maze, sudoku
+from hrm_reason.tasks import arc, dihedral, maze, sudoku
+from hrm_reason.test_time import TestTimeOptions, predict
 
 SUDOKU_SEPARATORS = "|+-"  # box drawing, ignored like whitespace
 SUDOKU_BLANKS = ".0"
@@ -88,6 +89,8 @@ class SolveTask(Protocol):
 
     def answer(self, puzzle: Puzzle, tokens: np.ndarray) -> tuple[str, list[Any], bool | None, str, bool | None]: ...
 
+    def transforms(self) -> Any: ...  # the task's symmetries for test-time augmentation (test_time.TaskTransforms)
+
 
 def _lines(text: str) -> list[str]:
     return [line.rstrip("\r") for line in text.split("\n")]
@@ -109,6 +112,9 @@ class SudokuSolve:
 
     def describe(self) -> str:
         return f"{self.n}x{self.n} Sudoku ({self.r}x{self.c} boxes)"
+
+    def transforms(self) -> sudoku.SudokuTransforms:
+        return sudoku.SudokuTransforms(self.r, self.c)
 
     def parse(self, text: str, source: str, stem: str | None = None) -> list[Puzzle]:
         """One puzzle per line (n*n cells), or n lines of n cells; whitespace and | + - are ignored, a blank line ends
@@ -198,6 +204,9 @@ class MazeSolve:
 
     def describe(self) -> str:
         return f"{self.side}x{self.side} maze"
+
+    def transforms(self) -> dihedral.DihedralTransforms:
+        return dihedral.DihedralTransforms(self.side)
 
     def parse(self, text: str, source: str, stem: str | None = None) -> list[Puzzle]:
         """Text rows of '#', ' ', 'S', 'G'; an empty line separates mazes. Trailing spaces (open cells) that an
@@ -289,6 +298,9 @@ class ArcSolve:
 
     def describe(self) -> str:
         return f"ARC model ({self.size}x{self.size} canvas)"
+
+    def transforms(self) -> arc.ArcTransforms:
+        return arc.ArcTransforms(self.size)
 
     def parse(self, text: str, source: str, stem: str | None = None) -> list[Puzzle]:
         """An ARC task JSON ({"test": [{"input": grid, "output": grid?}, ...], "train": ...}: its test inputs), or
@@ -464,44 +476,18 @@ def read_puzzles(
 # ---------------------------------------------------------------------------------------------------- prediction
 
 
-@dataclass
-class Prediction:
-    """The answer of each row at its halting segment (the shape `hrm_reason.test_time.predict` returns)."""
-
-    preds: torch.Tensor  # [B, seq_len] tokens
-    confidence: torch.Tensor  # [B] sigmoid(q_halt)
-    segments: torch.Tensor  # [B] segments run, 1..mmax
-
-
-@torch.no_grad()
-def predict(model: nn.Module, batch: dict[str, torch.Tensor], mmax: int) -> Prediction:
-    """ACT at inference, as `evaluate`'s ACT column: a row halts at the first segment where q_halt > q_continue, or at
-    mmax; its answer is that segment's argmax."""
-    was_training = model.training
-    model.eval()
-    B = batch["inputs"].shape[0]
-    device = batch["inputs"].device
-    preds = torch.zeros_like(batch["inputs"])
-    confidence = torch.zeros(B, dtype=torch.float32, device=device)
-    segments = torch.zeros(B, dtype=torch.int64, device=device)
-    done = torch.zeros(B, dtype=torch.bool, device=device)
-    carry = model.initial_carry(batch)
-    for m in range(mmax):
-        carry, out = model(carry, batch, halt_max_steps=mmax)
-        halt = ~done & ((out.q_halt_logits > out.q_continue_logits) | (m == mmax - 1))
-        preds = torch.where(halt[:, None], out.logits.argmax(-1).to(preds.dtype), preds)
-        confidence = torch.where(halt, torch.sigmoid(out.q_halt_logits.float()), confidence)
-        segments = torch.where(halt, m + 1, segments)
-        done |= halt
-        if bool(done.all()):
-            break
-    model.train(was_training)
-    return Prediction(preds, confidence, segments)
-
-
-def solve(solver: Solver, puzzles: list[Puzzle], mmax: int, progress: bool = True) -> list[Answer]:
-    """Every puzzle through the model in batches, each answer decoded and checked."""
+def solve(
+    solver: Solver,
+    puzzles: list[Puzzle],
+    mmax: int,
+    options: TestTimeOptions | None = None,
+    progress: bool = True,
+) -> list[Answer]:
+    """Every puzzle through the model in batches, each answer decoded and checked. With `options` beyond the plain
+    ones, each puzzle's answer is chosen over transformed copies and noisy trajectories (hrm_reason.test_time)."""
+    options = options or TestTimeOptions()
     answers: list[Answer] = []
+    transforms = solver.task.transforms() if options.tta > 1 else None
     bs = solver.batch_size
     bar = tqdm(total=len(puzzles), desc=f"solve (mmax={mmax})", unit="puzzle", disable=not progress, leave=False)
     for start in range(0, len(puzzles), bs):
@@ -510,7 +496,7 @@ def solve(solver: Solver, puzzles: list[Puzzle], mmax: int, progress: bool = Tru
             "inputs": torch.from_numpy(np.stack([p.tokens for p in chunk]).astype(np.int32)).to(solver.device),
             "puzzle_identifiers": torch.tensor([p.identifier for p in chunk], dtype=torch.int32, device=solver.device),
         }
-        pred = predict(solver.model, batch, mmax)
+        pred = predict(solver.model, batch, mmax, options, transforms, key=(start,))
         tokens = pred.preds.cpu().numpy()
         confidence, segments = pred.confidence.cpu().tolist(), pred.segments.cpu().tolist()
         for i, p in enumerate(chunk):

@@ -16,8 +16,9 @@ import cli
 from hrm_reason.data import PuzzleDatasetMetadata, load_split
 from hrm_reason.errors import UserError
 from hrm_reason.evaluate import evaluate
-from hrm_reason.solve import MazeSolve, SudokuSolve, load_solver, predict, read_puzzles, solve, task_for
+from hrm_reason.solve import MazeSolve, SudokuSolve, load_solver, read_puzzles, solve, task_for
 from hrm_reason.tasks import maze
+from hrm_reason.test_time import TestTimeOptions, predict
 from hrm_reason.train import train
 from tests.helpers import tiny_config
 
@@ -420,10 +421,32 @@ def test_predict_with_mmax_1_is_the_first_segment(sudoku_run: Path) -> None:
         "inputs": torch.from_numpy(np.stack([p.tokens for p in puzzles]).astype(np.int32)),
         "puzzle_identifiers": torch.zeros(2, dtype=torch.int32),
     }
-    pred = predict(solver.model, batch, 1)
+    pred = predict(solver.model, batch, 1, TestTimeOptions(), None)
     carry = solver.model.initial_carry(batch)
     with torch.no_grad():
         _, out = solver.model(carry, batch, halt_max_steps=1)
     torch.testing.assert_close(pred.preds, out.logits.argmax(-1).to(pred.preds.dtype))
     torch.testing.assert_close(pred.confidence, torch.sigmoid(out.q_halt_logits.float()))
     assert pred.segments.tolist() == [1, 1]
+
+
+def test_solve_with_test_time_compute_is_test_time_predict(
+    sudoku_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--tta/--samples choose each answer as test_time.predict does on the same batch, reproducibly for a seed."""
+    data = Path(tiny_config_data(sudoku_run))
+    inputs = np.asarray(load_split(data, "test").sets["all"].inputs)[:3]
+    (tmp_path / "p.txt").write_text("\n".join(sudoku_line(x) for x in inputs) + "\n")
+    flags = ["--run", str(sudoku_run), "--file", str(tmp_path / "p.txt"), "--mmax", "3"]
+    tt = ["--tta", "4", "--samples", "2", "--noise", "0.5", "--select", "vote", "--tta-seed", "7"]
+    first = solve_json(capsys, monkeypatch, *flags, *tt)
+    assert solve_json(capsys, monkeypatch, *flags, *tt) == first
+    solver = load_solver(sudoku_run, None, "cpu")
+    batch = {
+        "inputs": torch.from_numpy(inputs.astype(np.int32)),
+        "puzzle_identifiers": torch.full((3,), solver.task.blank_identifier, dtype=torch.int32),
+    }
+    options = TestTimeOptions(tta=4, samples=2, noise=0.5, select="vote", seed=7)
+    pred = predict(solver.model, batch, 3, options, solver.task.transforms(), key=(0,))
+    np.testing.assert_array_equal([p["tokens"] for p in first["puzzles"]], pred.preds.numpy())
+    np.testing.assert_array_equal([p["segments"] for p in first["puzzles"]], pred.segments.numpy())
