@@ -78,7 +78,7 @@ def evaluate_run(
             config.arch.loss.loss_type,
             max_examples,
             progress=progress,
-            metrics=task_metrics(split, mmax),
+            metrics=task_metrics(split, mmax, announce=True),
         )
     if data is None and config is None:
         raise UserError(f"{path}: no run config names its dataset; pass --data DIR (a text or puzzle dataset)")
