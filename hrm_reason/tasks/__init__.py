@@ -51,9 +51,9 @@ def choose_metrics(split: PuzzleSplit, mmax: int) -> tuple[str | None, str, list
 
 
 def task_metrics(split: PuzzleSplit, mmax: int, announce: bool = False) -> list[SegmentMetric]:
-    """The task's extra metrics; `announce` prints which were chosen and why (always when there is no builder record,
-    the case where the layout decides)."""
+    """The task's extra metrics; `announce` prints which were chosen and why (nothing when none is: exact accuracy
+    alone, as on Sudoku)."""
     name, why, metrics = choose_metrics(split, mmax)
-    if announce and (name is not None or split.metadata.builder is None):
-        print(f"metric: {METRIC_NAMES[name] if name else 'exact accuracy only'} ({why})", file=sys.stderr)
+    if announce and name is not None:
+        print(f"metric: {METRIC_NAMES[name]} ({why})", file=sys.stderr)
     return metrics
