@@ -3,8 +3,8 @@
 `sudoku`, `maze` and `arc` are what the builders (datasets_build), evaluation and the pictures (hrm_reason.viz) share;
 `dihedral` holds the square's symmetries that maze and ARC augmentation use. `task_metrics` maps a dataset's
 `builder.name` in dataset.json to its extra metrics, and a dataset with no builder record (one the original HRM
-scripts wrote) to those whose layout it has (docs/training.md, "Task metrics"); each task module is imported only
-when its task is evaluated.
+scripts wrote) to those whose layout it has (docs/training.md, "Task metrics of datasets without a builder record");
+each task module is imported only when its task is evaluated.
 """
 
 from __future__ import annotations

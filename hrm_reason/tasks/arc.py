@@ -238,10 +238,11 @@ def in_eos_layout(tokens: np.ndarray) -> np.ndarray:
 
 def layout_record(split: PuzzleSplit) -> dict[str, Any]:
     """What voting reads of the builder record, derived from the layout of a dataset the original HRM builder wrote
-    (docs/training.md, "ARC voting"): the canvas side from seq_len; task g's name from the identifiers.json name of
-    group g's first puzzle (the original, named without a `_t` suffix); no translation, checked on the originals' test
-    examples (each at the top-left in the EOS layout). Whether a task's answers are hidden cannot be derived (a hidden
-    answer is a stand-in grid); they are taken as known, as the original builder requires them."""
+    (docs/training.md, "Task metrics of datasets without a builder record"): the canvas side from seq_len; task g's
+    name from the identifiers.json name of group g's first puzzle (the original, named without a `_t` suffix); no
+    translation, checked on the originals' test examples (each at the top-left in the EOS layout). Whether a task's
+    answers are hidden cannot be derived (a hidden answer is a stand-in grid); they are taken as known, as the
+    original builder requires them."""
     where, meta = split.path / "dataset.json", split.metadata
     size = int(np.sqrt(meta.seq_len))
     if size * size != meta.seq_len or size > MAX_SIZE or meta.vocab_size != VOCAB_SIZE or meta.pad_id != PAD:

@@ -196,9 +196,10 @@ class OptimalPathAccuracy:
 
 
 def matches_layout(split: PuzzleSplit, sample: int = 4096) -> bool:
-    """A split with no builder record is a maze dataset when its layout is the maze's (docs/data.md, "Maze"): vocab
-    PAD + '# SG' + 'o', a square grid, and in the first `sample` examples of each set inputs of walls, open cells and
-    exactly one S and one G, labels equal to their input except open cells marked 'o'."""
+    """A split with no builder record is a maze dataset when its layout is the maze's (docs/training.md, "Task metrics
+    of datasets without a builder record"): vocab PAD + '# SG' + 'o', a square grid, and in the first `sample`
+    examples of each set inputs of walls, open cells and exactly one S and one G, labels equal to their input except
+    open cells marked 'o'."""
     meta = split.metadata
     side = grid_side(meta.seq_len)
     if side is None or side > MAX_SIDE or meta.vocab_size != VOCAB_SIZE or meta.pad_id != PAD:
