@@ -381,7 +381,10 @@ def eval_cmd(
     mmax: int = typer.Option(16, "--mmax", min=1, help="Segments to run (may exceed the trained halt_max_steps)."),
     run: Path | None = typer.Option(None, "--run", help="Run directory (its latest checkpoint and config)."),
     checkpoint: Path | None = typer.Option(
-        None, "--checkpoint", help="Checkpoint directory or weights file (ours, or an original HRM or TRM one)."
+        None,
+        "--checkpoint",
+        help="Checkpoint directory or weights file (ours, or an original HRM or TRM one), or a Hugging Face repository "
+        "owner/name of a released checkpoint (downloaded to the Hugging Face cache; the cache only when offline).",
     ),
     config: Path | None = typer.Option(
         None, "--config", "-c", help="Config for --checkpoint outside a run (e.g. the original all_config.yaml)."
@@ -607,7 +610,9 @@ def viz_puzzle(
 @viz_app.command("predictions")
 def viz_predictions(
     run: Path | None = typer.Option(None, "--run", help="Run directory (its latest checkpoint and config)."),
-    checkpoint: Path | None = typer.Option(None, "--checkpoint", help="Checkpoint directory or weights file."),
+    checkpoint: Path | None = typer.Option(
+        None, "--checkpoint", help="Checkpoint directory or weights file, or a Hugging Face repository owner/name."
+    ),
     config: Path | None = typer.Option(None, "--config", "-c", help="Config for --checkpoint outside a run."),
     data: Path | None = typer.Option(None, "--data", help="Dataset directory (default: the config's data_path)."),
     index: int = typer.Option(0, "--index", help="First test example."),

@@ -136,8 +136,13 @@ def prune_checkpoints(run_dir: Path, keep: int | None, keep_best: bool = False) 
     return removed
 
 
+# The weights file of a released HRM checkpoint (a Hugging Face repository: `checkpoint` beside `all_config.yaml`).
+RELEASED_WEIGHTS = "checkpoint"
+
+
 def find_checkpoint(path: Path) -> Path:
-    """A run directory (its latest checkpoint), a checkpoint directory, or a weights file."""
+    """A run directory (its latest checkpoint), a checkpoint directory, a released checkpoint's directory (its
+    `checkpoint` file), or a weights file."""
     if not path.exists():
         raise UserError(f"checkpoint or run directory {path} not found")
     if path.is_dir() and (path / "checkpoints" / "latest").is_file():
@@ -153,6 +158,8 @@ def find_checkpoint(path: Path) -> Path:
             return max(steps, key=lambda p: int(p.name.removeprefix("step_")))
     if path.is_dir() and (path / WEIGHTS).is_file():
         return path
+    if path.is_dir() and (path / RELEASED_WEIGHTS).is_file():
+        return path / RELEASED_WEIGHTS
     if path.is_file():
         return path
     if path.is_dir() and (original := _latest_original_step(path)) is not None:

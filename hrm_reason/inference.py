@@ -87,7 +87,7 @@ def evaluate_run(
             config.arch.loss.loss_type,
             max_examples,
             progress=progress,
-            metrics=task_metrics(split, mmax),
+            metrics=task_metrics(split, mmax, announce=True),
             test_time=source,
         )
     if data is None and config is None:

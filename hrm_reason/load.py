@@ -54,8 +54,9 @@ def run_config(path: Path, config_path: Path | None = None) -> TrainConfig:
     from hrm_reason.checkpoint import find_checkpoint
     from hrm_reason.config import load_config
     from hrm_reason.errors import UserError
+    from hrm_reason.hub import resolve_checkpoint
 
-    ckpt = find_checkpoint(Path(path))
+    ckpt = find_checkpoint(resolve_checkpoint(path))
     cfg_path = config_path or run_config_path(ckpt)
     if cfg_path is None:
         raise UserError(f"{ckpt}: no config.yaml or all_config.yaml found beside the checkpoint; pass --config FILE")
@@ -73,15 +74,17 @@ class LoadedRun:
 def load_run(
     path: str | Path, device: Any = "cpu", config_path: Path | None = None, data: Path | None = None
 ) -> LoadedRun:
-    """The model at `path` on `device` (eval mode) with its run config; `config_path` and `data` replace the run's
-    config and dataset (an original HRM checkpoint outside a run needs its all_config.yaml)."""
+    """The model at `path` (or at the Hugging Face repository `owner/name` it names, hrm_reason.hub) on `device`
+    (eval mode) with its run config; `config_path` and `data` replace the run's config and dataset (an original HRM
+    checkpoint outside a run needs its all_config.yaml)."""
     import torch
 
     from hrm_reason.checkpoint import find_checkpoint, saved_model_config
     from hrm_reason.config import family_of, load_config
     from hrm_reason.errors import UserError
+    from hrm_reason.hub import resolve_checkpoint
 
-    path, device = Path(path), torch.device(device)
+    path, device = resolve_checkpoint(path), torch.device(device)
     if not path.exists():
         raise UserError(f"{path}: no such checkpoint, run directory or transformers directory")
     if is_hf_hrm_text(path):

@@ -15,7 +15,8 @@ rule). The top two candidates per test input form a Kaggle `submission.json`.
 
 Predictions are reduced on the fly (grid bytes -> [votes, sum of q]), never stored as logits: the original notebook
 needed a ~9 GB dump. The inverse augmentation comes from the format itself: identifier names in identifiers.json and
-the task list in the test split's `builder` record.
+the task list in the test split's `builder` record, or, for a dataset the original builder wrote (no record), the
+names of each group's first puzzle (`layout_record`).
 """
 
 from __future__ import annotations
@@ -228,7 +229,8 @@ class ArcTestSet:
 
     @classmethod
     def from_split(cls, split: PuzzleSplit) -> ArcTestSet:
-        builder = split.metadata.builder or {}
+        """From our builder record, or (a dataset the original builder wrote: no record) from the layout itself."""
+        builder = split.metadata.builder if split.metadata.builder is not None else layout_record(split)
         where = split.path / "dataset.json"
         if builder.get("name") != "arc" or "tasks" not in builder or "grid_size" not in builder:
             raise UserError(
@@ -272,6 +274,57 @@ class ArcTestSet:
             test_inputs.append(by_input)
             answers.append([grid_key(crop(y[k])) if task.get("answers", True) else None for k in range(y.shape[0])])
         return cls(size, tasks, test_inputs, answers, task_of, transform_of, inverse_colours)
+
+
+def in_eos_layout(tokens: np.ndarray) -> np.ndarray:
+    """[n, S, S] canvases -> [n] bool: one grid at the top-left in the EOS layout (colours, an EOS row below it and an
+    EOS column right of it inside the canvas, PAD everywhere else), as an untranslated test example is written."""
+    size = tokens.shape[-1]
+    h, w = crop_sizes(tokens)
+    r = np.arange(size)[None, :, None]
+    c = np.arange(size)[None, None, :]
+    h, w = h[:, None, None], w[:, None, None]
+    grid = (r < h) & (c < w)
+    eos = ((r == h) & (c < w)) | ((c == w) & (r < h))
+    ok = np.where(grid, True, np.where(eos, tokens == EOS, tokens == PAD))
+    return (h[:, 0, 0] > 0) & ok.reshape(ok.shape[0], -1).all(1)
+
+
+def layout_record(split: PuzzleSplit) -> dict[str, Any]:
+    """What voting reads of the builder record, derived from the layout of a dataset the original HRM builder wrote
+    (docs/training.md, "Task metrics of datasets without a builder record"): the canvas side from seq_len; task g's
+    name from the identifiers.json name of group g's first puzzle (the original, named without a `_t` suffix); no
+    translation, checked on the originals' test examples (each at the top-left in the EOS layout). Whether a task's
+    answers are hidden cannot be derived (a hidden answer is a stand-in grid); they are taken as known, as the
+    original builder requires them."""
+    where, meta = split.path / "dataset.json", split.metadata
+    size = int(np.sqrt(meta.seq_len))
+    if size * size != meta.seq_len or size > MAX_SIZE or meta.vocab_size != VOCAB_SIZE or meta.pad_id != PAD:
+        raise UserError(
+            f"{where}: not the ARC layout (a square canvas of side <= {MAX_SIZE}, vocab_size {VOCAB_SIZE}, PAD 0); "
+            f"got seq_len {meta.seq_len}, vocab_size {meta.vocab_size}"
+        )
+    if list(split.sets) != ["all"]:
+        raise UserError(f"{where}: expected the one set 'all', found {list(split.sets)}")
+    ids_path = split.path.parent / "identifiers.json"
+    names = read_json(ids_path, "ARC voting reads the task and augmentation of each puzzle from it")
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise UserError(f"{ids_path}: expected a list of puzzle names")
+    s, tasks = split.sets["all"], []
+    for g in range(s.group_indices.size - 1):
+        first = int(s.group_indices[g])
+        ident = int(s.puzzle_identifiers[first])
+        name = names[ident] if 0 < ident < len(names) else None
+        if name is None or AUG_NAME.match(name):
+            raise UserError(f"{ids_path}: the first puzzle of group {g} is {name!r}, not an original task's name")
+        rows = slice(int(s.puzzle_indices[first]), int(s.puzzle_indices[first + 1]))
+        for array in (s.inputs, s.labels):
+            if not in_eos_layout(np.asarray(array[rows]).reshape(-1, size, size)).all():
+                raise UserError(f"{where}: a test grid of task {name!r} is not at the top-left in the EOS layout")
+        tasks.append({"name": name})
+    if not tasks:
+        raise UserError(f"{where}: no tasks")
+    return {"name": "arc", "grid_size": size, "translation": False, "tasks": tasks}
 
 
 # ------------------------------------------------------------------------------------------------------ voting
@@ -415,14 +468,32 @@ def segment_metrics(split: PuzzleSplit, mmax: int) -> list[ArcVoting]:
     return [ArcVoting(ArcTestSet.from_split(split), mmax)]
 
 
+def layout_metrics(split: PuzzleSplit, mmax: int) -> list[ArcVoting] | None:
+    """The voting of a split with no builder record whose layout is ARC's (`layout_record`), else None."""
+    try:
+        return segment_metrics(split, mmax)
+    except UserError:
+        return None
+
+
 def require_arc_dataset(data_dir: str | Path, flag: str) -> None:
     """Fail before a long evaluation when an ARC-only option is given for another dataset."""
     meta = Path(data_dir) / "test" / "dataset.json"
     try:
-        name = (json.loads(meta.read_text()).get("builder") or {}).get("name")
+        record = json.loads(meta.read_text())
     except (OSError, json.JSONDecodeError):
         return  # the evaluation itself reports a missing or broken dataset
+    if not isinstance(record, dict):
+        return
+    name = (record.get("builder") or {}).get("name")
+    if record.get("builder") is None:  # built by the original code: ARC when its layout is
+        from hrm_reason.data import load_split
+
+        try:
+            layout_record(load_split(data_dir, "test"))
+            return
+        except UserError:
+            pass
     if name != "arc":
-        raise UserError(
-            f"{flag}: {meta} is not an ARC dataset (builder.name {name!r}); build one with hrm build-data arc"
-        )
+        why = f"builder.name {name!r}" if record.get("builder") is not None else "no builder record, not ARC's layout"
+        raise UserError(f"{flag}: {meta} is not an ARC dataset ({why}); build one with hrm build-data arc")

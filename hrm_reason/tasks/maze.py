@@ -196,8 +196,31 @@ class OptimalPathAccuracy:
         }
 
 
+def matches_layout(split: PuzzleSplit, sample: int = 4096) -> bool:
+    """A split with no builder record is a maze dataset when its layout is the maze's (docs/training.md, "Task metrics
+    of datasets without a builder record"): vocab PAD + '# SG' + 'o', a square grid, and in the first `sample`
+    examples of each set inputs of walls, open cells and exactly one S and one G, labels equal to their input except
+    open cells marked 'o'."""
+    meta = split.metadata
+    side = grid_side(meta.seq_len)
+    if side is None or side > MAX_SIDE or meta.vocab_size != VOCAB_SIZE or meta.pad_id != PAD:
+        return False
+    seen = 0
+    for s in split.sets.values():
+        x, y = np.asarray(s.inputs[:sample]), np.asarray(s.labels[:sample])
+        if not np.isin(x, (WALL, OPEN, START, GOAL)).all():
+            return False
+        if not (((x == START).sum(1) == 1) & ((x == GOAL).sum(1) == 1)).all():
+            return False
+        if not ((y == x) | ((x == OPEN) & (y == PATH))).all():
+            return False
+        seen += x.shape[0]
+    return seen > 0
+
+
 def segment_metrics(split: PuzzleSplit, mmax: int) -> list[OptimalPathAccuracy]:
-    """The hook `hrm_reason.tasks` calls for datasets whose builder is "maze"."""
+    """The hook `hrm_reason.tasks` calls for datasets whose builder is "maze" (or, with no builder record, whose layout
+    is the maze's)."""
     meta = split.metadata
     side = grid_side(meta.seq_len)
     if side is None or side > MAX_SIDE or meta.vocab_size != VOCAB_SIZE:
@@ -214,3 +237,8 @@ def tta_transforms(metadata: Any) -> DihedralTransforms:
     if side is None:
         raise UserError(f"dataset.json: a maze dataset needs a square grid, got seq_len {metadata.seq_len}")
     return DihedralTransforms(side)
+
+
+def layout_metrics(split: PuzzleSplit, mmax: int) -> list[OptimalPathAccuracy] | None:
+    """The optimal-path metric of a split with no builder record whose layout is the maze's, else None."""
+    return segment_metrics(split, mmax) if matches_layout(split) else None
