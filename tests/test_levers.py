@@ -24,7 +24,7 @@ from hrm_reason.models.trm import TRM, TRMConfig
 from hrm_reason.optim import cosine_schedule_with_warmup, lr_at
 from hrm_reason.tasks.dihedral import dihedral_transform
 from hrm_reason.tasks.sudoku import is_valid_solution
-from hrm_reason.train import train
+from hrm_reason.train import run_progress, train
 from tests.helpers import rewind, tiny_config, write_original_layout
 
 
@@ -352,3 +352,11 @@ def test_lr_schedules() -> None:
         assert lr_at("cosine", step, *args) == cosine_schedule_with_warmup(step, *args)
         assert lr_at("constant", step, *args) == min(1.0, step / 10)
     assert [lr_at("linear", s, *args) for s in (5, 10, 60, 110, 120)] == pytest.approx([0.5, 1.0, 0.55, 0.1, 0.1])
+
+
+def test_curriculum_progress_follows_the_schedule_measure(sudoku_data: Path, tmp_path: Path) -> None:
+    by_steps = tiny_config(sudoku_data, tmp_path / "r")
+    by_time = tiny_config(sudoku_data, tmp_path / "r", "max_seconds=10", "schedule_over=seconds")
+    assert run_progress(by_steps, 3, 12, train_seconds=9.0) == 0.25
+    assert run_progress(by_time, 3, 12, train_seconds=9.0) == 0.9  # the time budget is ahead of the step count
+    assert run_progress(by_time, 6, 12, train_seconds=1.0) == 0.5
