@@ -18,8 +18,10 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from hrm_reason.augment import train_augmentation
 from hrm_reason.checkpoint import load_checkpoint
 from hrm_reason.config import TrainConfig
+from hrm_reason.curriculum import depth_at, segment_weights
 from hrm_reason.data import Batch, PuzzleSplit, TrainSampler, dataset_kind, load_split, total_train_steps
 from hrm_reason.errors import UserError
 from hrm_reason.evaluate import EvalResult, evaluate
@@ -53,8 +55,15 @@ class ACTTask:
                 "(lower global_batch_size)"
             )
         self.total_rounds = config.epochs // config.eval_interval
+        augment = train_augmentation(config.augment, meta, str(self.train_split.path / "dataset.json"))
         self.sampler = TrainSampler(
-            self.train_split, config.global_batch_size, config.eval_interval, config.seed, procs.rank, procs.world_size
+            self.train_split,
+            config.global_batch_size,
+            config.eval_interval,
+            config.seed,
+            procs.rank,
+            procs.world_size,
+            augment,
         )
         self.model = build_model(config.arch, meta, device, config.seed)
         self.optimizer = make_optimizer(config, self.model, device)
@@ -66,24 +75,37 @@ class ACTTask:
         )
         self.generator = torch.Generator(device=device)
         self.carry: Any = None
+        self.depth: tuple[int, int] | None = None
         self.carry_state: dict[str, torch.Tensor] | None = None
 
     def batches(self, round: int, start: int) -> Iterator[Batch]:
         return prefetch(self.sampler.batches(round, start), self.device)
 
-    def forward(self, train_model: torch.nn.Module, batch: Batch, step: int) -> tuple[torch.Tensor, Any]:
+    def forward(
+        self, train_model: torch.nn.Module, batch: Batch, step: int, progress: float = 0.0
+    ) -> tuple[torch.Tensor, Any]:
+        c = self.config
         if self.carry is None:
             self.carry = self.model.initial_carry(batch)
             if self.carry_state is not None:
                 self.carry = _fill_carry(self.carry, self.carry_state, self.device)
-        generator = exploration_generator(self.generator, self.config.seed, step, self.procs.rank)
-        new_carry, outputs = train_model(self.carry, batch, generator=generator)
+        generator = exploration_generator(self.generator, c.seed, step, self.procs.rank)
+        # The depth curriculum's stage; past its last stage the call is the one without it (docs/training.md "Levers").
+        self.depth = depth_at(c.depth_curriculum, progress) if c.depth_curriculum else None
+        depth = {} if self.depth is None else {"cycles": self.depth}
+        new_carry, outputs = train_model(self.carry, batch, generator=generator, **depth)
+        weights = (
+            segment_weights(new_carry.steps, c.segment_loss_decay, c.arch.halt_max_steps)
+            if c.segment_loss_decay is not None
+            else None
+        )
         loss, metrics = act_loss(
             outputs,
             new_carry.current_data["labels"],
             new_carry.halted,
             new_carry.steps,
-            self.config.arch.loss.loss_type,
+            c.arch.loss.loss_type,
+            weights,
         )
         self.carry = new_carry
         return loss, metrics
@@ -104,6 +126,9 @@ class ACTTask:
         )
         count = stats.pop("count")
         record: dict[str, Any] = {"step": step, **logged, "train/count": count}
+        if self.config.depth_curriculum:  # this step's depth, for its FLOPs (curriculum.flops_at_depth)
+            arch = self.config.arch
+            record["train/H_cycles"], record["train/L_cycles"] = self.depth or (arch.H_cycles, arch.L_cycles)
         for k, v in stats.items():
             if k.endswith("loss"):
                 record[f"train/{k}"] = v / self.config.global_batch_size

@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from hrm_reason.atomic import atomic_write_text
+from hrm_reason.curriculum import DepthStage, check_stages
 from hrm_reason.errors import UserError
 from hrm_reason.models import registry, trm_original
 from hrm_reason.models.registry import Family
@@ -149,6 +150,26 @@ class TrainConfig(StrictModel):
         description="decay of an exponential moving average of the weights, updated after every step; "
         "evaluation and checkpoints use the average (TRM: 0.999); None: off",
     )
+    lr_schedule: Literal["cosine", "linear", "constant"] = Field(
+        "cosine",
+        description="after the linear warmup: cosine or linear decay to lr_min_ratio * lr, or constant lr (the "
+        "original's; also cosine with lr_min_ratio 1, the puzzle default)",
+    )
+    augment: Literal["none", "symmetry"] = Field(
+        "none",
+        description="ACT puzzle models: symmetry applies a fresh random symmetry of the task (sudoku, maze) to every "
+        "training example drawn, on top of the dataset's materialised copies (hrm_reason/augment.py)",
+    )
+    depth_curriculum: list[DepthStage] | None = Field(
+        None,
+        description="hrm, trm: [{until, H_cycles, L_cycles}, ...]: shallower segments until each share of the run, "
+        "the model's own depth after the last (CGAR; hrm_reason/curriculum.py); None: off",
+    )
+    segment_loss_decay: Amount | None = Field(
+        None,
+        description="ACT puzzle models: weight the loss of supervision segment t by decay^(t-1), normalised to mean "
+        "1 over halt_max_steps (CGAR: 0.7); None: off",
+    )
     max_seconds: Amount | None = Field(
         None,
         description="stop after this many seconds of training steps (evaluations not counted), then evaluate "
@@ -230,6 +251,15 @@ class TrainConfig(StrictModel):
                 raise ValueError("LM heads need max_steps")
             if self.lr_warmup_steps > self.max_steps:
                 raise ValueError(f"lr_warmup_steps {self.lr_warmup_steps} exceeds max_steps {self.max_steps}")
+        if self.family == "lm":
+            for key, off in (("augment", "none"), ("depth_curriculum", None), ("segment_loss_decay", None)):
+                if getattr(self, key) != off:
+                    raise ValueError(f"{key} is an option of the ACT puzzle models, not of {self.model_name}")
+        elif self.depth_curriculum:
+            try:
+                check_stages(self.depth_curriculum, self.arch)
+            except ValueError as e:
+                raise ValueError(f"depth_curriculum: {e}") from None
         if self.schedule_over == "seconds" and self.max_seconds is None:
             raise ValueError("schedule_over=seconds needs max_seconds")
         return self

@@ -10,8 +10,9 @@ Test: every example in order, in global batches, the last one padded.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,6 +20,7 @@ import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
+from hrm_reason.augment import Augmentation
 from hrm_reason.errors import UserError
 from hrm_reason.jsonfile import read_json_model
 from hrm_reason.losses import IGNORE_LABEL_ID
@@ -188,11 +190,19 @@ def _label_outside(labels: np.ndarray, meta: PuzzleDatasetMetadata) -> int | Non
 
 
 def _collate(
-    s: PuzzleSet, meta: PuzzleDatasetMetadata, example_ids: np.ndarray, puzzle_ids: np.ndarray, batch_size: int
+    s: PuzzleSet,
+    meta: PuzzleDatasetMetadata,
+    example_ids: np.ndarray,
+    puzzle_ids: np.ndarray,
+    batch_size: int,
+    augment: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> Batch:
-    """Gather examples, map the ignore label to -100 and pad to a full batch (the puzzle embedding needs one)."""
+    """Gather examples, augment them (training with augment=symmetry), map the ignore label to -100 and pad to a full
+    batch (the puzzle embedding needs one)."""
     inputs = np.asarray(s.inputs[example_ids], dtype=np.int32)
     labels = np.asarray(s.labels[example_ids], dtype=np.int32)
+    if augment is not None:
+        inputs, labels = augment(inputs, labels)
     if meta.ignore_label_id is not None:
         labels[labels == meta.ignore_label_id] = IGNORE_LABEL_ID
     identifiers = np.asarray(s.puzzle_identifiers[puzzle_ids], dtype=np.int32)
@@ -208,8 +218,12 @@ def _collate(
     }
 
 
+AUGMENT_STREAM = 1  # the last entropy word of the augmentation draws of a batch (hrm_reason.augment)
+
+
 class TrainSampler:
-    """Training batches for one rank: iteration i covers `epochs_per_iter` passes over the groups."""
+    """Training batches for one rank: iteration i covers `epochs_per_iter` passes over the groups; `augment` applies a
+    fresh random symmetry to every example drawn (augment.py)."""
 
     def __init__(
         self,
@@ -219,6 +233,7 @@ class TrainSampler:
         seed: int,
         rank: int = 0,
         world_size: int = 1,
+        augment: Augmentation | None = None,
     ) -> None:
         if global_batch_size % world_size:
             raise UserError(
@@ -226,6 +241,7 @@ class TrainSampler:
             )
         self.split, self.global_batch_size, self.epochs_per_iter = split, global_batch_size, epochs_per_iter
         self.seed, self.rank, self.local_batch_size = seed, rank, global_batch_size // world_size
+        self.augment = augment
 
     def _plan(self, iteration: int) -> list[tuple[str, np.ndarray, np.ndarray]]:
         """Per batch: set name, chosen puzzles and how many of each puzzle's examples to take."""
@@ -268,7 +284,15 @@ class TrainSampler:
             puzzle_of_example = np.repeat(puzzles, take)
             lo = self.rank * self.local_batch_size
             sl = slice(lo, lo + self.local_batch_size)
-            yield _collate(s, self.split.metadata, examples[sl], puzzle_of_example[sl], self.local_batch_size)
+            augment = None
+            if self.augment is not None:  # its own stream of the batch's seed: the example draws stay as without it
+                augment = partial(
+                    self.augment,
+                    np.random.default_rng([self.seed, iteration, b, AUGMENT_STREAM]),
+                    rows=sl,
+                    count=self.global_batch_size,
+                )
+            yield _collate(s, self.split.metadata, examples[sl], puzzle_of_example[sl], self.local_batch_size, augment)
 
 
 def eval_batches(

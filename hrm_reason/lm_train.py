@@ -82,7 +82,7 @@ class LMTask:
                     self.device
                 )
 
-    def forward(self, train_model: nn.Module, batch: Any, step: int) -> tuple[torch.Tensor, Any]:
+    def forward(self, train_model: nn.Module, batch: Any, step: int, progress: float = 0.0) -> tuple[torch.Tensor, Any]:
         with autocast_context(self.device, self.config.forward_dtype):
             if self.puzzles is None:
                 out = train_model(batch, labels=batch)

@@ -89,3 +89,18 @@ def cosine_schedule_with_warmup(
         return base_lr * step / max(1, warmup_steps)
     progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
     return base_lr * (min_ratio + max(0.0, (1 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))))
+
+
+def lr_at(schedule: str, step: float, base_lr: float, warmup_steps: int, total_steps: int, min_ratio: float) -> float:
+    """The learning rate of `schedule` (config lr_schedule) at `step` (counting from 1): the same linear warmup, then
+    cosine or linear decay from base_lr to min_ratio * base_lr at total_steps, or base_lr throughout (constant)."""
+    if schedule == "cosine":
+        return cosine_schedule_with_warmup(step, base_lr, warmup_steps, total_steps, min_ratio)
+    if step < warmup_steps:
+        return base_lr * step / max(1, warmup_steps)
+    if schedule == "constant":
+        return base_lr
+    if schedule != "linear":
+        raise ValueError(f"unknown lr_schedule {schedule!r} (expected cosine, linear or constant)")
+    progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
+    return base_lr * (min_ratio + (1 - min_ratio) * (1 - progress))

@@ -28,7 +28,7 @@ from hrm_reason.checkpoint import find_checkpoint, prune_checkpoints, read_state
 from hrm_reason.config import TrainConfig, save_config
 from hrm_reason.ema import ema_for_training, ema_weights
 from hrm_reason.errors import UserError
-from hrm_reason.optim import cosine_schedule_with_warmup
+from hrm_reason.optim import lr_at
 from hrm_reason.provenance import record_provenance
 from hrm_reason.runtime.device import compile_model, resolve_device
 from hrm_reason.runtime.distributed import Processes, any_rank, processes
@@ -52,8 +52,8 @@ class TrainTask(Protocol):
     def batches(self, round: int, start: int) -> Iterator[Any]:
         """The batches of round `round` from its `start`-th on, on the device, this process's slice."""
 
-    def forward(self, train_model: nn.Module, batch: Any, step: int) -> tuple[torch.Tensor, Any]:
-        """(loss, outputs) of training step `step` (0-based)."""
+    def forward(self, train_model: nn.Module, batch: Any, step: int, progress: float = 0.0) -> tuple[torch.Tensor, Any]:
+        """(loss, outputs) of training step `step` (0-based), `progress` of the run done (run_progress)."""
 
     def optimizer_step(self, loss: torch.Tensor, position: float) -> dict[str, float]:
         """Backward and the optimizers' steps at schedule position `position`; returns the lr and what to log."""
@@ -249,7 +249,8 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) 
                         config.schedule_over == "seconds"
                     ):  # the share of the time budget spent, in steps of the schedule
                         position = max(position, total_steps * train_seconds / config.max_seconds)
-                    loss, outputs = task.forward(train_model, batch, step)
+                    progress_done = run_progress(config, step, total_steps, train_seconds)
+                    loss, outputs = task.forward(train_model, batch, step, progress_done)
                     time_up = (
                         config.max_seconds is not None and train_seconds + clock() - step_start >= config.max_seconds
                     )
@@ -318,5 +319,15 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) 
 
 
 def scheduled_lr(config: TrainConfig, base_lr: float, position: float, total_steps: int) -> float:
-    """Warmup then cosine decay to lr_min_ratio, at schedule position `position` of `total_steps`."""
-    return cosine_schedule_with_warmup(position, base_lr, config.lr_warmup_steps, total_steps, config.lr_min_ratio)
+    """Warmup then config.lr_schedule (cosine decay to lr_min_ratio by default), at schedule position `position` of
+    `total_steps`."""
+    return lr_at(config.lr_schedule, position, base_lr, config.lr_warmup_steps, total_steps, config.lr_min_ratio)
+
+
+def run_progress(config: TrainConfig, step: int, total_steps: int, train_seconds: float) -> float:
+    """The share of the run done before step `step` (0-based), in the LR schedule's measure (steps, or the time
+    budget with schedule_over=seconds): what the depth curriculum follows."""
+    done = step / total_steps
+    if config.schedule_over == "seconds" and config.max_seconds is not None:
+        done = max(done, train_seconds / config.max_seconds)
+    return done

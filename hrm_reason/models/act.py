@@ -169,10 +169,17 @@ class ACTModel(nn.Module):
         )
 
     def forward(
-        self, carry: Carry, batch: Batch, generator: torch.Generator | None = None, halt_max_steps: int | None = None
+        self,
+        carry: Carry,
+        batch: Batch,
+        generator: torch.Generator | None = None,
+        halt_max_steps: int | None = None,
+        cycles: tuple[int, int] | None = None,
     ) -> tuple[Carry, ACTOutput]:
-        """`halt_max_steps` overrides the configured cap (evaluation with a larger segment budget, mmax)."""
+        """`halt_max_steps` overrides the configured cap (evaluation with a larger segment budget, mmax); `cycles`
+        (H_cycles, L_cycles) the depth of a core that has them (HRM, TRM: the depth curriculum, curriculum.py)."""
         max_steps = self.config.halt_max_steps if halt_max_steps is None else halt_max_steps
+        depth = {} if cycles is None else {"cycles": cycles}
         previous_inner = carry.inner_carry
         inner_carry = self.inner.reset_carry(carry.halted, carry.inner_carry)
         steps = torch.where(carry.halted, 0, carry.steps)
@@ -181,7 +188,7 @@ class ACTModel(nn.Module):
             for k, v in carry.current_data.items()
         }
 
-        inner_carry, logits, (q_halt, q_continue) = self.inner(inner_carry, data)
+        inner_carry, logits, (q_halt, q_continue) = self.inner(inner_carry, data, **depth)
         out = ACTOutput(logits=logits, q_halt_logits=q_halt, q_continue_logits=q_continue)
 
         with torch.no_grad():
@@ -202,7 +209,7 @@ class ACTModel(nn.Module):
 
                 if self.config.q_target == "extra_forward":
                     # Q-learning target from one more segment on the new state (no replay buffer, no target network).
-                    _, _, (next_q_halt, next_q_continue) = self.inner(inner_carry, data)
+                    _, _, (next_q_halt, next_q_continue) = self.inner(inner_carry, data, **depth)
                     out.target_q_continue = torch.sigmoid(
                         torch.where(is_last_step, next_q_halt, torch.maximum(next_q_halt, next_q_continue))
                     )
@@ -219,12 +226,19 @@ class ACTModel(nn.Module):
 
 
 def act_loss(
-    out: ACTOutput, labels: torch.Tensor, halted: torch.Tensor, steps: torch.Tensor, loss_type: str
+    out: ACTOutput,
+    labels: torch.Tensor,
+    halted: torch.Tensor,
+    steps: torch.Tensor,
+    loss_type: str,
+    segment_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Total loss = lm + 0.5 * (q_halt + q_continue), each summed over the batch; plus summed metrics.
 
     lm is the per-sequence mean token loss summed over sequences; q_halt is trained towards "this segment's answer is
     exactly right"; q_continue towards the bootstrapped target computed by the model. Metrics count halted rows only.
+    `segment_weights` ([B], from curriculum.segment_weights) scale each row's lm and q_halt terms, the supervision of
+    the segment it is at; the logged losses stay unweighted.
     """
     mask = labels != IGNORE_LABEL_ID
     loss_counts = mask.sum(-1)
@@ -242,12 +256,22 @@ def act_loss(
             "steps": torch.where(valid, steps, 0).sum(),
         }
 
-    lm_loss = (LOSS_FUNCTIONS[loss_type](out.logits, labels) / divisor).sum()
+    token_loss = LOSS_FUNCTIONS[loss_type](out.logits, labels) / divisor
+    lm_loss = token_loss.sum()
     q_halt_loss = F.binary_cross_entropy_with_logits(
         out.q_halt_logits, seq_is_correct.to(out.q_halt_logits.dtype), reduction="sum"
     )
     metrics.update(lm_loss=lm_loss.detach(), q_halt_loss=q_halt_loss.detach())
-    total = lm_loss + 0.5 * q_halt_loss
+    if segment_weights is None:
+        total = lm_loss + 0.5 * q_halt_loss
+    else:
+        lm_rows = token_loss.sum(-1)
+        q_halt_rows = F.binary_cross_entropy_with_logits(
+            out.q_halt_logits, seq_is_correct.to(out.q_halt_logits.dtype), reduction="none"
+        )
+        total = (segment_weights.to(lm_rows.dtype) * lm_rows).sum() + 0.5 * (
+            segment_weights.to(q_halt_rows.dtype) * q_halt_rows
+        ).sum()
     if out.target_q_continue is None:
         return total, metrics
     if out.target_q_continue_mask is not None:  # next_segment: last step's continue prediction, on rows that went on

@@ -69,12 +69,13 @@ class HRMCore(PuzzleCore):
         self.register_initial_states()
 
     def forward(
-        self, carry: InnerCarry, batch: Batch
+        self, carry: InnerCarry, batch: Batch, cycles: tuple[int, int] | None = None
     ) -> tuple[InnerCarry, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """`cycles` (H_cycles, L_cycles) overrides the configured depth for this call (the depth curriculum)."""
         cos_sin = self.cos_sin()
         x = self.input_embeddings(batch["inputs"], batch["puzzle_identifiers"])
 
-        H_cycles, L_cycles = self.config.H_cycles, self.config.L_cycles
+        H_cycles, L_cycles = cycles or (self.config.H_cycles, self.config.L_cycles)
         with torch.no_grad():
             z_H, z_L = carry.z_H, carry.z_L
             for h in range(H_cycles):

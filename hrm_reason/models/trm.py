@@ -85,23 +85,25 @@ class TRMCore(PuzzleCore):
         self.net = ReasoningModule([TRMBlock(config) for _ in range(config.L_layers)])  # net(h, injection)
 
     def latent_recursion(
-        self, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor, cos_sin: CosSin
+        self, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor, cos_sin: CosSin, L_cycles: int
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        for _ in range(self.config.L_cycles):
+        for _ in range(L_cycles):
             z = self.net(z, y + x, cos_sin)
         y = self.net(y, z, cos_sin)
         return y, z
 
     def forward(
-        self, carry: TRMCarry, batch: Batch
+        self, carry: TRMCarry, batch: Batch, cycles: tuple[int, int] | None = None
     ) -> tuple[TRMCarry, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """`cycles` (H_cycles, L_cycles) overrides the configured depth for this call (the depth curriculum)."""
+        H_cycles, L_cycles = cycles or (self.config.H_cycles, self.config.L_cycles)
         cos_sin = self.cos_sin()
         x = self.input_embeddings(batch["inputs"], batch["puzzle_identifiers"])
         y, z = carry.y, carry.z
         with torch.no_grad():
-            for _ in range(self.config.H_cycles - 1):
-                y, z = self.latent_recursion(x, y, z, cos_sin)
-        y, z = self.latent_recursion(x, y, z, cos_sin)
+            for _ in range(H_cycles - 1):
+                y, z = self.latent_recursion(x, y, z, cos_sin, L_cycles)
+        y, z = self.latent_recursion(x, y, z, cos_sin, L_cycles)
         return self.segment_result(y=y, z=z)
 
 

@@ -1,0 +1,98 @@
+"""Augmentation drawn on the fly (`augment=symmetry`, docs/training.md "Levers"): every training draw applies a fresh
+random element of the task's symmetry group to the input and its label together, instead of (or on top of) the copies
+the builder materialised on disk. The group is the builder's: Sudoku's digit relabelling, band/stack and row/column
+shuffles and transpose (tasks/sudoku.py), the maze's 8 dihedral maps (tasks/dihedral.py). A group element of a valid
+(puzzle, solution) pair is a valid pair, so labels stay right.
+
+The elements are drawn for the whole global batch from the generator the sampler seeds per batch, and each process
+applies its slice: the batches depend on (seed, iteration, batch) only, so a resumed run, or one on another number of
+processes, sees the same examples.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import fields
+from typing import Protocol
+
+import numpy as np
+
+from hrm_reason.errors import UserError
+
+
+class Augmentation(Protocol):
+    def __call__(
+        self, rng: np.random.Generator, inputs: np.ndarray, labels: np.ndarray, rows: slice, count: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Draw `count` group elements (the global batch) and apply elements[rows] to this process's [b, seq_len]
+        token rows; returns new arrays of the inputs' dtype."""
+
+
+class SudokuSymmetry:
+    def __init__(self, r: int, c: int) -> None:
+        self.r, self.c = r, c
+
+    def __call__(
+        self, rng: np.random.Generator, inputs: np.ndarray, labels: np.ndarray, rows: slice, count: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        from hrm_reason.tasks.sudoku import GridTransforms, apply_transforms, random_transforms
+
+        drawn = random_transforms(rng, self.r, self.c, count)
+        tf = GridTransforms(**{f.name: getattr(drawn, f.name)[rows] for f in fields(GridTransforms)})
+        n = self.r * self.c
+
+        def move(tokens: np.ndarray) -> np.ndarray:  # tokens are value + 1 (blank 1, digit d -> d + 1)
+            return (apply_transforms(tokens.reshape(-1, n, n) - 1, tf).reshape(tokens.shape) + 1).astype(tokens.dtype)
+
+        return move(inputs), move(labels)
+
+
+class DihedralSymmetry:
+    def __init__(self, side: int) -> None:
+        self.side = side
+
+    def __call__(
+        self, rng: np.random.Generator, inputs: np.ndarray, labels: np.ndarray, rows: slice, count: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        from hrm_reason.tasks.dihedral import dihedral_transform
+
+        tids = rng.integers(0, 8, count)[rows]
+        s = self.side
+
+        def move(tokens: np.ndarray) -> np.ndarray:
+            grids = tokens.reshape(-1, s, s)
+            out = np.empty_like(grids)
+            for t in range(8):  # one vectorised map per symmetry
+                sel = tids == t
+                if sel.any():
+                    out[sel] = dihedral_transform(grids[sel], t)
+            return out.reshape(tokens.shape)
+
+        return move(inputs), move(labels)
+
+
+def train_augmentation(kind: str, metadata: object, where: str) -> Augmentation | None:
+    """The augmentation `augment=kind` gives for a training split (its dataset.json `builder` record names the task);
+    a task without one is a one-line error naming the option and `where` (the dataset.json)."""
+    if kind == "none":
+        return None
+    builder = getattr(metadata, "builder", None) or {}
+    name = builder.get("name")
+    seq_len, vocab = metadata.seq_len, metadata.vocab_size  # type: ignore[attr-defined]
+    side = math.isqrt(seq_len)
+    if name == "sudoku":
+        from hrm_reason.tasks.sudoku import BOX_OF_SIDE, BOXES, vocab_size
+
+        box = BOXES.get(builder.get("box", "")) or BOX_OF_SIDE.get(side)
+        if box is not None and side * side == seq_len and box[0] * box[1] == side and vocab == vocab_size(side):
+            return SudokuSymmetry(*box)
+        raise UserError(f"augment={kind}: {where} is not a Sudoku grid layout augment knows (seq_len {seq_len})")
+    if name == "maze":
+        if side * side != seq_len:
+            raise UserError(f"augment={kind}: {where} holds mazes of seq_len {seq_len}, not a square grid")
+        return DihedralSymmetry(side)
+    known = "no builder record" if name is None else f"builder {name!r}"
+    raise UserError(
+        f"augment={kind}: {where} has {known}; augmentation on the fly knows the sudoku and maze builders' datasets "
+        "(use augment=none)"
+    )

@@ -1,0 +1,362 @@
+"""The training levers of docs/training.md "Levers": augmentation drawn on the fly, the depth curriculum, segment
+loss weighting and the LR schedules; each off by default, each exact on resume."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from datasets_build.sudoku import canonical_key
+from hrm_reason.augment import DihedralSymmetry, SudokuSymmetry, train_augmentation
+from hrm_reason.checkpoint import find_checkpoint, read_weights
+from hrm_reason.config import load_config
+from hrm_reason.curriculum import DepthStage, depth_at, flops_at_depth, segment_weights, train_flops
+from hrm_reason.data import PuzzleDatasetMetadata, TrainSampler, load_split
+from hrm_reason.errors import UserError
+from hrm_reason.models import hrm as hrm_module
+from hrm_reason.models.act import act_loss
+from hrm_reason.models.hrm import HRM, HRMConfig, hrm_flops
+from hrm_reason.models.trm import TRM, TRMConfig
+from hrm_reason.optim import cosine_schedule_with_warmup, lr_at
+from hrm_reason.tasks.dihedral import dihedral_transform
+from hrm_reason.tasks.sudoku import is_valid_solution
+from hrm_reason.train import run_progress, train
+from tests.helpers import rewind, tiny_config, write_original_layout
+
+
+@pytest.fixture(scope="module")
+def sudoku_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The 4x4 test layout with the Sudoku builder's record, so that augment=symmetry knows its group."""
+    root = write_original_layout(tmp_path_factory.mktemp("data") / "sudoku4")
+    for split in ("train", "test"):
+        meta = json.loads((root / split / "dataset.json").read_text())
+        meta["builder"] = {"name": "sudoku", "box": "2x2"}
+        (root / split / "dataset.json").write_text(json.dumps(meta))
+    return root
+
+
+def _values(tokens: torch.Tensor) -> np.ndarray:
+    return tokens.numpy().reshape(-1, 4, 4) - 1
+
+
+def _keys(batch: dict[str, torch.Tensor]) -> list[bytes]:
+    return [canonical_key(q, a, 2, 2) for q, a in zip(_values(batch["inputs"]), _values(batch["labels"]))]
+
+
+# ------------------------------------------------------------------------------------------- augmentation on the fly
+
+
+def test_sudoku_symmetry_keeps_pairs_valid_and_equivalent(sudoku_data: Path) -> None:
+    split = load_split(sudoku_data, "train")
+    augment = train_augmentation("symmetry", split.metadata, "train/dataset.json")
+    plain = list(TrainSampler(split, 8, 2, seed=3).batches(0))
+    augmented = list(TrainSampler(split, 8, 2, seed=3, augment=augment).batches(0))
+    changed = 0
+    for a, b in zip(plain, augmented):
+        puzzles, solutions = _values(b["inputs"]), _values(b["labels"])
+        for q, s in zip(puzzles, solutions):
+            assert is_valid_solution(s, 2, 2)
+            assert ((q == 0) | (q == s)).all()  # every given is the solution's digit
+        # The same examples are drawn (own random stream), each mapped by a group element: equal canonical forms.
+        assert _keys(a) == _keys(b)
+        assert (b["labels"] != -100).all() and b["puzzle_identifiers"].equal(a["puzzle_identifiers"])
+        changed += int((a["inputs"] != b["inputs"]).any(1).sum())
+    assert changed > 0.8 * sum(len(a["inputs"]) for a in plain)
+
+
+def test_sudoku_symmetry_of_rectangular_boxes_keeps_the_box_shape() -> None:
+    r, c = 2, 3  # 6x6 boards with 2-row x 3-column boxes: no transpose
+    n = r * c
+    grid = np.array([[(c * (i % r) + i // r + j) % n + 1 for j in range(n)] for i in range(n)])
+    assert is_valid_solution(grid, r, c)
+    rng = np.random.default_rng(0)
+    puzzles = np.where(rng.random((64, n, n)) < 0.5, 0, grid).reshape(64, -1) + 1
+    labels = np.broadcast_to(grid.reshape(1, -1) + 1, puzzles.shape).astype(np.int32)
+    q, a = SudokuSymmetry(r, c)(np.random.default_rng(1), puzzles.astype(np.int32), labels, slice(0, 64), 64)
+    assert q.dtype == np.int32 and q.shape == puzzles.shape
+    for qi, ai, pi in zip(q, a, puzzles):
+        assert is_valid_solution(ai.reshape(n, n) - 1, r, c)
+        assert ((qi == 1) | (qi == ai)).all() and (qi == 1).sum() == (pi == 1).sum()
+    assert len({row.tobytes() for row in a}) > 32  # fresh elements per example
+
+
+def test_maze_symmetry_applies_one_dihedral_map_to_input_and_label() -> None:
+    rng = np.random.default_rng(0)
+    inputs = rng.integers(1, 6, (40, 25)).astype(np.int32)
+    labels = rng.integers(1, 6, (40, 25)).astype(np.int32)
+    rows = slice(10, 30)  # this process's share of a global batch of 40
+    q, a = DihedralSymmetry(5)(np.random.default_rng(7), inputs[rows], labels[rows], rows, 40)
+    tids = np.random.default_rng(7).integers(0, 8, 40)[rows]
+    for t, qi, ai, i, l in zip(tids, q, a, inputs[rows], labels[rows]):
+        assert np.array_equal(qi.reshape(5, 5), dihedral_transform(i.reshape(5, 5), t))
+        assert np.array_equal(ai.reshape(5, 5), dihedral_transform(l.reshape(5, 5), t))
+    assert len(set(tids.tolist())) > 4
+
+
+def test_augmented_batches_are_seeded_resumable_and_split_over_ranks(sudoku_data: Path) -> None:
+    split = load_split(sudoku_data, "train")
+    augment = train_augmentation("symmetry", split.metadata, "train/dataset.json")
+
+    def inputs(seed: int, start: int = 0, rank: int = 0, world: int = 1) -> list[torch.Tensor]:
+        sampler = TrainSampler(split, 8, 2, seed=seed, rank=rank, world_size=world, augment=augment)
+        return [b["inputs"] for b in sampler.batches(1, start)]
+
+    full = inputs(5)
+    assert all(a.equal(b) for a, b in zip(full, inputs(5)))
+    assert not all(a.equal(b) for a, b in zip(full, inputs(6)))
+    assert all(a.equal(b) for a, b in zip(full[3:], inputs(5, start=3)))  # a resume mid-iteration
+    halves = zip(inputs(5, rank=0, world=2), inputs(5, rank=1, world=2))
+    assert all(torch.cat(h).equal(b) for h, b in zip(halves, full))
+
+
+def test_augment_off_is_the_identity_and_unknown_tasks_are_one_line_errors(sudoku_data: Path, tmp_path: Path) -> None:
+    split = load_split(sudoku_data, "train")
+    assert train_augmentation("none", split.metadata, "x") is None
+    with pytest.raises(UserError, match=r"^augment=symmetry: .*builder 'arc'.*sudoku and maze") as e:
+        train_augmentation("symmetry", split.metadata.model_copy(update={"builder": {"name": "arc"}}), "a.json")
+    assert "\n" not in str(e.value)
+    bare = PuzzleDatasetMetadata.of_shape(16, 6)
+    with pytest.raises(UserError, match="augment=symmetry: b.json has no builder record"):
+        train_augmentation("symmetry", bare, "b.json")
+    maze = bare.model_copy(update={"seq_len": 12, "builder": {"name": "maze"}})
+    with pytest.raises(UserError, match="not a square grid"):
+        train_augmentation("symmetry", maze, "m.json")
+    with pytest.raises(UserError, match="field 'augment'"):
+        tiny_config(sudoku_data, tmp_path / "r", "augment=on")
+    plain = write_original_layout(tmp_path / "plain")  # no builder record
+    with pytest.raises(UserError, match=r"augment=symmetry: .*train/dataset.json has no builder record"):
+        train(tiny_config(plain, tmp_path / "run", "augment=symmetry"), progress=False)
+
+
+# ---------------------------------------------------------------------------------------------- depth curriculum
+
+
+def _hrm(**overrides: int) -> HRM:
+    cfg = dict(seq_len=16, vocab_size=6, num_puzzle_identifiers=3, hidden_size=32, num_heads=2, H_layers=1, L_layers=1)
+    cfg |= dict(halt_max_steps=3, halt_exploration_prob=0.0, puzzle_emb_ndim=32) | overrides
+    torch.manual_seed(0)
+    return HRM(HRMConfig(**cfg))
+
+
+def _trm(**overrides: int) -> TRM:
+    cfg = dict(seq_len=16, vocab_size=6, num_puzzle_identifiers=3, hidden_size=32, num_heads=2, L_layers=1)
+    cfg |= dict(halt_max_steps=3, puzzle_emb_ndim=32, pos_encodings="rope") | overrides
+    torch.manual_seed(0)
+    return TRM(TRMConfig(**cfg))
+
+
+def _batch(seed: int = 0) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return {
+        "inputs": torch.randint(1, 6, (4, 16), generator=g, dtype=torch.int32),
+        "labels": torch.randint(2, 6, (4, 16), generator=g, dtype=torch.int32),
+        "puzzle_identifiers": torch.randint(0, 3, (4,), generator=g, dtype=torch.int32),
+    }
+
+
+@pytest.mark.parametrize("make", [_hrm, _trm], ids=["hrm", "trm"])
+def test_cycles_per_call_equal_a_model_built_at_that_depth(make) -> None:
+    """Two ACT segments (carry, Q target and gradients) at depth (1, 2) of a (3, 3) model are those of the same weights
+    built with H_cycles=1, L_cycles=2."""
+    deep, shallow = make(H_cycles=3, L_cycles=3), make(H_cycles=1, L_cycles=2)
+    shallow.load_state_dict(deep.state_dict())
+    results = []
+    for model, cycles in ((deep, (1, 2)), (shallow, None)):
+        model.train()
+        carry = model.initial_carry(_batch())
+        total = 0
+        for seed in range(2):
+            b = _batch(seed)
+            carry, out = model(carry, b, generator=torch.Generator().manual_seed(seed), cycles=cycles)
+            loss, _ = act_loss(out, carry.current_data["labels"], carry.halted, carry.steps, "stablemax_cross_entropy")
+            total = total + loss
+        total.backward()
+        grads = {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}
+        results.append((out.as_dict(), carry.steps, vars(carry.inner_carry), grads))
+    (out_a, steps_a, state_a, grad_a), (out_b, steps_b, state_b, grad_b) = results
+    assert steps_a.equal(steps_b) and sorted(grad_a) == sorted(grad_b) and len(grad_a) > 5
+    for a, b in ((out_a, out_b), (state_a, state_b), (grad_a, grad_b)):
+        for k in a:
+            torch.testing.assert_close(a[k], b[k], msg=k)
+    # Not a no-op: the full depth gives other logits.
+    with torch.no_grad():
+        at = {c: deep(deep.initial_carry(_batch()), _batch(), cycles=c)[1].logits for c in (None, (1, 2))}
+    assert not torch.allclose(at[None], at[(1, 2)])
+
+
+def test_shallow_segment_keeps_the_one_step_gradient() -> None:
+    """At depth (2, 1) the segment runs L, H without gradient, then L and H with it (tests/test_model.py at full
+    depth)."""
+    model = _hrm(H_cycles=3, L_cycles=3)
+    model.train()
+    calls: list[tuple[str, bool]] = []
+    model.inner.L_level.register_forward_hook(lambda m, i, o: calls.append(("L", o.requires_grad)))
+    model.inner.H_level.register_forward_hook(lambda m, i, o: calls.append(("H", o.requires_grad)))
+    b = _batch()
+    carry, out = model(model.initial_carry(b), b, cycles=(2, 1))
+    main, target = calls[:4], calls[4:]
+    assert main == [("L", False), ("H", False), ("L", True), ("H", True)]
+    assert [c[0] for c in target] == ["L", "H", "L", "H"] and not any(c[1] for c in target)  # the Q target: same depth
+    out.logits.float().square().mean().backward()
+    assert model.inner.H_level.layers[0].mlp.down_proj.weight.grad.abs().sum() > 0
+    assert not carry.inner_carry.z_H.requires_grad
+
+
+def test_depth_stages_and_their_flops() -> None:
+    stages = [DepthStage(until=0.3, H_cycles=1, L_cycles=1), DepthStage(until=0.6, H_cycles=2, L_cycles=1)]
+    assert [depth_at(stages, p) for p in (0.0, 0.29, 0.3, 0.59, 0.6, 0.99)] == [
+        (1, 1),
+        (1, 1),
+        (2, 1),
+        (2, 1),
+        None,
+        None,
+    ]
+    config = _hrm(H_cycles=2, L_cycles=2).config
+    full, shallow = flops_at_depth(config), flops_at_depth(config, (1, 1))
+    assert full == hrm_flops(config) and shallow == hrm_flops(config.model_copy(update={"H_cycles": 1, "L_cycles": 1}))
+    assert shallow.train_step < flops_at_depth(config, (2, 1)).train_step < full.train_step
+    # 10 steps: 3 at (1, 1) (progress 0, 0.1, 0.2), 3 at (2, 1), 4 at full depth.
+    want = 3 * shallow.train_step + 3 * flops_at_depth(config, (2, 1)).train_step + 4 * full.train_step
+    assert train_flops(config, stages, 10) == pytest.approx(want)
+    assert train_flops(config, stages, 10, steps=4) == pytest.approx(
+        3 * shallow.train_step + flops_at_depth(config, (2, 1)).train_step
+    )
+    assert train_flops(config, [], 10) == pytest.approx(10 * full.train_step)
+
+
+@pytest.mark.parametrize(
+    "override,match",
+    [
+        (
+            "depth_curriculum=[{until: 0.6, H_cycles: 1, L_cycles: 1}, {until: 0.3, H_cycles: 1, L_cycles: 2}]",
+            "increase",
+        ),
+        ("depth_curriculum=[{until: 1.5, H_cycles: 1, L_cycles: 1}]", "less than 1"),
+        ("depth_curriculum=[{until: 0.5, H_cycles: 0, L_cycles: 1}]", "H_cycles"),
+        ("depth_curriculum=[{until: 0.5, H_cycles: 1}]", "L_cycles"),
+        ("segment_loss_decay=0", "segment_loss_decay"),
+        ("lr_schedule=step", "lr_schedule"),
+    ],
+)
+def test_bad_lever_values_are_one_line_errors(override: str, match: str, tmp_path: Path) -> None:
+    with pytest.raises(UserError, match=match) as e:
+        tiny_config(tmp_path, tmp_path / "r", override)
+    assert "\n" not in str(e.value)
+
+
+def test_levers_of_other_models_are_errors(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="depth_curriculum: arch 'transformer' has no H_cycles"):
+        tiny_config(
+            tmp_path,
+            tmp_path / "r",
+            "arch.name=transformer",
+            "depth_curriculum=[{until: 0.5, H_cycles: 1, L_cycles: 1}]",
+        )
+    lm = [f"data_path={tmp_path}", "arch.name=hrm_lm", "max_steps=500"]
+    with pytest.raises(UserError, match="augment is an option of the ACT puzzle models"):
+        load_config(None, [*lm, "augment=symmetry"])
+
+
+def test_run_with_every_lever_switches_depth_on_time_and_resumes_exactly(
+    sudoku_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[tuple[int, int] | None] = []
+    forward = hrm_module.HRMCore.forward
+
+    def spy(self, carry, batch, cycles=None):  # type: ignore[no-untyped-def]
+        if torch.is_grad_enabled():  # the segment, not the Q target's extra one
+            seen.append(cycles)
+        return forward(self, carry, batch, cycles)
+
+    monkeypatch.setattr(hrm_module.HRMCore, "forward", spy)
+    overrides = (
+        "checkpoint_every_steps=4",
+        "arch.halt_exploration_prob=0.5",
+        "augment=symmetry",
+        "depth_curriculum=[{until: 0.25, H_cycles: 1, L_cycles: 1}, {until: 0.5, H_cycles: 2, L_cycles: 1}]",
+        "segment_loss_decay=0.7",
+        "lr_schedule=linear",
+        "lr_min_ratio=0.1",
+    )
+    full = train(tiny_config(sudoku_data, tmp_path / "full", *overrides), progress=False)
+    # 4 epochs * 24 groups / batch 8 = 12 steps: 3 shallow, 3 medium, 6 at the model's own (2, 2).
+    assert seen == [(1, 1)] * 3 + [(2, 1)] * 3 + [None] * 6
+    a = [json.loads(line) for line in (full / "metrics.jsonl").read_text().splitlines()]
+    logged = [(r["train/H_cycles"], r["train/L_cycles"]) for r in a if "train/H_cycles" in r]
+    assert logged == [(1, 1)] * 3 + [(2, 1)] * 3 + [(2, 2)] * 6
+    lrs = [r["train/lr"] for r in a if "train/lr" in r]
+    assert lrs[-1] == pytest.approx(1e-3 * 0.1) and lrs[5] > lrs[8]  # linear decay to lr_min_ratio
+
+    cut = rewind(full, tmp_path / "cut", 4)
+    resumed = train(tiny_config(sudoku_data, cut, *overrides), resume=True, progress=False)
+    b = [json.loads(line) for line in (resumed / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in a] == [r["step"] for r in b]
+    for ra, rb in zip(a, b):
+        assert ra.keys() == rb.keys()
+        for k in ra:
+            assert ra[k] == pytest.approx(rb[k], rel=1e-5, abs=1e-7), (ra["step"], k)
+    wa, _ = read_weights(find_checkpoint(full))
+    wb, _ = read_weights(find_checkpoint(resumed))
+    for k in wa:
+        torch.testing.assert_close(wa[k], wb[k], rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------------------------------------------------------ segment loss weighting
+
+
+def test_segment_weights_follow_decay_and_average_one() -> None:
+    steps = torch.tensor([1, 2, 3, 3, 1], dtype=torch.int32)
+    assert segment_weights(steps, 1.0, 3).tolist() == [1.0] * 5
+    w = segment_weights(torch.arange(1, 4), 0.5, 3)
+    torch.testing.assert_close(w, torch.tensor([1.0, 0.5, 0.25], dtype=torch.float64) * 3 / 1.75)
+    assert w.mean().item() == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("q_target", ["extra_forward", "next_segment"])
+def test_weighted_loss_with_decay_one_is_the_loss_and_weights_rows_otherwise(q_target: str) -> None:
+    model = _hrm(H_cycles=1, L_cycles=1, q_target=q_target)
+    model.train()
+    b = _batch()
+    carry = model.initial_carry(b)
+    carry, _ = model(carry, b)
+    carry, out = model(carry, _batch(1))  # a second segment: rows at steps 1 and 2 after the Q head's halting
+    args = (out, carry.current_data["labels"], carry.halted, carry.steps, "stablemax_cross_entropy")
+    plain, metrics = act_loss(*args)
+    ones, metrics_w = act_loss(*args, segment_weights(carry.steps, 1.0, 3))
+    torch.testing.assert_close(ones, plain)
+    assert all(metrics[k].equal(metrics_w[k]) for k in metrics)
+    # Another decay scales exactly the per-row lm and q_halt terms (the continue term stays as it is).
+    w = torch.tensor([2.0, 0.0, 1.0, 0.5], dtype=torch.float64)
+    weighted, _ = act_loss(*args, w)
+    rows = []
+    for i in range(4):
+        sub = type(out)(**{k: v[i : i + 1] for k, v in out.as_dict().items()})
+        loss_i, m_i = act_loss(sub, args[1][i : i + 1], args[2][i : i + 1], args[3][i : i + 1], args[4])
+        rows.append((loss_i, m_i))
+    q_continue = metrics.get("q_continue_loss", torch.tensor(0.0))
+    want = sum(w[i] * (m["lm_loss"] + 0.5 * m["q_halt_loss"]) for i, (_, m) in enumerate(rows)) + 0.5 * q_continue
+    torch.testing.assert_close(weighted.double(), want.double())
+
+
+# --------------------------------------------------------------------------------------------------- LR schedules
+
+
+def test_lr_schedules() -> None:
+    args = (1.0, 10, 110, 0.1)
+    for step in (1, 5, 10, 40, 110):
+        assert lr_at("cosine", step, *args) == cosine_schedule_with_warmup(step, *args)
+        assert lr_at("constant", step, *args) == min(1.0, step / 10)
+    assert [lr_at("linear", s, *args) for s in (5, 10, 60, 110, 120)] == pytest.approx([0.5, 1.0, 0.55, 0.1, 0.1])
+
+
+def test_curriculum_progress_follows_the_schedule_measure(sudoku_data: Path, tmp_path: Path) -> None:
+    by_steps = tiny_config(sudoku_data, tmp_path / "r")
+    by_time = tiny_config(sudoku_data, tmp_path / "r", "max_seconds=10", "schedule_over=seconds")
+    assert run_progress(by_steps, 3, 12, train_seconds=9.0) == 0.25
+    assert run_progress(by_time, 3, 12, train_seconds=9.0) == 0.9  # the time budget is ahead of the step count
+    assert run_progress(by_time, 6, 12, train_seconds=1.0) == 0.5
