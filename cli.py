@@ -160,6 +160,12 @@ _add_grid_builder(
             None,
             "Keep puzzles rated at least this (train and test; also filters generated puzzles).",
         ),
+        "max_difficulty": (
+            int | None,
+            None,
+            "Keep puzzles rated at most this (train and test; also filters generated puzzles); 0: every puzzle is "
+            "solved by naked and hidden singles alone.",
+        ),
         "box": (str, "3x3", "Box rows x box columns: 2x2 (4x4 board), 2x3 (6x6) or 3x3 (9x9). hf/csv are 3x3 only."),
     },
 )

@@ -360,6 +360,38 @@ def plan_augmentations(task: ArcTask, num_aug: int, seed: int) -> list[tuple[int
     return plan
 
 
+# ------------------------------------------------------------------------------------------------ equivalence
+
+
+def pair_key(a: np.ndarray, b: np.ndarray) -> bytes:
+    """The same bytes for an input/output pair and each of its augmentations (one dihedral transform and one colour
+    map with black fixed, applied to both grids): per transform, colours renamed in order of first appearance, then
+    the smallest. Two pairs are equivalent under the augmentation group iff their keys are equal."""
+    best = None
+    for t in range(8):
+        x, y = np.ascontiguousarray(dihedral_transform(a, t)), np.ascontiguousarray(dihedral_transform(b, t))
+        flat = np.concatenate([x.reshape(-1), y.reshape(-1)])
+        _, first = np.unique(flat, return_index=True)
+        order = flat[np.sort(first)]
+        rename = np.zeros(10, dtype=np.uint8)
+        rename[order[order != 0]] = np.arange(1, np.count_nonzero(order) + 1, dtype=np.uint8)
+        key = bytes([*x.shape, *y.shape]) + rename[flat].tobytes()
+        best = key if best is None or key < best else best
+    assert best is not None
+    return best
+
+
+def _split_counts(members: list[tuple[int, list[tuple[np.ndarray, np.ndarray]]]], plans: list[list]) -> dict[str, Any]:
+    """Original pairs and augmented variants of one split (for the test split the pairs are the test inputs)."""
+    variants = [len(plans[i]) for i, _ in members]
+    return {
+        "pairs": sum(len(pairs) for _, pairs in members),
+        "variants_per_task": {"min": min(variants), "mean": round(float(np.mean(variants)), 4), "max": max(variants)}
+        if variants
+        else None,
+    }
+
+
 # ---------------------------------------------------------------------------------------------------------- build
 
 
@@ -442,11 +474,26 @@ def build_arc(opts: ArcBuildOptions) -> Path:
         first_id.append(len(names))
         names += [t.name] + [augmentation_name(t.name, tid, c) for tid, c in plan[1:]]
     options = opts.model_dump(mode="json", exclude={"out", "overwrite"})
+    split_members = {
+        split: [(i, p[split]) for i, p in enumerate(_split_pairs(t, opts.strict) for t in sel.tasks) if p[split]]
+        for split in ("train", "test")
+    }
+    # A test pair equivalent (under the augmentation group) to a train pair of another task is a leak; one equivalent
+    # to a demonstration pair of its own task is how some ARC tasks are (docs/data.md, "The CPU ladder").
+    owners: dict[bytes, set[int]] = {}
+    for i, pairs in split_members["train"]:
+        for a, b in pairs:
+            owners.setdefault(pair_key(a, b), set()).add(i)
+    seen = {"own_task": 0, "other_task": 0}
+    for i, pairs in split_members["test"]:
+        for a, b in pairs:
+            found = owners.get(pair_key(a, b), set())
+            seen["own_task"] += i in found
+            seen["other_task"] += bool(found - {i})
 
     with atomic_directory(out, overwrite=opts.overwrite) as tmp:
         for split in ("train", "test"):
-            members = [(i, _split_pairs(t, opts.strict)[split]) for i, t in enumerate(sel.tasks)]
-            members = [(i, pairs) for i, pairs in members if pairs]
+            members = split_members[split]
             n_examples = sum(len(plans[i]) * len(pairs) for i, pairs in members)
             inputs, labels = open_example_arrays(tmp / split, "all", n_examples, size * size)
             puzzle_ids, puzzle_index, group_index = [], [0], [0]
@@ -488,6 +535,8 @@ def build_arc(opts: ArcBuildOptions) -> Path:
                     "puzzles": len(puzzle_ids),
                     "examples": n_examples,
                     "augmentation_not_full": len(not_full),
+                    **_split_counts(members, plans),
+                    "test_pairs_equivalent_to_a_train_pair": seen,
                     **sel.stats,
                 },
                 "warnings": sel.warnings,

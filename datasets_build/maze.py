@@ -450,7 +450,7 @@ def generate_split(
         workers = 1 if count * size * size < 40_000 else min(os.cpu_count() or 1, 32)
     grids: list[np.ndarray] = []
     pairs: list[int] = []
-    layouts = duplicates = 0
+    layouts = duplicates = overlap = 0
     max_layouts = 20_000 * count + 100_000  # acceptance below 1 in 20,000 layouts is treated as "cannot reach"
     bar = tqdm(
         total=count,
@@ -468,6 +468,7 @@ def generate_split(
                 key = canonical_key(grid)
                 if key in seen:
                     duplicates += 1
+                    overlap += seen[key] != split  # equivalent to a maze of the other split
                     continue
                 seen[key] = split
                 grids.append(grid)
@@ -493,6 +494,7 @@ def generate_split(
         "layouts_kept": len(grids) + duplicates,
         "layout_acceptance": round((len(grids) + duplicates) / max(layouts, 1), 6),
         "duplicates_dropped": duplicates,
+        "dropped_equivalent_to_other_split": overlap,
         "passing_pairs_per_kept_layout": {"mean": round(float(p.mean()), 2), "median": float(np.median(p))}
         if p.size
         else None,
@@ -667,6 +669,11 @@ def statistics(rows: MazeRows, lengths: np.ndarray) -> dict[str, Any]:
     return out
 
 
+def classes(rows: MazeRows) -> int:
+    """Distinct mazes up to the 8 dihedral maps (the augmentation group)."""
+    return len({canonical_key(x.reshape(rows.side, rows.side)) for x in rows.inputs})
+
+
 def _examples(rows: MazeRows, aug: bool) -> tuple[np.ndarray, np.ndarray, int]:
     """Each maze, or its 8 dihedral images in the original's order (identity first) when `aug`; examples per maze."""
     if not aug:
@@ -734,6 +741,9 @@ def build_maze(opts: MazeBuildOptions, hub_probe: Callable[[], bool] | None = No
     train = sources.subsample_train(
         train, test, opts, f"--min-path {min_path}" if min_path is not None else None, "mazes"
     )
+    counts["train_classes"], counts["test_classes"] = classes(train), classes(test)
+    if src.csvs is None:
+        counts["test_mazes_dropped_for_overlap"] = gen_stats["test"]["dropped_equivalent_to_other_split"]
 
     train_inputs, train_labels, per = _examples(train, opts.aug)
     options = opts.model_dump(mode="json", exclude={"out", "overwrite", "workers"})

@@ -70,6 +70,7 @@ class SudokuBuildOptions(SourceBuildOptions):
     )
     num_aug: int = Field(0, ge=0)
     min_difficulty: int | None = Field(None, ge=0)
+    max_difficulty: int | None = Field(None, ge=0, description="keep puzzles rated at most this; 0 = singles suffice")
     seed: int = Field(0, ge=0)
     box: Literal["2x2", "2x3", "3x3"] = "3x3"
     train_size: int | None = Field(None, ge=1)
@@ -370,12 +371,18 @@ class SudokuRows:
     puzzles: np.ndarray  # [N, n*n] uint8
     solutions: np.ndarray  # [N, n*n] uint8
     ratings: np.ndarray  # [N] int64
+    keys: np.ndarray | None = None  # [N] canonical keys (object array of bytes), for generated rows
 
     def __len__(self) -> int:
         return self.puzzles.shape[0]
 
     def take(self, idx: np.ndarray) -> SudokuRows:
-        return SudokuRows(self.puzzles[idx], self.solutions[idx], self.ratings[idx])
+        keys = None if self.keys is None else self.keys[idx]
+        return SudokuRows(self.puzzles[idx], self.solutions[idx], self.ratings[idx], keys)
+
+    def classes(self) -> int | None:
+        """Distinct equivalence classes among the rows (None when the keys were not computed)."""
+        return None if self.keys is None else len(set(self.keys.tolist()))
 
 
 def read_sudoku_csv(path: Path) -> SudokuRows:
@@ -439,25 +446,25 @@ def _check_answers(path: Path, puzzles: np.ndarray, solutions: np.ndarray, lines
 # -------------------------------------------------------------------------------------------------------- generation
 
 
+def _in_range(rating: int, min_difficulty: int | None, max_difficulty: int | None) -> bool:
+    return (min_difficulty is None or rating >= min_difficulty) and (max_difficulty is None or rating <= max_difficulty)
+
+
 def _attempt_chunk(
-    seed: int, r: int, c: int, start: int, count: int, min_difficulty: int | None
+    seed: int, r: int, c: int, start: int, count: int, min_difficulty: int | None, max_difficulty: int | None = None
 ) -> list[tuple[GeneratedPuzzle, bytes | None]]:
     """Attempts start..start+count-1. Attempt i is a pure function of (seed, i), so parallel and serial runs agree
-    byte for byte. The canonical key is computed only for puzzles that pass --min-difficulty."""
+    byte for byte. The canonical key is computed only for puzzles rated within --min/--max-difficulty."""
     out = []
     for attempt in range(start, start + count):
         g = generate_puzzle(np.random.default_rng([seed, _STREAM_GENERATE, attempt]), r, c)
-        key = (
-            None
-            if min_difficulty is not None and g.rating < min_difficulty
-            else canonical_key(g.puzzle, g.solution, r, c)
-        )
-        out.append((g, key))
+        ok = _in_range(g.rating, min_difficulty, max_difficulty)
+        out.append((g, canonical_key(g.puzzle, g.solution, r, c) if ok else None))
     return out
 
 
 def _attempts(
-    seed: int, r: int, c: int, min_difficulty: int | None, workers: int
+    seed: int, r: int, c: int, min_difficulty: int | None, max_difficulty: int | None, workers: int
 ) -> Iterator[tuple[GeneratedPuzzle, bytes | None]]:
     """Results of attempts 0, 1, 2, ... in order; with workers > 1 a few chunks run ahead in worker processes.
     If worker processes cannot run (e.g. a __main__ read from stdin cannot be re-imported) it carries on serially."""
@@ -469,7 +476,9 @@ def _attempts(
         pending: deque[tuple[int, Future]] = deque()
         try:
             for submit in itertools.count(0, chunk):
-                pending.append((submit, pool.submit(_attempt_chunk, seed, r, c, submit, chunk, min_difficulty)))
+                pending.append(
+                    (submit, pool.submit(_attempt_chunk, seed, r, c, submit, chunk, min_difficulty, max_difficulty))
+                )
                 if len(pending) >= 4 * workers:
                     first, future = pending.popleft()
                     yield from future.result()
@@ -479,7 +488,7 @@ def _attempts(
         finally:
             pool.shutdown(wait=True, cancel_futures=True)  # at most `workers` chunks are still running
     for attempt in itertools.count(start):
-        yield from _attempt_chunk(seed, r, c, attempt, 1, min_difficulty)
+        yield from _attempt_chunk(seed, r, c, attempt, 1, min_difficulty, max_difficulty)
 
 
 @dataclass
@@ -495,13 +504,21 @@ def _generate_split(opts: SudokuBuildOptions, r: int, c: int, train_size: int, t
     Each puzzle's equivalence class (canonical_key) belongs to the split that received its first member; later members
     can only join that split. New classes go to test with probability (test places left) / (all places left). For 9x9
     classes practically never repeat; for 4x4 (36 classes of minimal puzzles) this is what keeps test unseen.
+    `dropped_for_overlap` counts the puzzles whose class's split was full: placing them in the other split would put
+    one class on both sides (docs/data.md, "The CPU ladder").
     """
     n = r * c
     sizes = {"train": train_size, "test": test_size}
-    rows: dict[str, list[GeneratedPuzzle]] = {"train": [], "test": []}
+    rows: dict[str, list[tuple[GeneratedPuzzle, bytes]]] = {"train": [], "test": []}
     owner: dict[bytes, str] = {}
     classes = {"train": 0, "test": 0}
-    stats = {"attempts": 0, "below_min_difficulty": 0, "dropped_for_overlap": 0, "duplicates_within_split": 0}
+    stats = {
+        "attempts": 0,
+        "below_min_difficulty": 0,
+        "above_max_difficulty": 0,
+        "dropped_for_overlap": 0,
+        "duplicates_within_split": 0,
+    }
     split_rng = np.random.default_rng([opts.seed, _STREAM_SPLIT])
     needed = train_size + test_size
     max_attempts = 20 * needed + 2000
@@ -509,12 +526,13 @@ def _generate_split(opts: SudokuBuildOptions, r: int, c: int, train_size: int, t
     if workers == 0:  # auto: one per core, but small jobs finish before worker processes would have started
         workers = 1 if needed * n**3 < 200 * 9**3 else min(os.cpu_count() or 1, 32)
     bar = tqdm(total=needed, desc=f"generating {n}x{n}", unit="puzzle", dynamic_ncols=True)
-    gen = _attempts(opts.seed, r, c, opts.min_difficulty, workers)
+    gen = _attempts(opts.seed, r, c, opts.min_difficulty, opts.max_difficulty, workers)
     try:
         for puzzle, key in gen:
             stats["attempts"] += 1
             if key is None:
-                stats["below_min_difficulty"] += 1
+                low = opts.min_difficulty is not None and puzzle.rating < opts.min_difficulty
+                stats["below_min_difficulty" if low else "above_max_difficulty"] += 1
             else:
                 split = owner.get(key)
                 if split is None:
@@ -522,11 +540,11 @@ def _generate_split(opts: SudokuBuildOptions, r: int, c: int, train_size: int, t
                     split = "test" if split_rng.random() * (left["train"] + left["test"]) < left["test"] else "train"
                     owner[key] = split
                     classes[split] += 1
-                    rows[split].append(puzzle)  # the drawn split always has room
+                    rows[split].append((puzzle, key))  # the drawn split always has room
                     bar.update(1)
                 elif len(rows[split]) < sizes[split]:
                     stats["duplicates_within_split"] += 1
-                    rows[split].append(puzzle)
+                    rows[split].append((puzzle, key))
                     bar.update(1)
                 else:  # its class's split is full, and the other split would leak it
                     stats["dropped_for_overlap"] += 1
@@ -542,11 +560,14 @@ def _generate_split(opts: SudokuBuildOptions, r: int, c: int, train_size: int, t
         bar.close()
     stats.update(train_classes=classes["train"], test_classes=classes["test"])
 
-    def pack(items: list[GeneratedPuzzle]) -> SudokuRows:
+    def pack(items: list[tuple[GeneratedPuzzle, bytes]]) -> SudokuRows:
+        keys = np.empty(len(items), dtype=object)
+        keys[:] = [k for _, k in items]
         return SudokuRows(
-            np.array([g.puzzle for g in items], dtype=np.uint8).reshape(-1, n * n),
-            np.array([g.solution for g in items], dtype=np.uint8).reshape(-1, n * n),
-            np.array([g.rating for g in items], dtype=np.int64),
+            np.array([g.puzzle for g, _ in items], dtype=np.uint8).reshape(-1, n * n),
+            np.array([g.solution for g, _ in items], dtype=np.uint8).reshape(-1, n * n),
+            np.array([g.rating for g, _ in items], dtype=np.int64),
+            keys,
         )
 
     return _Generated(pack(rows["train"]), pack(rows["test"]), stats)
@@ -562,11 +583,17 @@ def _generation_error(
     opts: SudokuBuildOptions, n: int, stats: dict[str, int], rows: dict, sizes: dict, n_classes: int
 ) -> UserError:
     got = {s: len(rows[s]) for s in rows}
-    if opts.min_difficulty is not None and stats["below_min_difficulty"] > stats["attempts"] // 2:
-        kept = stats["attempts"] - stats["below_min_difficulty"]
+    off = stats["below_min_difficulty"] + stats["above_max_difficulty"]
+    if off > stats["attempts"] // 2:
+        kept = stats["attempts"] - off
+        if stats["below_min_difficulty"] >= stats["above_max_difficulty"]:
+            return UserError(
+                f"--min-difficulty {opts.min_difficulty}: only {kept} of {stats['attempts']} generated {n}x{n} puzzles "
+                f"reached that rating; lower it, or use a larger --box"
+            )
         return UserError(
-            f"--min-difficulty {opts.min_difficulty}: only {kept} of {stats['attempts']} generated {n}x{n} puzzles reached that "
-            f"rating; lower it, or use a larger --box"
+            f"--max-difficulty {opts.max_difficulty}: only {kept} of {stats['attempts']} generated {n}x{n} puzzles "
+            f"were rated within --min-difficulty/--max-difficulty; raise it, or use a smaller --box"
         )
     return UserError(
         f"--train-size {sizes['train']} / --test-size {sizes['test']}: after {stats['attempts']} attempts only "
@@ -579,10 +606,27 @@ def _generation_error(
 
 
 def _check_options(opts: SudokuBuildOptions, source: str) -> None:
+    if (
+        opts.min_difficulty is not None
+        and opts.max_difficulty is not None
+        and opts.max_difficulty < opts.min_difficulty
+    ):
+        raise UserError(
+            f"--max-difficulty {opts.max_difficulty}: below --min-difficulty {opts.min_difficulty}, no puzzle can pass"
+        )
     if source in ("hf", "csv") and opts.box != "3x3":
         raise UserError(
             f"--box {opts.box}: --source {source} holds 9x9 puzzles only; use --box 3x3 or --source generate"
         )
+
+
+def _in_range_rows(ratings: np.ndarray, opts: SudokuBuildOptions) -> np.ndarray:
+    keep = np.ones(ratings.shape, dtype=bool)
+    if opts.min_difficulty is not None:
+        keep &= ratings >= opts.min_difficulty
+    if opts.max_difficulty is not None:
+        keep &= ratings <= opts.max_difficulty
+    return keep
 
 
 def _default_out(source: str, box: str) -> Path:
@@ -666,15 +710,21 @@ def build_sudoku(opts: SudokuBuildOptions, hub_probe: Callable[[], bool] | None 
         detail = src.detail
         train, test = read_sudoku_csv(src.csvs[0]), read_sudoku_csv(src.csvs[1])
         stats["rows_read"] = {"train": len(train), "test": len(test)}
-        if opts.min_difficulty is not None:
-            train = train.take(np.flatnonzero(train.ratings >= opts.min_difficulty))
-            test = test.take(np.flatnonzero(test.ratings >= opts.min_difficulty))
+        if opts.min_difficulty is not None or opts.max_difficulty is not None:
+            train = train.take(np.flatnonzero(_in_range_rows(train.ratings, opts)))
+            test = test.take(np.flatnonzero(_in_range_rows(test.ratings, opts)))
         stats["rows_after_min_difficulty"] = {"train": len(train), "test": len(test)}
         train, test = sources.sample_splits(train, test, opts)
         # The published split is kept as is; report exact repeats of a test puzzle in train (equivalents not checked).
         stats["test_puzzles_also_in_train"] = int(np.isin(_row_hashes(test.puzzles), _row_hashes(train.puzzles)).sum())
-    why_empty = f"--min-difficulty {opts.min_difficulty}" if opts.min_difficulty is not None else None
-    train = sources.subsample_train(train, test, opts, why_empty, "puzzles")
+    why = [
+        f"--{k.replace('_', '-')} {v}"
+        for k, v in (("min_difficulty", opts.min_difficulty), ("max_difficulty", opts.max_difficulty))
+        if v is not None
+    ]
+    train = sources.subsample_train(train, test, opts, " / ".join(why) or None, "puzzles")
+    if train.keys is not None:
+        stats["train_classes"] = train.classes()  # --subsample-size may have dropped some
 
     train_inputs, train_labels = _examples(
         train, r, c, opts.num_aug, np.random.default_rng([opts.seed, _STREAM_AUGMENT]), "augmenting train"
