@@ -52,6 +52,7 @@ from hrm_reason.tasks.arc import (
     augmentation_name,
     encode_pairs,
     grid_key,
+    parse_grid,
 )
 from hrm_reason.tasks.dihedral import TRANSFORM_NAMES, dihedral_transform
 
@@ -110,28 +111,6 @@ class ArcTask:
         return max(max(g.shape) for g in self.grids())
 
 
-def _grid(value: Any, where: str) -> np.ndarray:
-    """A validated ARC grid (1..30 rows of 1..30 cells with colours 0..9) as uint8; UserError naming `where`
-    otherwise."""
-    if not isinstance(value, list) or not value:
-        raise UserError(f"{where}: expected a non-empty list of rows")
-    width = None
-    for i, row in enumerate(value):
-        if not isinstance(row, list) or not row:
-            raise UserError(f"{where}: row {i} is not a non-empty list of colours")
-        if width is None:
-            width = len(row)
-        elif len(row) != width:
-            raise UserError(f"{where}: ragged grid (row {i} has {len(row)} cells, row 0 has {width})")
-        for j, v in enumerate(row):
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v <= 9:
-                raise UserError(f"{where}: colour {v!r} at row {i}, column {j} is outside 0..9")
-    assert width is not None
-    if len(value) > MAX_SIZE or width > MAX_SIZE:
-        raise UserError(f"{where}: grid is {len(value)}x{width}, over the ARC maximum of {MAX_SIZE}x{MAX_SIZE}")
-    return np.array(value, dtype=np.uint8)
-
-
 def parse_task(data: Any, task_id: str, collection: str, role: Role, where: str) -> ArcTask:
     """One task from its JSON value ({"train": [...], "test": [...]}); `where` names it in errors."""
     if not isinstance(data, dict):
@@ -146,9 +125,9 @@ def parse_task(data: Any, task_id: str, collection: str, role: Role, where: str)
         for k, item in enumerate(items):
             if not isinstance(item, dict) or "input" not in item:
                 raise UserError(f"{where}: {part}[{k}] has no 'input'")
-            inp = _grid(item["input"], f"{where}: {part}[{k}].input")
+            inp = parse_grid(item["input"], f"{where}: {part}[{k}].input")
             if "output" in item:
-                out = _grid(item["output"], f"{where}: {part}[{k}].output")
+                out = parse_grid(item["output"], f"{where}: {part}[{k}].output")
             elif part == "test":
                 out, answers = np.zeros((1, 1), dtype=np.uint8), False  # hidden answer (a Kaggle test set)
             else:

@@ -326,31 +326,12 @@ class ArcSolve:
             name = f"{source} test {k}"
             if not isinstance(item, dict) or "input" not in item:
                 raise UserError(f"{name}: no 'input' grid")
-            grid = self._grid(item["input"], f"{name} input")
-            expected = self._grid(item["output"], f"{name} output") if "output" in item else None
+            canvas = f"the model's {self.size}x{self.size} canvas"
+            grid = arc.parse_grid(item["input"], f"{name} input", self.size, canvas)
+            expected = arc.parse_grid(item["output"], f"{name} output", self.size, canvas) if "output" in item else None
             x, _ = arc.encode_pairs([(grid, grid)], [(0, arc.IDENTITY_COLOURS)], self.size, None)
             puzzles.append(Puzzle(name, x[0].astype(np.int32), identifier, expected=expected, notes=list(notes)))
         return puzzles
-
-    def _grid(self, value: Any, where: str) -> np.ndarray:
-        if not isinstance(value, list) or not value:
-            raise UserError(f"{where}: expected a non-empty list of rows")
-        width = None
-        for i, row in enumerate(value):
-            if not isinstance(row, list) or not row:
-                raise UserError(f"{where}: row {i} is not a non-empty list of colours")
-            width = len(row) if width is None else width
-            if len(row) != width:
-                raise UserError(f"{where}: ragged grid (row {i} has {len(row)} cells, row 0 has {width})")
-            for j, v in enumerate(row):
-                if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 9:
-                    raise UserError(f"{where}: colour {v!r} at row {i}, column {j} is outside 0..9")
-        assert width is not None
-        if len(value) > self.size or width > self.size:
-            raise UserError(
-                f"{where}: a {len(value)}x{width} grid, larger than the model's {self.size}x{self.size} canvas"
-            )
-        return np.array(value, dtype=np.uint8)
 
     def answer(self, puzzle: Puzzle, tokens: np.ndarray) -> tuple[str, list[Any], bool | None, str, bool | None]:
         grid = arc.crop(tokens.reshape(self.size, self.size).astype(np.int64)).astype(np.int64)

@@ -83,6 +83,28 @@ def parse_identifier(name: str) -> tuple[str, int, np.ndarray]:
 # ------------------------------------------------------------------------------------------------------- grids
 
 
+def parse_grid(value: Any, where: str, size: int = MAX_SIZE, limit: str | None = None) -> np.ndarray:
+    """A grid as ARC's JSON writes it (1..size rows of 1..size cells with colours 0..9) as uint8; a UserError naming
+    `where` otherwise (`limit` says what `size` is: the format's maximum, or a model's canvas)."""
+    if not isinstance(value, list) or not value:
+        raise UserError(f"{where}: expected a non-empty list of rows")
+    width = None
+    for i, row in enumerate(value):
+        if not isinstance(row, list) or not row:
+            raise UserError(f"{where}: row {i} is not a non-empty list of colours")
+        width = len(row) if width is None else width
+        if len(row) != width:
+            raise UserError(f"{where}: ragged grid (row {i} has {len(row)} cells, row 0 has {width})")
+        for j, v in enumerate(row):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v <= 9:
+                raise UserError(f"{where}: colour {v!r} at row {i}, column {j} is outside 0..9")
+    assert width is not None
+    if len(value) > size or width > size:
+        limit = limit or f"the ARC maximum of {size}x{size}"
+        raise UserError(f"{where}: a {len(value)}x{width} grid, larger than {limit}")
+    return np.array(value, dtype=np.uint8)
+
+
 def grid_key(grid: np.ndarray) -> bytes:
     """Exact identity of a grid (shape and colours); the vote tables are keyed by it."""
     return bytes(grid.shape) + np.ascontiguousarray(grid, dtype=np.uint8).tobytes()
