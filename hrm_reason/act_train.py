@@ -24,7 +24,7 @@ from hrm_reason.data import Batch, PuzzleSplit, TrainSampler, dataset_kind, load
 from hrm_reason.errors import UserError
 from hrm_reason.evaluate import EvalResult, evaluate
 from hrm_reason.models.act import act_loss
-from hrm_reason.models.registry import build_model
+from hrm_reason.models.registry import build_model, flop_count
 from hrm_reason.models.sparse_embedding import SparseSignSGD
 from hrm_reason.optim import make_optimizer
 from hrm_reason.runtime.distributed import Processes, sum_over_ranks
@@ -57,6 +57,7 @@ class ACTTask:
             self.train_split, config.global_batch_size, config.eval_interval, config.seed, procs.rank, procs.world_size
         )
         self.model = build_model(config.arch, meta, device, config.seed)
+        self.train_flops_per_step = flop_count(self.model.config).train_step * config.global_batch_size
         self.optimizer = make_optimizer(config, self.model, device)
         puzzle_emb = self.model.puzzle_emb
         self.sparse_opt = (
