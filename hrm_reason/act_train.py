@@ -30,7 +30,7 @@ from hrm_reason.optim import make_optimizer
 from hrm_reason.runtime.distributed import Processes, sum_over_ranks
 from hrm_reason.runtime.prefetch import prefetch
 from hrm_reason.tasks import task_metrics
-from hrm_reason.train import scheduled_lr
+from hrm_reason.train import flops_or_none, scheduled_lr
 
 
 class ACTTask:
@@ -57,7 +57,9 @@ class ACTTask:
             self.train_split, config.global_batch_size, config.eval_interval, config.seed, procs.rank, procs.world_size
         )
         self.model = build_model(config.arch, meta, device, config.seed)
-        self.train_flops_per_step = flop_count(self.model.config).train_step * config.global_batch_size
+        self.train_flops_per_step = flops_or_none(
+            lambda: flop_count(self.model.config).train_step * config.global_batch_size, config.model_name
+        )
         self.optimizer = make_optimizer(config, self.model, device)
         puzzle_emb = self.model.puzzle_emb
         self.sparse_opt = (

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -49,7 +49,7 @@ class TrainTask(Protocol):
     optimizer: torch.optim.Optimizer
     total_steps: int
     total_rounds: int
-    train_flops_per_step: float  # model FLOPs of one optimizer step on the global batch (models/flops.py)
+    train_flops_per_step: float | None  # model FLOPs of one optimizer step on the global batch (models/flops.py)
 
     def batches(self, round: int, start: int) -> Iterator[Any]:
         """The batches of round `round` from its `start`-th on, on the device, this process's slice."""
@@ -94,6 +94,15 @@ class TrainTask(Protocol):
 # end (about a second) and records it in run.json, so that its times can be scaled to another machine; shorter runs
 # (tests, smoke runs) skip it. docs/training.md, "Time to accuracy".
 PEAK_AFTER_SECONDS = 30.0
+
+
+def flops_or_none(count: Callable[[], float], model_name: str) -> float | None:
+    """Training FLOPs per step, or None for a model registered without its FLOP count: it still trains."""
+    try:
+        return count()
+    except UserError as e:
+        print(f"warning: {e}: training FLOPs are not logged for arch.name {model_name}", file=sys.stderr)
+        return None
 
 
 def default_run_dir(config: TrainConfig) -> Path:
@@ -168,7 +177,8 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) 
         optimizer.load_state_dict(state["optimizer"])
         task.load_state(state)
     run_clock = RunClock.resumed(state)  # time to accuracy: totals over every start and resume
-    train_flops = float((state or {}).get("train_flops", step * task.train_flops_per_step))
+    per_step = task.train_flops_per_step
+    train_flops = (state or {}).get("train_flops", None if per_step is None else step * per_step)
     ema = ema_for_training(model, config.ema, state)
     if procs.distributed:
         for t in model.buffers():  # the puzzle embedding table is a buffer; DDP broadcasts the parameters
@@ -200,7 +210,7 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) 
             {
                 "step": 0,
                 "num_params": sum(p.numel() for p in model.parameters()),
-                "train_flops_per_step": task.train_flops_per_step,
+                **({"train_flops_per_step": per_step} if per_step is not None else {}),
                 **task.first_record(),
             }
         )
@@ -241,7 +251,7 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) 
         progress_so_far = {
             **run_clock.totals(),
             "examples_seen": step * config.global_batch_size,
-            "train_flops": train_flops,
+            **({"train_flops": train_flops} if train_flops is not None else {}),
         }
         log.write({"step": step, **record, **progress_so_far})
         if procs.is_main:
@@ -293,7 +303,8 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) 
                             f"{kept} (try a lower lr)"
                         )
                     logged = task.optimizer_step(loss, position)
-                    train_flops += task.train_flops_per_step
+                    if train_flops is not None and per_step is not None:
+                        train_flops += per_step
                     if ema is not None:
                         ema.update(model)
                     seconds = clock() - step_start

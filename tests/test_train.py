@@ -103,7 +103,7 @@ def test_resume_follows_the_same_trajectory(data: Path, tmp_path: Path) -> None:
     assert [r["step"] for r in a] == [r["step"] for r in b]
     for ra, rb in zip(a, b):
         assert ra.keys() == rb.keys()
-        for k in ra:
+        for k in set(ra) - set(clock_module.KEYS):  # seconds differ between any two runs
             assert ra[k] == pytest.approx(rb[k], rel=1e-5, abs=1e-7), (ra["step"], k)
     wa, _ = read_weights(find_checkpoint(full))
     wb, _ = read_weights(find_checkpoint(resumed))
