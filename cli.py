@@ -742,10 +742,11 @@ def bench_cmd(
 
 @app.command("compare")
 def compare_cmd(
-    items: list[str] = typer.Argument(
-        ...,
+    items: list[str] | None = typer.Argument(
+        None,
         metavar="CONFIG... [KEY=VALUE...]",
-        help="Config files, then key=value overrides applied to every one (e.g. max_steps=500 max_seconds=600).",
+        help="Config files, then key=value overrides applied to every one (e.g. max_steps=500 max_seconds=600); "
+        "with --runs: run or study directories.",
     ),
     seeds: int = typer.Option(3, "--seeds", min=1, help="Train each config with seeds 0..N-1."),
     out: Path = typer.Option(
@@ -761,17 +762,33 @@ def compare_cmd(
         min=1,
         help="Runs trained at once, each in its own process with cpu_count/N threads (no progress bars).",
     ),
+    runs: bool = typer.Option(
+        False,
+        "--runs",
+        help="The arguments are run directories of hrm train or study directories of hrm compare: summarise them "
+        "(time to accuracy, and the final evaluation where they have compare.json) without training.",
+    ),
+    targets: str = typer.Option(
+        "0.5,0.8", "--targets", help="Accuracies whose time, steps and training FLOPs to reach are reported."
+    ),
+    metric: str = typer.Option(
+        "exact_accuracy", "--metric", help="The eval/ metric of the targets (e.g. optimal_path_accuracy for mazes)."
+    ),
 ) -> None:
     """Train several configs (architectures) for several seeds on their data and compare them: exact accuracy mean ±
     std over seeds, accuracy per segment, ACT segments, time, parameters. A rerun skips finished runs and resumes
-    interrupted ones."""
-    from hrm_reason.compare import compare
+    interrupted ones. Also the training time, steps and FLOPs each run took to reach --targets."""
+    from hrm_reason.compare import compare, compare_runs, parse_targets
 
-    configs = [Path(i) for i in items if "=" not in i or Path(i).is_file()]
-    overrides = [i for i in items if "=" in i and not Path(i).is_file()]
-    results = compare(
-        configs, seeds, out, mmax, overrides, progress=not quiet, command="hrm " + " ".join(sys.argv[1:]), jobs=jobs
-    )
+    items, command, wanted = items or [], "hrm " + " ".join(sys.argv[1:]), parse_targets(targets)
+    if runs:
+        results = compare_runs([Path(i) for i in items], out, wanted, metric, command)
+    else:
+        configs = [Path(i) for i in items if "=" not in i or Path(i).is_file()]
+        overrides = [i for i in items if "=" in i and not Path(i).is_file()]
+        results = compare(
+            configs, seeds, out, mmax, overrides, not quiet, command, jobs=jobs, targets=wanted, metric=metric
+        )
     typer.echo((out / "results.md").read_text())
     for path in [out / "results.json", out / "results.md", *results["plots"]]:
         typer.echo(f"wrote {path}")

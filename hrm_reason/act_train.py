@@ -21,18 +21,18 @@ import torch.distributed as dist
 from hrm_reason.augment import train_augmentation
 from hrm_reason.checkpoint import load_checkpoint
 from hrm_reason.config import TrainConfig
-from hrm_reason.curriculum import depth_at, segment_weights
+from hrm_reason.curriculum import depth_at, flops_at_depth, segment_weights
 from hrm_reason.data import Batch, PuzzleSplit, TrainSampler, dataset_kind, load_split, total_train_steps
 from hrm_reason.errors import UserError
 from hrm_reason.evaluate import EvalResult, evaluate
 from hrm_reason.models.act import act_loss
-from hrm_reason.models.registry import build_model
+from hrm_reason.models.registry import build_model, flop_count
 from hrm_reason.models.sparse_embedding import SparseSignSGD
 from hrm_reason.optim import make_optimizer
 from hrm_reason.runtime.distributed import Processes, sum_over_ranks
 from hrm_reason.runtime.prefetch import prefetch
 from hrm_reason.tasks import task_metrics
-from hrm_reason.train import scheduled_lr
+from hrm_reason.train import flops_or_none, scheduled_lr
 
 
 class ACTTask:
@@ -66,6 +66,9 @@ class ACTTask:
             augment,
         )
         self.model = build_model(config.arch, meta, device, config.seed)
+        self.full_depth_flops = flops_or_none(
+            lambda: flop_count(self.model.config).train_step * config.global_batch_size, config.model_name
+        )
         self.optimizer = make_optimizer(config, self.model, device)
         puzzle_emb = self.model.puzzle_emb
         self.sparse_opt = (
@@ -80,6 +83,13 @@ class ACTTask:
 
     def batches(self, round: int, start: int) -> Iterator[Batch]:
         return prefetch(self.sampler.batches(round, start), self.device)
+
+    @property
+    def train_flops_per_step(self) -> float | None:
+        """FLOPs of the step just taken: a depth-curriculum step counts at its own depth (curriculum.flops_at_depth)."""
+        if self.depth is None or self.full_depth_flops is None:
+            return self.full_depth_flops
+        return flops_at_depth(self.model.config, self.depth).train_step * self.config.global_batch_size
 
     def forward(
         self, train_model: torch.nn.Module, batch: Batch, step: int, progress: float = 0.0

@@ -3,13 +3,17 @@ summarise them side by side (mean ± std over seeds): results.json, results.md a
 
 Layout of the output directory:
     runs/<label>/seed<k>/   an ordinary run directory of `hrm train`, plus compare.json (its evaluation) once done
-    results.json            every run, and per config: exact accuracy, accuracy per segment, ACT, time, parameters
+    results.json            every run, and per config: exact accuracy, accuracy per segment, ACT, time, parameters,
+                            and the time (wall, CPU), steps and training FLOPs to reach each --targets accuracy
     results.md              the same as tables
     plots/*.png             when matplotlib is installed
 <label> is the config file's name without .yaml. Runs are trained one after the other (or `jobs` at a time); a rerun
 skips the runs that have their compare.json, resumes those with a checkpoint and starts the others again, so an
 interrupted study continues where it stopped. Overrides (key=value) apply to every config: `max_seconds=600
 budget_clock=cpu schedule_over=seconds` gives every run the same CPU-time budget and a full LR schedule within it.
+
+`hrm compare --runs DIR...` trains nothing: it reads run directories already made (or whole study directories) and
+writes the same files from their metrics.jsonl (time to accuracy) and compare.json where they have one.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import re
 import shutil
 import statistics
 from concurrent.futures import ProcessPoolExecutor
@@ -33,11 +38,16 @@ from hrm_reason.config import TrainConfig, load_config
 from hrm_reason.errors import UserError
 from hrm_reason.evaluate import evaluate
 from hrm_reason.inference import load_model_for_eval
+from hrm_reason.provenance import matmul_peak_of
+from hrm_reason.runtime.logs import read_records
 from hrm_reason.tasks import task_metrics
 from hrm_reason.train import train
 
 RUN_RESULT = "compare.json"
 RESERVED_KEYS = ("seed", "run_dir")  # set by hrm compare for every run
+DEFAULT_TARGETS = (0.5, 0.8)
+# What it took to reach an accuracy: the run's totals at each evaluation (hrm train logs them, runtime/clock.py).
+PROGRESS_KEYS = ("train_wall_seconds", "train_cpu_seconds", "step", "examples_seen", "train_flops")
 
 
 @dataclass
@@ -114,9 +124,91 @@ def run_and_evaluate(spec: RunSpec, mmax: int | None, progress: bool) -> dict[st
         "steps": state["step"],
         "train_seconds": state.get("train_seconds"),
         "eval": result.to_dict(),
+        **run_progress(run_dir),
     }
     atomic_write_text(run_dir / RUN_RESULT, json.dumps(record, indent=2))
     return record
+
+
+def eval_curve(run_dir: Path) -> list[dict[str, Any]]:
+    """The evaluations of metrics.jsonl in step order: their eval/* numbers and the run's progress at each (time,
+    examples, training FLOPs; None in logs from before hrm train recorded them)."""
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.is_file():
+        raise UserError(f"{path} not found: {run_dir} is not a run directory written by hrm train")
+    latest: dict[int, dict[str, Any]] = {}
+    for line in read_records(path):
+        record = json.loads(line)
+        if any(k.startswith("eval/") for k in record):
+            latest[record["step"]] = record  # a resumed run's repeated evaluation: the last one
+    return [
+        {
+            **{k: latest[s].get(k) for k in PROGRESS_KEYS},
+            "step": s,
+            **{k: v for k, v in latest[s].items() if k.startswith("eval/") and isinstance(v, (int, float))},
+        }
+        for s in sorted(latest)
+    ]
+
+
+def run_progress(run_dir: Path) -> dict[str, Any]:
+    """A run's learning curve and the matrix-product peak its machine recorded: what time to accuracy needs."""
+    return {"curve": eval_curve(run_dir), "matmul_peak_flops": matmul_peak_of(run_dir)}
+
+
+def reach(curve: list[dict[str, Any]], target: float, metric: str = "exact_accuracy") -> dict[str, Any] | None:
+    """The run's progress (PROGRESS_KEYS) when eval/`metric` first reached `target`, linearly interpolated between the
+    evaluation below it and the one at or above it; the first evaluation's own when that one already reached it (the
+    curve before it is unknown); None if never reached."""
+    key, below = f"eval/{metric}", None
+    for point in curve:
+        value = point.get(key)
+        if value is None:
+            continue
+        if value >= target:
+            if below is None:
+                return {k: point[k] for k in PROGRESS_KEYS}
+            t = (target - below[key]) / (value - below[key])
+            return {
+                k: None if below[k] is None or point[k] is None else below[k] + t * (point[k] - below[k])
+                for k in PROGRESS_KEYS
+            }
+        below = point
+    return None
+
+
+def target_name(target: float) -> str:
+    return f"{target:g}"
+
+
+def time_to_accuracy(records: list[dict[str, Any]], targets: list[float], metric: str) -> dict[str, Any]:
+    """Per run and per config (mean ± std over the seeds that reached it, and how many did) the progress at which
+    each target accuracy was first reached."""
+    runs = [
+        {
+            "label": r["label"],
+            "seed": r["seed"],
+            "matmul_peak_flops": r.get("matmul_peak_flops"),
+            "reached": {target_name(t): reach(r["curve"], t, metric) for t in targets},
+        }
+        for r in records
+    ]
+    per_config: dict[str, Any] = {}
+    for label in dict.fromkeys(r["label"] for r in runs):
+        mine = [r for r in runs if r["label"] == label]
+        peaks = [r["matmul_peak_flops"] for r in mine if r["matmul_peak_flops"]]
+        entry: dict[str, Any] = {"runs": len(mine), "matmul_peak_flops": mean_std(peaks) if peaks else None}
+        for t in targets:
+            hits = [r["reached"][target_name(t)] for r in mine if r["reached"][target_name(t)] is not None]
+            entry[target_name(t)] = {
+                "reached": len(hits),
+                **{
+                    k: mean_std(values) if (values := [h[k] for h in hits if h[k] is not None]) else None
+                    for k in PROGRESS_KEYS
+                },
+            }
+        per_config[label] = entry
+    return {"metric": metric, "targets": targets, "per_config": per_config, "per_run": runs}
 
 
 def mean_std(values: list[float]) -> dict[str, float | None]:
@@ -215,6 +307,80 @@ def markdown(summary: dict[str, dict[str, Any]], command: str) -> str:
     return "\n".join(lines)
 
 
+def _sig(stat: dict[str, Any] | None, scale: float = 1.0) -> str:
+    if stat is None:
+        return "-"
+    std = "" if stat["std"] is None else f" ± {stat['std'] / scale:.2g}"
+    return f"{stat['mean'] / scale:.3g}{std}"
+
+
+def time_markdown(tta: dict[str, Any]) -> str:
+    metric = tta["metric"]
+    lines = [
+        f"## Time to {metric}",
+        "",
+        f"When eval/{metric} first reached each target: training time (evaluations and checkpoint writes excluded, "
+        "summed over resumes), steps and training FLOPs, linearly interpolated between evaluations (the first "
+        "evaluation's figures when it already reached the target). Mean ± sample standard deviation over the seeds "
+        "that reached it; reached: seeds that did, of all. Peak: the fp32 matrix-product peak the runs' machine "
+        "measured (runs of 30 s or more); wall seconds x peak / 180 GFLOP/s gives the time on a 180 GFLOP/s machine.",
+        "",
+        "| config | target | reached | train wall s | train CPU s | steps | training TFLOP | peak GFLOP/s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for label, entry in tta["per_config"].items():
+        for t in tta["targets"]:
+            e = entry[target_name(t)]
+            lines.append(
+                f"| {label} | {100 * t:g}% | {e['reached']}/{entry['runs']} | {_sig(e['train_wall_seconds'])} | "
+                f"{_sig(e['train_cpu_seconds'])} | {_sig(e['step'])} | {_sig(e['train_flops'], 1e12)} | "
+                f"{_sig(entry['matmul_peak_flops'], 1e9)} |"
+            )
+    return "\n".join([*lines, ""])
+
+
+def plot_time_to_accuracy(records: list[dict[str, Any]], tta: dict[str, Any], out_dir: Path) -> list[Path]:
+    """eval/<metric> against training wall seconds, CPU seconds and FLOPs: one line per run, one colour per config,
+    the targets dotted. Nothing without matplotlib."""
+    try:
+        from hrm_reason.viz.canvas import new_figure, save_png
+    except ImportError:
+        return []
+    key = f"eval/{tta['metric']}"
+    labels = list(dict.fromkeys(r["label"] for r in records))
+    colours = {label: f"C{i % 10}" for i, label in enumerate(labels)}
+    fig = new_figure(15, 4.6)
+    panels = (
+        ("train_wall_seconds", "training wall seconds"),
+        ("train_cpu_seconds", "training CPU seconds"),
+        ("train_flops", "training FLOPs"),
+    )
+    for i, (x_key, x_name) in enumerate(panels):
+        ax = fig.add_subplot(1, len(panels), i + 1)
+        named: set[str] = set()
+        for r in records:
+            points = [(p[x_key], p[key]) for p in r["curve"] if p.get(x_key) is not None and p.get(key) is not None]
+            if not points:
+                continue
+            xs, ys = zip(*points)
+            label = None if r["label"] in named else r["label"]
+            named.add(r["label"])
+            ax.plot(xs, [100 * y for y in ys], marker="o", ms=2.5, lw=1.1, color=colours[r["label"]], label=label)
+        for t in tta["targets"]:
+            ax.axhline(100 * t, color="#555555", ls=":", lw=0.8)
+        ax.set_xlim(left=0)
+        ax.set_ylim(-2, 102)
+        ax.set_xlabel(x_name + (" (one line per run)" if i == 0 else ""))
+        ax.set_ylabel(f"{tta['metric'].replace('_', ' ')} (%)")
+        ax.grid(alpha=0.3)
+        if named:
+            ax.legend(fontsize=7)
+        else:
+            ax.text(0.5, 0.5, "not logged", ha="center", va="center", transform=ax.transAxes, color="#888888")
+    fig.tight_layout()
+    return [save_png(fig, out_dir / "accuracy_vs_time.png")]
+
+
 def plot(summary: dict[str, dict[str, Any]], out_dir: Path) -> list[Path]:
     """Exact accuracy per config (mean ± std), accuracy against segments, ACT segments against fixed segments: one
     panel per dataset. Nothing without matplotlib."""
@@ -300,6 +466,38 @@ def _init_worker(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
+def parse_targets(text: str) -> list[float]:
+    """--targets "0.5,0.8": accuracies in (0, 1]."""
+    try:
+        targets = [float(item) for item in text.split(",") if item.strip()]
+    except ValueError:
+        targets = []
+    if not targets or not all(0 < t <= 1 for t in targets):
+        raise UserError(f"--targets {text}: expected accuracies in (0, 1] separated by commas, e.g. 0.5,0.8")
+    return sorted(set(targets))
+
+
+def write_results(
+    records: list[dict[str, Any]], out: Path, command: str, targets: list[float], metric: str, header: dict[str, Any]
+) -> dict[str, Any]:
+    """results.json, results.md and the plots: the final-checkpoint summary of the runs with a compare.json, and time
+    to accuracy of every run."""
+    key = f"eval/{metric}"
+    logged = [p for r in records for p in r["curve"]]
+    if logged and not any(key in p for p in logged):
+        known = sorted({k.removeprefix("eval/") for p in logged for k in p if k.startswith("eval/")})
+        raise UserError(f"--metric {metric}: no evaluation of these runs logs {key} (they log: {', '.join(known)})")
+    summary = summarise([r for r in records if "eval" in r])
+    tta = time_to_accuracy(records, targets, metric)
+    results = {"command": command, **header, "summary": summary, "time_to_accuracy": tta, "runs": records}
+    atomic_write_text(out / "results.json", json.dumps(results, indent=2))
+    head = markdown(summary, command) if summary else f"# hrm compare\n\nCommand: `{command}`\n"
+    atomic_write_text(out / "results.md", head + "\n" + time_markdown(tta))
+    plots = plot(summary, out / "plots") if summary else []
+    results["plots"] = [str(p) for p in [*plots, *plot_time_to_accuracy(records, tta, out / "plots")]]
+    return results
+
+
 def compare(
     configs: list[Path],
     seeds: int,
@@ -309,6 +507,8 @@ def compare(
     progress: bool = True,
     command: str = "hrm compare",
     jobs: int = 1,
+    targets: list[float] | None = None,
+    metric: str = "exact_accuracy",
 ) -> dict[str, Any]:
     """Run the study (skipping finished runs) and write results.json, results.md and plots under `out`.
 
@@ -334,17 +534,66 @@ def compare(
             typer.echo(
                 f"[{i}/{len(specs)}] {spec.label} seed {spec.seed}: {'done, skipped' if done else 'training'}", err=True
             )
-        records.append(run_and_evaluate(spec, mmax, progress))
-    summary = summarise(records)
-    results = {
-        "command": command,
-        "seeds": seeds,
-        "mmax": mmax,
-        "overrides": overrides or [],
-        "summary": summary,
-        "runs": records,
+        record = run_and_evaluate(spec, mmax, progress)
+        records.append(record if "curve" in record else {**record, **run_progress(spec.run_dir)})  # an older study
+    header = {"seeds": seeds, "mmax": mmax, "overrides": overrides or []}
+    return write_results(records, out, command, list(targets or DEFAULT_TARGETS), metric, header)
+
+
+def find_runs(dirs: list[Path]) -> list[Path]:
+    """Run directories (with metrics.jsonl) as given, and the runs/<label>/seed<k>/ of study directories."""
+
+    def order(path: Path) -> tuple[str, int]:
+        return path.parent.name, int(path.name.removeprefix("seed"))
+
+    found: list[Path] = []
+    for d in map(Path, dirs):
+        if (d / "metrics.jsonl").is_file():
+            found.append(d)
+            continue
+        runs = [p.parent for p in (d / "runs").glob("*/seed*/metrics.jsonl") if re.fullmatch(r"seed\d+", p.parent.name)]
+        if not runs:
+            raise UserError(
+                f"{d}: neither a run directory (no metrics.jsonl) nor a study of hrm compare (no runs/*/seed*/)"
+            )
+        found += sorted(runs, key=order)
+    return list({p.resolve(): p for p in found}.values())
+
+
+def run_label(run_dir: Path) -> str:
+    """A study's runs/<label>/seed<k> is <label>; hrm train's <data>-<model>-seed<k> is <data>-<model>: the seeds of
+    one config share a label."""
+    if re.fullmatch(r"seed\d+", run_dir.name):
+        return run_dir.parent.name
+    return re.sub(r"-seed\d+$", "", run_dir.name)
+
+
+def run_record(run_dir: Path) -> dict[str, Any]:
+    """compare.json where the run has one (a study's run), else what config.yaml says; with the run's curve."""
+    if (run_dir / RUN_RESULT).is_file():
+        record = json.loads((run_dir / RUN_RESULT).read_text())
+        return record if "curve" in record else {**record, **run_progress(run_dir)}
+    config = load_config(run_dir / "config.yaml")
+    return {
+        "label": run_label(run_dir),
+        "config": str(run_dir / "config.yaml"),
+        "arch": config.model_name,
+        "data_path": config.data_path,
+        "seed": config.seed,
+        "run_dir": str(run_dir),
+        **run_progress(run_dir),
     }
-    atomic_write_text(out / "results.json", json.dumps(results, indent=2))
-    atomic_write_text(out / "results.md", markdown(summary, command))
-    results["plots"] = [str(p) for p in plot(summary, out / "plots")]
-    return results
+
+
+def compare_runs(
+    dirs: list[Path],
+    out: Path,
+    targets: list[float] | None = None,
+    metric: str = "exact_accuracy",
+    command: str = "hrm compare --runs",
+) -> dict[str, Any]:
+    """The study's files for runs already made (`hrm compare --runs`): nothing trains or evaluates."""
+    if not dirs:
+        raise UserError("--runs: give at least one run or study directory")
+    records = [run_record(d) for d in find_runs(dirs)]
+    return write_results(records, out, command, list(targets or DEFAULT_TARGETS), metric, {"from_runs": True})

@@ -32,11 +32,11 @@ from hrm_reason.errors import UserError
 from hrm_reason.lm_data import TOKENIZER_META, load_text_dataset, save_tokenizer, train_batch
 from hrm_reason.lm_eval import evaluate_lm
 from hrm_reason.lm_puzzle import PuzzleLMData, PuzzleSequences, evaluate_puzzle_lm, uses_prefix
-from hrm_reason.models.registry import build_lm
+from hrm_reason.models.registry import build_lm, flop_count
 from hrm_reason.optim import make_optimizer
 from hrm_reason.runtime.device import autocast_context
 from hrm_reason.runtime.distributed import Processes, sum_over_ranks
-from hrm_reason.train import scheduled_lr
+from hrm_reason.train import flops_or_none, scheduled_lr
 
 
 class LMTask:
@@ -69,6 +69,9 @@ class LMTask:
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         seq_len = config.seq_len if self.puzzles is None else self.puzzles.layout.seq_len
         self.tokens_per_step = config.global_batch_size * seq_len
+        self.train_flops_per_step = flops_or_none(
+            lambda: flop_count(self.model.config, seq_len).train_step * self.tokens_per_step, config.model_name
+        )
 
     def batches(self, round: int, start: int) -> Iterator[torch.Tensor | PuzzleSequences]:
         c, (rank, world) = self.config, (self.procs.rank, self.procs.world_size)

@@ -85,3 +85,26 @@ def record_provenance(run_dir: Path, resume_step: int | None = None) -> dict[str
     record = provenance(resume_step)
     atomic_write_text(path, json.dumps({"runs": [*runs, record]}, indent=2) + "\n")
     return record
+
+
+def record_peak(run_dir: Path, flops: float) -> None:
+    """Add this machine's fp32 matrix-product peak (FLOP/s, measured now) to this start's record in run.json: the
+    figure that scales the run's times to another machine (docs/training.md, "Time to accuracy")."""
+    path = run_dir / RUN_RECORD
+    try:
+        loaded = json.loads(path.read_text())
+        runs = loaded["runs"]
+        runs[-1]["matmul_peak_flops"] = flops
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError, KeyError, IndexError, TypeError):
+        return  # best effort, as the rest of run.json
+    atomic_write_text(path, json.dumps({"runs": runs}, indent=2) + "\n")
+
+
+def matmul_peak_of(run_dir: Path) -> float | None:
+    """The last fp32 matrix-product peak recorded in run_dir/run.json, if any."""
+    try:
+        runs = json.loads((Path(run_dir) / RUN_RECORD).read_text())["runs"]
+        peaks = [r["matmul_peak_flops"] for r in runs if isinstance(r, dict) and r.get("matmul_peak_flops")]
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
+        return None
+    return float(peaks[-1]) if peaks else None

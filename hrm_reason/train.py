@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -29,7 +29,8 @@ from hrm_reason.config import TrainConfig, save_config
 from hrm_reason.ema import ema_for_training, ema_weights
 from hrm_reason.errors import UserError
 from hrm_reason.optim import lr_at
-from hrm_reason.provenance import record_provenance
+from hrm_reason.provenance import record_peak, record_provenance
+from hrm_reason.runtime.clock import RunClock
 from hrm_reason.runtime.device import compile_model, resolve_device
 from hrm_reason.runtime.distributed import Processes, any_rank, processes
 from hrm_reason.runtime.lock import LOCK, RunLock, is_stale_temporary
@@ -48,6 +49,7 @@ class TrainTask(Protocol):
     optimizer: torch.optim.Optimizer
     total_steps: int
     total_rounds: int
+    train_flops_per_step: float | None  # model FLOPs of one optimizer step on the global batch (models/flops.py)
 
     def batches(self, round: int, start: int) -> Iterator[Any]:
         """The batches of round `round` from its `start`-th on, on the device, this process's slice."""
@@ -86,6 +88,21 @@ class TrainTask(Protocol):
         """Files beside config.yaml (the tokenizer of a text dataset)."""
 
     def postfix(self, record: dict[str, Any], rate: float) -> dict[str, str]: ...
+
+
+# A run whose training took this long (in one start or resume) measures the machine's fp32 matrix-product peak at its
+# end (about a second) and records it in run.json, so that its times can be scaled to another machine; shorter runs
+# (tests, smoke runs) skip it. docs/training.md, "Time to accuracy".
+PEAK_AFTER_SECONDS = 30.0
+
+
+def flops_or_none(count: Callable[[], float], model_name: str) -> float | None:
+    """Training FLOPs per step, or None for a model registered without its FLOP count: it still trains."""
+    try:
+        return count()
+    except UserError as e:
+        print(f"warning: {e}: training FLOPs are not logged for arch.name {model_name}", file=sys.stderr)
+        return None
 
 
 def default_run_dir(config: TrainConfig) -> Path:
@@ -159,6 +176,9 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) 
             return run_dir
         optimizer.load_state_dict(state["optimizer"])
         task.load_state(state)
+    run_clock = RunClock.resumed(state)  # time to accuracy: totals over every start and resume
+    per_step = task.train_flops_per_step
+    train_flops = (state or {}).get("train_flops", None if per_step is None else step * per_step)
     ema = ema_for_training(model, config.ema, state)
     if procs.distributed:
         for t in model.buffers():  # the puzzle embedding table is a buffer; DDP broadcasts the parameters
@@ -186,7 +206,14 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) 
         config.model_dump(mode="json"),
     )
     if not resume:
-        log.write({"step": 0, "num_params": sum(p.numel() for p in model.parameters()), **task.first_record()})
+        log.write(
+            {
+                "step": 0,
+                "num_params": sum(p.numel() for p in model.parameters()),
+                **({"train_flops_per_step": per_step} if per_step is not None else {}),
+                **task.first_record(),
+            }
+        )
     saved_at, evaluated_at = (-1, False), -1
 
     def checkpoint() -> None:
@@ -194,31 +221,39 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) 
         # Finished: at the end of the run with its final evaluation done (a stop on the last step is not finished: the
         # resume evaluates). A resume of a finished run does nothing.
         finished = evaluated_at == step and (step >= total_steps or round_ >= task.total_rounds or out_of_time)
-        family_state = task.state()  # collective
-        if procs.is_main and saved_at != (step, finished):
-            full = {
-                "optimizer": optimizer.state_dict(),
-                "step": step,
-                "iteration": round_,
-                "batch_in_iter": in_round,
-                "train_seconds": train_seconds,
-                "finished": finished,
-                **family_state,
-                **(ema.checkpoint_state(model) if ema else {}),
-            }
-            with ema_weights(ema, model):
-                save_checkpoint(run_dir, step, model, task.model_config(), full)
-        if procs.is_main:  # also when this step's save was done before its evaluation, which may name a new best
-            prune_checkpoints(run_dir, config.keep_checkpoints, config.keep_best_checkpoint)
+        with run_clock.checkpointing():
+            family_state = task.state()  # collective
+            if procs.is_main and saved_at != (step, finished):
+                full = {
+                    "optimizer": optimizer.state_dict(),
+                    "step": step,
+                    "iteration": round_,
+                    "batch_in_iter": in_round,
+                    "train_seconds": train_seconds,
+                    "clock": run_clock.totals(),
+                    "train_flops": train_flops,
+                    "finished": finished,
+                    **family_state,
+                    **(ema.checkpoint_state(model) if ema else {}),
+                }
+                with ema_weights(ema, model):
+                    save_checkpoint(run_dir, step, model, task.model_config(), full)
+            if procs.is_main:  # also when this step's save was done before its evaluation, which may name a new best
+                prune_checkpoints(run_dir, config.keep_checkpoints, config.keep_best_checkpoint)
         saved_at = (step, finished)
 
     def evaluate() -> None:
         nonlocal evaluated_at
         if evaluated_at == step:
             return
-        with ema_weights(ema, model):
+        with run_clock.evaluating(), ema_weights(ema, model):
             record, message = task.evaluate(step, progress and procs.is_main)
-        log.write({"step": step, **record})
+        progress_so_far = {
+            **run_clock.totals(),
+            "examples_seen": step * config.global_batch_size,
+            **({"train_flops": train_flops} if train_flops is not None else {}),
+        }
+        log.write({"step": step, **record, **progress_so_far})
         if procs.is_main:
             tqdm.write(f"step {step}: {message}")
         evaluated_at = step
@@ -233,6 +268,7 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) 
         dynamic_ncols=True,
     )
     seen_steps, t0 = 0, time.perf_counter()
+    run_clock.start()
     model.train()
     stopped = False
     clock = time.process_time if config.budget_clock == "cpu" else time.perf_counter
@@ -268,6 +304,8 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) 
                             f"{kept} (try a lower lr)"
                         )
                     logged = task.optimizer_step(loss, position)
+                    if train_flops is not None and per_step is not None:
+                        train_flops += task.train_flops_per_step or per_step  # at this step's depth
                     if ema is not None:
                         ema.update(model)
                     seconds = clock() - step_start
@@ -315,6 +353,10 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) 
         log.close()
     if stopped:
         raise stop.stopped()
+    if procs.is_main and time.perf_counter() - t0 >= PEAK_AFTER_SECONDS:
+        from hrm_reason.bench import matmul_peak  # bench imports the training code
+
+        record_peak(run_dir, matmul_peak(device, torch.float32, seconds=1.0))
     return run_dir
 
 

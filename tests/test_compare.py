@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import hrm_reason.compare as compare_module
-from hrm_reason.compare import compare
+from hrm_reason.compare import compare, compare_runs, parse_targets, reach, time_to_accuracy
 from hrm_reason.config import save_config
 from hrm_reason.errors import UserError
 from hrm_reason.inference import evaluate_run
@@ -96,8 +96,92 @@ def test_tables_and_plots(study) -> None:
     assert "| config | 1 | 2 | 3 | 4 | 5 | 6 |" in text
     assert "hrm compare (test)" in text
     names = sorted(Path(p).name for p in results["plots"])
-    assert names == ["accuracy_vs_segments.png", "act_vs_fixed_segments.png", "exact_accuracy.png"]
+    assert names == [
+        "accuracy_vs_segments.png",
+        "accuracy_vs_time.png",
+        "act_vs_fixed_segments.png",
+        "exact_accuracy.png",
+    ]
     assert all(Path(p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in results["plots"])
+
+
+def test_study_reports_time_to_accuracy(study) -> None:
+    out, _, results = study
+    tta = results["time_to_accuracy"]
+    assert tta["metric"] == "exact_accuracy" and tta["targets"] == [0.5, 0.8]
+    assert [(r["label"], r["seed"]) for r in tta["per_run"]] == [(r["label"], r["seed"]) for r in results["runs"]]
+    for record, run in zip(results["runs"], tta["per_run"]):
+        metrics = [
+            json.loads(line)
+            for line in (Path(out) / "runs" / record["label"] / f"seed{record['seed']}" / "metrics.jsonl")
+            .read_text()
+            .splitlines()
+        ]
+        evals = [m for m in metrics if "eval/exact_accuracy" in m]
+        assert [p["step"] for p in record["curve"]] == [m["step"] for m in evals] == [6]
+        point = record["curve"][0]
+        assert point["eval/exact_accuracy"] == evals[0]["eval/exact_accuracy"]
+        assert point["train_flops"] == 6 * metrics[0]["train_flops_per_step"] and point["examples_seen"] == 48
+        assert point["train_wall_seconds"] == evals[0]["train_wall_seconds"] > 0
+        for target in ("0.5", "0.8"):
+            reached = compare_module.reach(record["curve"], float(target))
+            assert run["reached"][target] == reached
+    for label, entry in tta["per_config"].items():
+        for target in ("0.5", "0.8"):
+            hits = [r["reached"][target] for r in tta["per_run"] if r["label"] == label and r["reached"][target]]
+            assert entry["runs"] == 2 and entry[target]["reached"] == len(hits)
+    text = (out / "results.md").read_text()
+    assert "## Time to exact_accuracy" in text and "| hrm_tiny | 50% |" in text and "| trm_tiny | 80% |" in text
+
+
+def test_runs_are_summarised_without_training(study, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out, _, results = study
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("hrm compare --runs trained")
+
+    monkeypatch.setattr(compare_module, "train", no_training)
+    again = compare_runs([out], tmp_path / "again", command="hrm compare (test)")
+    assert again["summary"] == results["summary"] and again["runs"] == results["runs"]
+    assert again["time_to_accuracy"] == results["time_to_accuracy"]
+    # Plain runs of hrm train (no compare.json): named by their directory less -seed<k>, time to accuracy only.
+    plain = []
+    for seed in (0, 1):
+        plain.append(tmp_path / f"sudoku4-hrm-seed{seed}")
+        shutil.copytree(
+            out / "runs" / "hrm_tiny" / f"seed{seed}", plain[-1], ignore=shutil.ignore_patterns("compare.json")
+        )
+    loose = compare_runs(plain, tmp_path / "loose", targets=[0.1], metric="accuracy")
+    assert loose["summary"] == {} and [(r["label"], r["seed"]) for r in loose["runs"]] == [
+        ("sudoku4-hrm", 0),
+        ("sudoku4-hrm", 1),
+    ]
+    entry = loose["time_to_accuracy"]["per_config"]["sudoku4-hrm"]["0.1"]
+    assert entry["reached"] == 2 and entry["step"] == {"mean": 6, "std": 0.0}  # token accuracy is over 10% at once
+    assert "| sudoku4-hrm | 10% | 2/2 |" in (tmp_path / "loose" / "results.md").read_text()
+    assert (tmp_path / "loose" / "plots" / "accuracy_vs_time.png").read_bytes()[:4] == b"\x89PNG"
+    with pytest.raises(UserError, match="--metric nope: no evaluation of these runs logs eval/nope"):
+        compare_runs(plain, tmp_path / "bad", metric="nope")
+    with pytest.raises(UserError, match="neither a run directory"):
+        compare_runs([tmp_path], tmp_path / "bad")
+    with pytest.raises(UserError, match="--targets 0.5,2"):
+        parse_targets("0.5,2")
+    proc = hrm(
+        "compare",
+        "--runs",
+        str(plain[0]),
+        "--out",
+        str(tmp_path / "cli"),
+        "--targets",
+        "0.1,0.2",
+        "--metric",
+        "accuracy",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "| sudoku4-hrm | 20% | 1/1 |" in proc.stdout
+    assert_one_line_error(
+        hrm("compare", "--runs", str(plain[0]), "--out", str(tmp_path / "cli"), "--targets", "x"), "--targets x"
+    )
 
 
 def test_rerun_skips_finished_runs_and_resumes_interrupted_ones(study, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -174,3 +258,62 @@ def test_parallel_jobs_give_the_runs_of_the_sequential_study(study, tmp_path: Pa
     for a, b in zip(sequential["runs"], parallel["runs"], strict=True):
         assert (a["label"], a["seed"], a["steps"]) == (b["label"], b["seed"], b["steps"])
         assert a["eval"] == b["eval"]  # CPU training is deterministic per seed, in whichever process it runs
+
+
+def point(step: int, accuracy: float | None, wall: float | None = None) -> dict:
+    """An evaluation of a hand-made curve: wall and CPU seconds, examples and FLOPs in proportion to the step."""
+    return {
+        "step": step,
+        "train_wall_seconds": 0.5 * step if wall is None else wall,
+        "train_cpu_seconds": 1.0 * step,
+        "examples_seen": 8 * step,
+        "train_flops": 1e9 * step,
+        "eval/exact_accuracy": accuracy,
+    }
+
+
+def test_reach_interpolates_between_evaluations() -> None:
+    curve = [point(10, 0.2), point(20, 0.6), point(30, 0.4), point(40, 0.9)]
+    at = reach(curve, 0.5)  # between steps 10 and 20, three quarters of the way: the first crossing, not the dip
+    assert at == pytest.approx(
+        {
+            "step": 17.5,
+            "train_wall_seconds": 8.75,
+            "train_cpu_seconds": 17.5,
+            "examples_seen": 140,
+            "train_flops": 1.75e10,
+        }
+    )
+    assert reach(curve, 0.1) == {k: v for k, v in point(10, 0.2).items() if k != "eval/exact_accuracy"}  # at the first
+    assert reach(curve, 0.9)["step"] == 40 and reach(curve, 0.7)["step"] == pytest.approx(36)  # 0.4 -> 0.9 at 30 -> 40
+    assert reach(curve, 0.95) is None and reach([], 0.5) is None
+    # A log from before the clock: steps still interpolate, the times are unknown.
+    old = [{**point(10, 0.0), "train_wall_seconds": None}, {**point(20, 1.0), "train_wall_seconds": None}]
+    assert reach(old, 0.5)["step"] == 15 and reach(old, 0.5)["train_wall_seconds"] is None
+    # Another metric: its own eval/ key.
+    maze = [{**point(10, 0.0), "eval/optimal_path_accuracy": 0.6}]
+    assert reach(maze, 0.5, "optimal_path_accuracy")["step"] == 10 and reach(maze, 0.5) is None
+
+
+def test_time_to_accuracy_over_seeds() -> None:
+    def run(label: str, seed: int, accuracies: list[float]) -> dict:
+        return {"label": label, "seed": seed, "curve": [point(10 * (i + 1), a) for i, a in enumerate(accuracies)]}
+
+    records = [
+        run("fast", 0, [0.3, 0.7]),  # 0.5 at step 15
+        run("fast", 1, [0.5, 0.9]),  # at step 10, the first evaluation
+        run("fast", 2, [0.1, 0.2]),  # never
+        run("slow", 0, [0.0, 0.1]),
+    ]
+    records[0]["matmul_peak_flops"] = 1e11
+    tta = time_to_accuracy(records, [0.5, 0.8], "exact_accuracy")
+    fast, slow = tta["per_config"]["fast"], tta["per_config"]["slow"]
+    assert (fast["runs"], fast["0.5"]["reached"], fast["0.8"]["reached"], slow["0.5"]["reached"]) == (3, 2, 1, 0)
+    assert fast["0.5"]["step"] == pytest.approx({"mean": 12.5, "std": statistics.stdev([15, 10])})
+    assert fast["0.5"]["train_wall_seconds"]["mean"] == pytest.approx(6.25)
+    assert fast["0.8"]["step"] == {"mean": pytest.approx(17.5), "std": None}  # one seed: no deviation
+    assert slow["0.5"]["step"] is None and slow["matmul_peak_flops"] is None
+    assert fast["matmul_peak_flops"] == {"mean": 1e11, "std": None}
+    assert [r["reached"]["0.5"] is not None for r in tta["per_run"]] == [True, True, False, False]
+    text = compare_module.time_markdown(tta)
+    assert "| fast | 50% | 2/3 | 6.25 ± 1.8 | 12.5 ± 3.5 | 12.5 ± 3.5 |" in text and "| slow | 50% | 0/1 | - |" in text

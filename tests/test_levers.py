@@ -12,7 +12,7 @@ import torch
 
 from datasets_build.sudoku import canonical_key
 from hrm_reason.augment import DihedralSymmetry, SudokuSymmetry, train_augmentation
-from hrm_reason.checkpoint import find_checkpoint, read_weights
+from hrm_reason.checkpoint import find_checkpoint, read_weights, saved_model_config
 from hrm_reason.config import load_config
 from hrm_reason.curriculum import DepthStage, depth_at, flops_at_depth, segment_weights, train_flops
 from hrm_reason.data import PuzzleDatasetMetadata, TrainSampler, load_split
@@ -22,6 +22,7 @@ from hrm_reason.models.act import act_loss
 from hrm_reason.models.hrm import HRM, HRMConfig, hrm_flops
 from hrm_reason.models.trm import TRM, TRMConfig
 from hrm_reason.optim import cosine_schedule_with_warmup, lr_at
+from hrm_reason.runtime.clock import KEYS as CLOCK_KEYS
 from hrm_reason.tasks.dihedral import dihedral_transform
 from hrm_reason.tasks.sudoku import is_valid_solution
 from hrm_reason.train import run_progress, train
@@ -298,8 +299,13 @@ def test_run_with_every_lever_switches_depth_on_time_and_resumes_exactly(
     assert [r["step"] for r in a] == [r["step"] for r in b]
     for ra, rb in zip(a, b):
         assert ra.keys() == rb.keys()
-        for k in ra:
+        for k in set(ra) - set(CLOCK_KEYS):  # seconds differ between any two runs
             assert ra[k] == pytest.approx(rb[k], rel=1e-5, abs=1e-7), (ra["step"], k)
+    # training FLOPs count every step at its own depth
+    config = HRMConfig(**saved_model_config(find_checkpoint(full)))
+    stages = [DepthStage(until=0.25, H_cycles=1, L_cycles=1), DepthStage(until=0.5, H_cycles=2, L_cycles=1)]
+    per_example = train_flops(config, stages, 12)
+    assert [r["train_flops"] for r in a if "eval/exact_accuracy" in r][-1] == pytest.approx(per_example * 8)
     wa, _ = read_weights(find_checkpoint(full))
     wb, _ = read_weights(find_checkpoint(resumed))
     for k in wa:

@@ -32,6 +32,7 @@ from hrm_reason.lm_eval import evaluate_lm
 from hrm_reason.load import load_run
 from hrm_reason.models import registry
 from hrm_reason.models.lm.output import LMOutput
+from hrm_reason.runtime.clock import KEYS as CLOCK_KEYS
 from hrm_reason.train import train
 from tests.helpers import rewind
 
@@ -185,7 +186,7 @@ def read_metrics(run: Path) -> list[dict]:
     return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
 
 
-TIMING_KEYS = {"train/tokens_per_s", "eval/tokens_per_s"}
+TIMING_KEYS = {"train/tokens_per_s", "eval/tokens_per_s", *CLOCK_KEYS}
 
 
 # -------------------------------------------------------------------------------------------------------- registry

@@ -11,11 +11,16 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from hrm_reason.checkpoint import find_checkpoint, read_weights
+import hrm_reason.bench as bench_module
+import hrm_reason.runtime.clock as clock_module
+import hrm_reason.train as train_module
+from hrm_reason.act_train import ACTTask
+from hrm_reason.checkpoint import find_checkpoint, read_state, read_weights
 from hrm_reason.data import TrainSampler, eval_batches, load_split
 from hrm_reason.errors import UserError
 from hrm_reason.evaluate import evaluate
 from hrm_reason.inference import load_model_for_eval
+from hrm_reason.provenance import matmul_peak_of
 from hrm_reason.train import train
 from tests.helpers import rewind, tiny_config, write_original_layout
 
@@ -45,6 +50,13 @@ def test_original_layout_dataset_loads_and_trains(data: Path, tmp_path: Path) ->
     )
     assert (run / "checkpoints" / "step_24" / "model.safetensors").is_file()
     assert (run / "checkpoints" / "latest").read_text() == "step_24"
+    # Time to accuracy: every evaluation carries the run's progress so far.
+    per_step = records[0]["train_flops_per_step"]
+    assert per_step > 0
+    assert [(r["examples_seen"], r["train_flops"]) for r in evals] == [(12 * 8, 12 * per_step), (24 * 8, 24 * per_step)]
+    assert 0 < evals[0]["train_wall_seconds"] < evals[1]["train_wall_seconds"]
+    assert 0 < evals[0]["train_cpu_seconds"] <= evals[1]["train_cpu_seconds"]
+    assert 0 < evals[0]["eval_wall_seconds"] < evals[1]["eval_wall_seconds"]
 
 
 def test_train_sampler_covers_groups_and_is_deterministic(data: Path) -> None:
@@ -91,12 +103,59 @@ def test_resume_follows_the_same_trajectory(data: Path, tmp_path: Path) -> None:
     assert [r["step"] for r in a] == [r["step"] for r in b]
     for ra, rb in zip(a, b):
         assert ra.keys() == rb.keys()
-        for k in ra:
+        for k in set(ra) - set(clock_module.KEYS):  # seconds differ between any two runs
             assert ra[k] == pytest.approx(rb[k], rel=1e-5, abs=1e-7), (ra["step"], k)
     wa, _ = read_weights(find_checkpoint(full))
     wb, _ = read_weights(find_checkpoint(resumed))
     for k in wa:
         torch.testing.assert_close(wa[k], wb[k], rtol=1e-5, atol=1e-6)
+
+
+def test_clock_sums_training_time_over_resumes_and_leaves_out_evaluation(
+    data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a virtual clock that only moves in a training step (1 s), an evaluation (100 s) and a checkpoint write
+    (1000 s), with the process using 2 CPU seconds per second: the logged totals are exact."""
+    virtual = [0.0]
+    monkeypatch.setattr(clock_module, "now", lambda: (virtual[0], 2 * virtual[0]))
+
+    def advancing(function, seconds):
+        def wrapped(*args, **kwargs):
+            virtual[0] += seconds
+            return function(*args, **kwargs)
+
+        return wrapped
+
+    monkeypatch.setattr(ACTTask, "forward", advancing(ACTTask.forward, 1.0))
+    monkeypatch.setattr(ACTTask, "evaluate", advancing(ACTTask.evaluate, 100.0))
+    monkeypatch.setattr(train_module, "save_checkpoint", advancing(train_module.save_checkpoint, 1000.0))
+    # 6 steps and their evaluation, stop; raising the step cap trains on to 12 in a second start.
+    run = train(tiny_config(data, tmp_path / "run", "max_steps=6"), progress=False)
+    first = [r for r in read_metrics(run) if "eval/exact_accuracy" in r]
+    virtual[0] += 5000.0  # between the two starts: counted nowhere
+    train(tiny_config(data, run, "max_steps=12"), resume=True, progress=False)
+    records = read_metrics(run)
+    evals = [r for r in records if "eval/exact_accuracy" in r]
+    assert evals[:1] == first and [r["step"] for r in evals] == [6, 12]
+    assert [r["train_wall_seconds"] for r in evals] == [6.0, 12.0]  # one second per step, summed over both starts
+    assert [r["train_cpu_seconds"] for r in evals] == [12.0, 24.0]
+    assert [r["eval_wall_seconds"] for r in evals] == [100.0, 200.0]
+    assert [r["eval_cpu_seconds"] for r in evals] == [200.0, 400.0]
+    per_step = records[0]["train_flops_per_step"]
+    assert [(r["examples_seen"], r["train_flops"]) for r in evals] == [(48, 6 * per_step), (96, 12 * per_step)]
+    state = read_state(find_checkpoint(run))
+    assert state["clock"]["train_wall_seconds"] == 12.0 and state["train_flops"] == 12 * per_step
+    assert state["clock"]["checkpoint_wall_seconds"] == 0.0  # the write of the checkpoint it is in comes after
+
+
+def test_a_long_run_records_the_machine_peak(data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    short = train(tiny_config(data, tmp_path / "short", "epochs=2"), progress=False)
+    assert matmul_peak_of(short) is None  # shorter than PEAK_AFTER_SECONDS: not measured
+    monkeypatch.setattr(train_module, "PEAK_AFTER_SECONDS", 0.0)
+    monkeypatch.setattr(bench_module, "matmul_peak", lambda device, dtype, seconds: 1.5e11)
+    run = train(tiny_config(data, tmp_path / "long", "epochs=2"), progress=False)
+    runs = json.loads((run / "run.json").read_text())["runs"]
+    assert runs[-1]["matmul_peak_flops"] == 1.5e11 and matmul_peak_of(run) == 1.5e11
 
 
 def test_non_finite_loss_stops_and_keeps_last_checkpoint(data: Path, tmp_path: Path) -> None:
