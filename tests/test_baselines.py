@@ -492,7 +492,7 @@ def test_schedule_over_seconds_completes_the_decay_within_the_time_budget(
     ]
     run = train(tiny_config(data, tmp_path / "run", *budget, f"schedule_over={schedule_over}"), progress=False)
     lrs = [r["train/lr"] for r in read_metrics(run) if "train/lr" in r]
-    assert 10 < len(lrs) < 1000  # stopped by the budget, far inside the 1000-epoch step budget
+    assert 4 < len(lrs) < 1000  # stopped by the budget, far inside the 1000-epoch step budget (a loaded machine: few)
     assert all(a >= b for a, b in zip(lrs, lrs[1:]))
     if schedule_over == "seconds":  # the cosine has (almost) reached its floor when the budget runs out
         assert lrs[0] > 0.95e-3 and lrs[-1] < 0.2e-3
