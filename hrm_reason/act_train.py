@@ -79,6 +79,7 @@ class ACTTask:
         self.generator = torch.Generator(device=device)
         self.carry: Any = None
         self.depth: tuple[int, int] | None = None
+        self.flops_by_depth: dict[tuple[int, int], float] = {}
         self.carry_state: dict[str, torch.Tensor] | None = None
 
     def batches(self, round: int, start: int) -> Iterator[Batch]:
@@ -89,7 +90,10 @@ class ACTTask:
         """FLOPs of the step just taken: a depth-curriculum step counts at its own depth (curriculum.flops_at_depth)."""
         if self.depth is None or self.full_depth_flops is None:
             return self.full_depth_flops
-        return flops_at_depth(self.model.config, self.depth).train_step * self.config.global_batch_size
+        if self.depth not in self.flops_by_depth:  # a handful of stages: counted once each, not every step
+            flops = flops_at_depth(self.model.config, self.depth).train_step * self.config.global_batch_size
+            self.flops_by_depth[self.depth] = flops
+        return self.flops_by_depth[self.depth]
 
     def forward(
         self, train_model: torch.nn.Module, batch: Batch, step: int, progress: float = 0.0

@@ -29,46 +29,36 @@ class Augmentation(Protocol):
 
 
 class SudokuSymmetry:
+    """Sudoku's group on token rows: test-time augmentation's `SudokuTransforms`, one element per row."""
+
     def __init__(self, r: int, c: int) -> None:
-        self.r, self.c = r, c
+        from hrm_reason.tasks.sudoku import SudokuTransforms
+
+        self.transforms = SudokuTransforms(r, c)
 
     def __call__(
         self, rng: np.random.Generator, inputs: np.ndarray, labels: np.ndarray, rows: slice, count: int
     ) -> tuple[np.ndarray, np.ndarray]:
-        from hrm_reason.tasks.sudoku import GridTransforms, apply_transforms, random_transforms
+        from hrm_reason.tasks.sudoku import GridTransforms
 
-        drawn = random_transforms(rng, self.r, self.c, count)
+        (drawn,) = self.transforms.draw(rng, count, 2)  # copy 1 of `count` rows: one element per global-batch row
         tf = GridTransforms(**{f.name: getattr(drawn, f.name)[rows] for f in fields(GridTransforms)})
-        n = self.r * self.c
-
-        def move(tokens: np.ndarray) -> np.ndarray:  # tokens are value + 1 (blank 1, digit d -> d + 1)
-            return (apply_transforms(tokens.reshape(-1, n, n) - 1, tf).reshape(tokens.shape) + 1).astype(tokens.dtype)
-
-        return move(inputs), move(labels)
+        return tuple(self.transforms.apply(x, tf).astype(x.dtype) for x in (inputs, labels))  # type: ignore[return-value]
 
 
 class DihedralSymmetry:
+    """The maze's 8 dihedral maps on token rows, drawn uniformly (identity included): `DihedralTransforms.apply`."""
+
     def __init__(self, side: int) -> None:
-        self.side = side
+        from hrm_reason.tasks.dihedral import DihedralTransforms
+
+        self.transforms = DihedralTransforms(side)
 
     def __call__(
         self, rng: np.random.Generator, inputs: np.ndarray, labels: np.ndarray, rows: slice, count: int
     ) -> tuple[np.ndarray, np.ndarray]:
-        from hrm_reason.tasks.dihedral import dihedral_transform
-
         tids = rng.integers(0, 8, count)[rows]
-        s = self.side
-
-        def move(tokens: np.ndarray) -> np.ndarray:
-            grids = tokens.reshape(-1, s, s)
-            out = np.empty_like(grids)
-            for t in range(8):  # one vectorised map per symmetry
-                sel = tids == t
-                if sel.any():
-                    out[sel] = dihedral_transform(grids[sel], t)
-            return out.reshape(tokens.shape)
-
-        return move(inputs), move(labels)
+        return self.transforms.apply(inputs, tids), self.transforms.apply(labels, tids)
 
 
 def train_augmentation(kind: str, metadata: object, where: str) -> Augmentation | None:

@@ -304,8 +304,8 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) 
                             f"{kept} (try a lower lr)"
                         )
                     logged = task.optimizer_step(loss, position)
-                    if train_flops is not None and per_step is not None:
-                        train_flops += task.train_flops_per_step or per_step  # at this step's depth
+                    if train_flops is not None:
+                        train_flops += task.train_flops_per_step  # at this step's depth
                     if ema is not None:
                         ema.update(model)
                     seconds = clock() - step_start
