@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from hrm_reason.data import PuzzleDatasetMetadata
 from hrm_reason.errors import UserError
-from hrm_reason.tasks import arc, dihedral, maze, sudoku
+from hrm_reason.tasks import arc, dihedral, layout_task, maze, sudoku
 from hrm_reason.test_time import TestTimeOptions, predict
 
 SUDOKU_SEPARATORS = "|+-"  # box drawing, ignored like whitespace
@@ -351,7 +351,7 @@ class ArcSolve:
 def task_for(
     meta: PuzzleDatasetMetadata, names: Sequence[str] | None, where: str
 ) -> SudokuSolve | MazeSolve | ArcSolve:
-    """The task a model of this dataset solves: `builder.name`, else the token layout (the rules of viz.grids)."""
+    """The task a model of this dataset solves: `builder.name`, else the token layout (tasks.layout_task)."""
     builder = meta.builder or {}
     name = builder.get("name")
     seq_len, vocab = meta.seq_len, meta.vocab_size
@@ -359,9 +359,8 @@ def task_for(
     square = side * side == seq_len
     blank = meta.blank_identifier_id
     shape = f"seq_len {seq_len}, vocab_size {vocab}"
-    if name == "sudoku" or (
-        name is None and square and side in sudoku.BOX_OF_SIDE and vocab == sudoku.vocab_size(side)
-    ):
+    layout = layout_task(seq_len, vocab) if name is None else None
+    if name == "sudoku" or layout == "sudoku":
         box = builder.get("box")
         r, c = (
             (int(v) for v in box.split("x"))
@@ -371,11 +370,11 @@ def task_for(
         if not square or r * c != side or vocab != sudoku.vocab_size(side):
             raise UserError(f"{where}: a Sudoku dataset whose shape ({shape}, box {box}) is not a Sudoku board")
         return SudokuSolve(r, c, blank)
-    if name == "maze" or (name is None and square and vocab == maze.VOCAB_SIZE and side > 9):
+    if name == "maze" or layout == "maze":
         if not square or vocab != maze.VOCAB_SIZE or side > maze.MAX_SIDE:
             raise UserError(f"{where}: a maze dataset whose shape ({shape}) is not a square maze grid")
         return MazeSolve(side, blank)
-    if name == "arc" or (name is None and seq_len == arc.MAX_SIZE**2 and vocab == arc.VOCAB_SIZE):
+    if name == "arc" or layout == "arc":
         if not square or vocab != arc.VOCAB_SIZE:
             raise UserError(f"{where}: an ARC dataset whose shape ({shape}) is not a square canvas")
         identifiers: dict[str, int] = {}

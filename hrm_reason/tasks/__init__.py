@@ -10,6 +10,7 @@ task is evaluated.
 
 from __future__ import annotations
 
+import math
 import sys
 from importlib import import_module
 from typing import TYPE_CHECKING
@@ -83,3 +84,21 @@ def task_transforms(split: PuzzleSplit, tta: int) -> TaskTransforms | None:
         )
     module, function = TASK_TRANSFORMS[name].split(":")
     return getattr(import_module(module), function)(split.metadata)
+
+
+def layout_task(seq_len: int, vocab_size: int) -> str | None:
+    """The task of a dataset with no builder record, from its token layout alone: a square Sudoku board of n + 2
+    tokens, a maze grid over 9x9 of the maze's 6 tokens, ARC's 30x30 canvas of 12 tokens; None otherwise. What
+    pictures and `hrm solve` go by when they only have a model's shapes (docs/training.md, "Task metrics of datasets
+    without a builder record", checks the data itself where it has it)."""
+    from hrm_reason.tasks import arc, maze, sudoku
+
+    side = math.isqrt(seq_len)
+    square = side * side == seq_len
+    if square and side in sudoku.BOX_OF_SIDE and vocab_size == sudoku.vocab_size(side):
+        return "sudoku"
+    if square and vocab_size == maze.VOCAB_SIZE and side > 9:
+        return "maze"
+    if seq_len == arc.MAX_SIZE**2 and vocab_size == arc.VOCAB_SIZE:
+        return "arc"
+    return None

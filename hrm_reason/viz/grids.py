@@ -18,7 +18,7 @@ from matplotlib.patches import Polygon, Rectangle
 
 from hrm_reason.data import PuzzleDatasetMetadata
 from hrm_reason.errors import UserError
-from hrm_reason.tasks import arc, maze, sudoku
+from hrm_reason.tasks import arc, layout_task, maze, sudoku
 
 GridKind = Literal["sudoku", "maze", "arc", "tokens"]
 
@@ -89,11 +89,12 @@ def grid_spec(metadata: PuzzleDatasetMetadata, source: str = "dataset.json") -> 
         raise UserError(
             f"{source}: builder '{name}' with seq_len {seq_len}, which is not a square grid: cannot draw it"
         )
-    if name == "sudoku" or (not name and square and vocab == sudoku.vocab_size(side) and side in sudoku.BOX_OF_SIDE):
+    layout = None if name else layout_task(seq_len, vocab)
+    if name == "sudoku" or layout == "sudoku":
         return GridSpec("sudoku", box=_sudoku_box(metadata, side), **common)
-    if name == "maze" or (not name and square and vocab == maze.VOCAB_SIZE and side > 9):
+    if name == "maze" or layout == "maze":
         return GridSpec("maze", **common)
-    if name.startswith("arc") or (not name and seq_len == arc.MAX_SIZE**2 and vocab == arc.VOCAB_SIZE):
+    if name.startswith("arc") or layout == "arc":
         return GridSpec("arc", **common)
     if square:
         return GridSpec("tokens", **common)
