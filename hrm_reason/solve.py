@@ -27,7 +27,7 @@ from tqdm import tqdm
 from hrm_reason.data import PuzzleDatasetMetadata
 from hrm_reason.errors import UserError
 from hrm_reason.tasks import arc, dihedral, layout_task, maze, sudoku
-from hrm_reason.test_time import TestTimeOptions, predict
+from hrm_reason.test_time import TestTimeOptions, predict, trajectories
 
 SUDOKU_SEPARATORS = "|+-"  # box drawing, ignored like whitespace
 SUDOKU_BLANKS = ".0"
@@ -89,7 +89,7 @@ class SolveTask(Protocol):
 
     def answer(self, puzzle: Puzzle, tokens: np.ndarray) -> tuple[str, list[Any], bool | None, str, bool | None]: ...
 
-    def transforms(self) -> Any: ...  # the task's symmetries for test-time augmentation (test_time.TaskTransforms)
+    transforms: Any  # the task's symmetries for test-time augmentation (test_time.TaskTransforms)
 
 
 def _lines(text: str) -> list[str]:
@@ -104,6 +104,7 @@ class SudokuSolve:
     r: int
     c: int
     blank_identifier: int
+    transforms: sudoku.SudokuTransforms
     kind: str = "sudoku"
 
     @property
@@ -112,9 +113,6 @@ class SudokuSolve:
 
     def describe(self) -> str:
         return f"{self.n}x{self.n} Sudoku ({self.r}x{self.c} boxes)"
-
-    def transforms(self) -> sudoku.SudokuTransforms:
-        return sudoku.SudokuTransforms(self.r, self.c)
 
     def parse(self, text: str, source: str, stem: str | None = None) -> list[Puzzle]:
         """One puzzle per line (n*n cells), or n lines of n cells; whitespace and | + - are ignored, a blank line ends
@@ -200,13 +198,11 @@ class SudokuSolve:
 class MazeSolve:
     side: int
     blank_identifier: int
+    transforms: dihedral.DihedralTransforms
     kind: str = "maze"
 
     def describe(self) -> str:
         return f"{self.side}x{self.side} maze"
-
-    def transforms(self) -> dihedral.DihedralTransforms:
-        return dihedral.DihedralTransforms(self.side)
 
     def parse(self, text: str, source: str, stem: str | None = None) -> list[Puzzle]:
         """Text rows of '#', ' ', 'S', 'G'; an empty line separates mazes. Trailing spaces (open cells) that an
@@ -294,13 +290,11 @@ class ArcSolve:
     size: int  # the model's canvas side
     blank_identifier: int
     identifiers: dict[str, int]  # task name (and source id) -> the identifier of its original, unaugmented puzzle
+    transforms: arc.ArcTransforms
     kind: str = "arc"
 
     def describe(self) -> str:
         return f"ARC model ({self.size}x{self.size} canvas)"
-
-    def transforms(self) -> arc.ArcTransforms:
-        return arc.ArcTransforms(self.size)
 
     def parse(self, text: str, source: str, stem: str | None = None) -> list[Puzzle]:
         """An ARC task JSON ({"test": [{"input": grid, "output": grid?}, ...], "train": ...}: its test inputs), or
@@ -369,11 +363,11 @@ def task_for(
         )
         if not square or r * c != side or vocab != sudoku.vocab_size(side):
             raise UserError(f"{where}: a Sudoku dataset whose shape ({shape}, box {box}) is not a Sudoku board")
-        return SudokuSolve(r, c, blank)
+        return SudokuSolve(r, c, blank, sudoku.SudokuTransforms(r, c))
     if name == "maze" or layout == "maze":
         if not square or vocab != maze.VOCAB_SIZE or side > maze.MAX_SIDE:
             raise UserError(f"{where}: a maze dataset whose shape ({shape}) is not a square maze grid")
-        return MazeSolve(side, blank)
+        return MazeSolve(side, blank, dihedral.DihedralTransforms(side))
     if name == "arc" or layout == "arc":
         if not square or vocab != arc.VOCAB_SIZE:
             raise UserError(f"{where}: an ARC dataset whose shape ({shape}) is not a square canvas")
@@ -384,7 +378,8 @@ def task_for(
         for task in builder.get("tasks", []):  # a source id that differs from the unique name it was given
             if isinstance(task, dict) and task.get("name") in identifiers:
                 identifiers.setdefault(str(task.get("id")), identifiers[task["name"]])
-        return ArcSolve(int(builder.get("grid_size", side)), blank, identifiers)
+        size = int(builder.get("grid_size", side))
+        return ArcSolve(size, blank, identifiers, arc.ArcTransforms(size))
     raise UserError(
         f"{where}: the model's task is unknown (builder.name {name!r}, {shape}); hrm solve knows sudoku, maze and arc"
     )
@@ -467,7 +462,7 @@ def solve(
     ones, each puzzle's answer is chosen over transformed copies and noisy trajectories (hrm_reason.test_time)."""
     options = options or TestTimeOptions()
     answers: list[Answer] = []
-    transforms = solver.task.transforms() if options.tta > 1 else None
+    transforms = solver.task.transforms if options.tta > 1 else None
     bs = solver.batch_size
     bar = tqdm(total=len(puzzles), desc=f"solve (mmax={mmax})", unit="puzzle", disable=not progress, leave=False)
     for start in range(0, len(puzzles), bs):
@@ -476,7 +471,7 @@ def solve(
             "inputs": torch.from_numpy(np.stack([p.tokens for p in chunk]).astype(np.int32)).to(solver.device),
             "puzzle_identifiers": torch.tensor([p.identifier for p in chunk], dtype=torch.int32, device=solver.device),
         }
-        pred = predict(solver.model, batch, mmax, options, transforms, key=(start,))
+        pred = predict(trajectories(solver.model, batch, mmax, options, transforms, key=(start,)), mmax, options.select)
         tokens = pred.preds.cpu().numpy()
         confidence, segments = pred.confidence.cpu().tolist(), pred.segments.cpu().tolist()
         for i, p in enumerate(chunk):

@@ -11,7 +11,7 @@ first a copies, the first s samples), and (1 copy, 1 sample) is plain evaluation
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -173,7 +173,8 @@ def trajectories(
 ) -> Iterator[Segment]:
     """Run every trajectory of `batch` for mmax segments; yield each segment with predictions mapped back.
 
-    `key` (e.g. rank and batch number) enters every seed, so batches get different transforms and noise."""
+    `key` (e.g. rank and batch number) enters every seed, so batches get different transforms and noise. The model
+    runs in eval mode, and is left in the mode it had."""
     if options.tta > 1 and transforms is None:
         raise UserError(f"--tta {options.tta}: this dataset's task has no test-time transforms")
     B = batch["inputs"].shape[0]
@@ -191,31 +192,36 @@ def trajectories(
         for element in elements:
             moved = torch.from_numpy(np.ascontiguousarray(transforms.apply(inputs, element)))
             copies.append({**model_batch, "inputs": moved.to(batch["inputs"].device, batch["inputs"].dtype)})
-    carries = [_started_carry(model, copies[t // S]) for t in range(A * S)]
     generators: dict[int, torch.Generator] = {}
     for t in range(A * S):
         if t % S and options.noise > 0:
             device = batch["inputs"].device
             generators[t] = torch.Generator(device).manual_seed(_seed(options.seed, *key, t // S, t % S))
-    for m in range(mmax):
-        preds, q, halt = [], [], []
-        plain: ACTOutput | None = None
-        for t, carry in enumerate(carries):
-            if t in generators and (m == 0 or options.noise_at == "every"):
-                carry.inner_carry = _add_noise(carry.inner_carry, options.noise, generators[t])
-            carries[t], out = model(carry, copies[t // S], halt_max_steps=mmax)
-            plain = out if t == 0 else plain
-            preds.append(out.logits.argmax(-1))
-            q.append(torch.sigmoid(out.q_halt_logits.double()))
-            halt.append(out.q_halt_logits > out.q_continue_logits)
-        stacked = torch.stack(preds)
-        if A > 1:
-            assert transforms is not None
-            moved = stacked[S:].cpu().numpy()
-            back = [transforms.invert(moved[i], elements[i // S]) for i in range(moved.shape[0])]
-            stacked[S:] = torch.from_numpy(np.stack(back)).to(stacked.device, stacked.dtype)
-        assert plain is not None
-        yield Segment(m, stacked, torch.stack(q), torch.stack(halt), plain)
+    was_training = model.training
+    model.eval()
+    try:
+        carries = [_started_carry(model, copies[t // S]) for t in range(A * S)]
+        for m in range(mmax):
+            preds, q, halt = [], [], []
+            plain: ACTOutput | None = None
+            for t, carry in enumerate(carries):
+                if t in generators and (m == 0 or options.noise_at == "every"):
+                    carry.inner_carry = _add_noise(carry.inner_carry, options.noise, generators[t])
+                carries[t], out = model(carry, copies[t // S], halt_max_steps=mmax)
+                plain = out if t == 0 else plain
+                preds.append(out.logits.argmax(-1))
+                q.append(torch.sigmoid(out.q_halt_logits.double()))
+                halt.append(out.q_halt_logits > out.q_continue_logits)
+            stacked = torch.stack(preds)
+            if A > 1:
+                assert transforms is not None
+                moved = stacked[S:].cpu().numpy()
+                back = [transforms.invert(moved[i], elements[i // S]) for i in range(moved.shape[0])]
+                stacked[S:] = torch.from_numpy(np.stack(back)).to(stacked.device, stacked.dtype)
+            assert plain is not None
+            yield Segment(m, stacked, torch.stack(q), torch.stack(halt), plain)
+    finally:
+        model.train(was_training)
 
 
 class ActTracker:
@@ -237,25 +243,15 @@ class ActTracker:
         self.done |= now
 
 
-@torch.no_grad()
-def predict(
-    model: nn.Module,
-    batch: Batch,
-    mmax: int,
-    options: TestTimeOptions,
-    transforms: TaskTransforms | None,
-    key: Sequence[int] = (),
-) -> Prediction:
-    """Each puzzle's answer over all its trajectories, each trajectory halted by ACT (cap mmax)."""
-    was_training = model.training
-    model.eval()
+def predict(segments: Iterable[Segment], mmax: int, select: str) -> Prediction:
+    """Each puzzle's answer over the trajectories of `segments` (from `trajectories`), each trajectory halted by ACT
+    (cap mmax), the answer chosen by `select` (q or vote)."""
     act = ActTracker()
-    for seg in trajectories(model, batch, mmax, options, transforms, key):
+    for seg in segments:
         act.update(seg, mmax)
-    model.train(was_training)
     assert act.preds is not None
     hashes = answer_hash(act.preds)
-    best, confidence = choose(hashes, act.q, options.select)
+    best, confidence = choose(hashes, act.q, select)
     rows = torch.arange(best.numel(), device=best.device)
     # the segments of the most confident trajectory among those giving the chosen answer
     agree = hashes == hashes[best, rows]

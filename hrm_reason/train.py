@@ -221,7 +221,7 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) 
         # Finished: at the end of the run with its final evaluation done (a stop on the last step is not finished: the
         # resume evaluates). A resume of a finished run does nothing.
         finished = evaluated_at == step and (step >= total_steps or round_ >= task.total_rounds or out_of_time)
-        with run_clock.checkpointing():
+        with run_clock.aside("checkpoint"):
             family_state = task.state()  # collective
             if procs.is_main and saved_at != (step, finished):
                 full = {
@@ -246,7 +246,7 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) 
         nonlocal evaluated_at
         if evaluated_at == step:
             return
-        with run_clock.evaluating(), ema_weights(ema, model):
+        with run_clock.aside("eval"), ema_weights(ema, model):
             record, message = task.evaluate(step, progress and procs.is_main)
         progress_so_far = {
             **run_clock.totals(),

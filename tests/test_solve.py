@@ -18,7 +18,9 @@ from hrm_reason.errors import UserError
 from hrm_reason.evaluate import evaluate
 from hrm_reason.solve import MazeSolve, SudokuSolve, load_solver, read_puzzles, solve, task_for
 from hrm_reason.tasks import maze
-from hrm_reason.test_time import TestTimeOptions, predict
+from hrm_reason.tasks.dihedral import DihedralTransforms
+from hrm_reason.tasks.sudoku import SudokuTransforms
+from hrm_reason.test_time import TestTimeOptions, predict, trajectories
 from hrm_reason.train import train
 from tests.helpers import tiny_config
 
@@ -319,7 +321,7 @@ SOLUTION_4 = "1234341221434321"
 
 
 def test_sudoku_check_on_hand_made_answers() -> None:
-    task = SudokuSolve(2, 2, 0)
+    task = SudokuSolve(2, 2, 0, SudokuTransforms(2, 2))
     (puzzle,) = task.parse("1.3." + "." * 12, "hand", None)
 
     def check(answer: str) -> tuple[bool | None, str]:
@@ -340,7 +342,7 @@ MAZE_5 = "#####\n#S  #\n# # #\n#  G#\n#####"
 
 
 def test_maze_check_on_hand_made_answers() -> None:
-    task = MazeSolve(5, 0)
+    task = MazeSolve(5, 0, DihedralTransforms(5))
     (puzzle,) = task.parse(MAZE_5, "hand", None)
 
     def check(answer: str) -> tuple[bool | None, bool | None, str]:
@@ -363,7 +365,7 @@ def test_maze_check_on_hand_made_answers() -> None:
     valid, _, verdict = check("#####\n#Soo#\n# #o#\n#  G#\n###o#")
     assert valid is False and "1 wall/S/G cell changed" in verdict
     # a path longer than the shortest: around the inner wall instead of straight through
-    big = MazeSolve(5, 0)
+    big = MazeSolve(5, 0, DihedralTransforms(5))
     (p2,) = big.parse("#####\n#S G#\n# # #\n#   #\n#####", "hand", None)
     detour = maze.TOKEN_OF[np.frombuffer(b"######S G##o#o##ooo######", dtype=np.uint8)].astype(np.int64)
     _, _, valid, verdict, shortest = big.answer(p2, detour)
@@ -371,7 +373,7 @@ def test_maze_check_on_hand_made_answers() -> None:
 
 
 def test_maze_rows_short_of_trailing_spaces_are_padded_with_open_cells() -> None:
-    task = MazeSolve(5, 0)
+    task = MazeSolve(5, 0, DihedralTransforms(5))
     (a,) = task.parse("#####\n#S  #\n# # #\n#  G#\n#####", "x", None)
     (b,) = task.parse("#####\n#S\n# #\n#  G#\n#####", "x", None)
     assert not np.array_equal(a.tokens, b.tokens)  # a cell that was a wall is open now
@@ -421,7 +423,7 @@ def test_predict_with_mmax_1_is_the_first_segment(sudoku_run: Path) -> None:
         "inputs": torch.from_numpy(np.stack([p.tokens for p in puzzles]).astype(np.int32)),
         "puzzle_identifiers": torch.zeros(2, dtype=torch.int32),
     }
-    pred = predict(solver.model, batch, 1, TestTimeOptions(), None)
+    pred = predict(trajectories(solver.model, batch, 1, TestTimeOptions(), None), 1, "q")
     carry = solver.model.initial_carry(batch)
     with torch.no_grad():
         _, out = solver.model(carry, batch, halt_max_steps=1)
@@ -447,6 +449,6 @@ def test_solve_with_test_time_compute_is_test_time_predict(
         "puzzle_identifiers": torch.full((3,), solver.task.blank_identifier, dtype=torch.int32),
     }
     options = TestTimeOptions(tta=4, samples=2, noise=0.5, select="vote", seed=7)
-    pred = predict(solver.model, batch, 3, options, solver.task.transforms(), key=(0,))
+    pred = predict(trajectories(solver.model, batch, 3, options, solver.task.transforms, key=(0,)), 3, "vote")
     np.testing.assert_array_equal([p["tokens"] for p in first["puzzles"]], pred.preds.numpy())
     np.testing.assert_array_equal([p["segments"] for p in first["puzzles"]], pred.segments.numpy())

@@ -279,10 +279,10 @@ def test_blank_puzzle_id_feeds_identifier_zero(sudoku_data: Path) -> None:
     seen: list[torch.Tensor] = []
     hook = model.inner.register_forward_pre_hook(lambda _m, args: seen.append(args[1]["puzzle_identifiers"].clone()))
     try:
-        predict(model, batch, 2, TestTimeOptions(blank_puzzle_id=True), None)
+        predict(trajectories(model, batch, 2, TestTimeOptions(blank_puzzle_id=True), None), 2, "q")
         assert seen and all(int(ids.abs().sum()) == 0 for ids in seen)
         seen.clear()
-        predict(model, batch, 2, TestTimeOptions(), None)
+        predict(trajectories(model, batch, 2, TestTimeOptions(), None), 2, "q")
         assert all(torch.equal(ids, batch["puzzle_identifiers"]) for ids in seen)
     finally:
         hook.remove()
@@ -290,14 +290,15 @@ def test_blank_puzzle_id_feeds_identifier_zero(sudoku_data: Path) -> None:
 
 def test_predict_maps_answers_back_and_reports_act(sudoku_data: Path) -> None:
     model, batch = tiny_model(sudoku_data), first_batch(sudoku_data)
-    plain = predict(model, batch, 3, TestTimeOptions(), None)
+    plain = predict(trajectories(model, batch, 3, TestTimeOptions(), None), 3, "q")
     carry = model.initial_carry(batch)
     for _ in range(3):
         carry, out = model(carry, batch, halt_max_steps=3)
     assert plain.segments.tolist() == [3] * 6 or bool((plain.segments <= 3).all())
     assert plain.preds.shape == batch["inputs"].shape and plain.confidence.shape == (6,)
     split = load_split(sudoku_data, "test")
-    many = predict(model, batch, 3, TestTimeOptions(tta=4, select="vote", seed=1), task_transforms(split, 4))
+    options = TestTimeOptions(tta=4, select="vote", seed=1)
+    many = predict(trajectories(model, batch, 3, options, task_transforms(split, 4)), 3, options.select)
     assert many.preds.shape == batch["inputs"].shape
     # the answers are in the puzzle's frame: givens predicted right in copy 0 stay in place (the vocabulary agrees)
     assert int(many.preds.max()) < split.metadata.vocab_size

@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 KEYS = ("train_wall_seconds", "train_cpu_seconds", "eval_wall_seconds", "eval_cpu_seconds", "checkpoint_wall_seconds")
 
@@ -53,15 +53,14 @@ class RunClock:
         self.train_cpu_seconds += cpu
 
     @contextmanager
-    def evaluating(self) -> Iterator[None]:
+    def aside(self, what: Literal["eval", "checkpoint"]) -> Iterator[None]:
+        """Time in the block is not training: it closes the training lap, and counts as `what` (checkpoint writes
+        in wall time only: the disk waits, the CPU does not)."""
         self._train_lap()
         yield
         wall, cpu = self._lap()
-        self.eval_wall_seconds += wall
-        self.eval_cpu_seconds += cpu
-
-    @contextmanager
-    def checkpointing(self) -> Iterator[None]:
-        self._train_lap()
-        yield
-        self.checkpoint_wall_seconds += self._lap()[0]
+        if what == "eval":
+            self.eval_wall_seconds += wall
+            self.eval_cpu_seconds += cpu
+        else:
+            self.checkpoint_wall_seconds += wall
