@@ -123,8 +123,8 @@ def _add_builder(
     def command(**fields: Any) -> None:
         module = import_module(f"datasets_build.{task}")
         progress = {"progress": not fields.pop("quiet")} if "quiet" in fields else {}
-        options = _options(getattr(module, f"{task.capitalize()}BuildOptions"), **fields)
-        typer.echo(module.summary(getattr(module, f"build_{task}")(options, **progress)))
+        validated = _options(getattr(module, f"{task.capitalize()}BuildOptions"), **fields)
+        typer.echo(module.summary(getattr(module, f"build_{task}")(validated, **progress)))
 
     command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     command.__doc__ = doc
