@@ -190,3 +190,16 @@ def halting_output(q_halt: torch.Tensor, q_continue: torch.Tensor | None = None)
     """An ACT output carrying only what the task metrics read (the halting logits), for metrics fed by hand."""
     q_continue = torch.zeros_like(q_halt) if q_continue is None else q_continue
     return ACTOutput(logits=torch.empty(0), q_halt_logits=q_halt, q_continue_logits=q_continue)
+
+
+def hrm_in_process(capsys: Any, monkeypatch: Any, *args: str) -> tuple[int, str]:
+    """(exit code, stderr) of `hrm ARGS` run in this process (capsys and monkeypatch: the test's fixtures)."""
+    import cli
+
+    capsys.readouterr()
+    monkeypatch.setattr(sys, "argv", ["hrm", *args])
+    try:
+        cli.main()
+    except SystemExit as stop:
+        return stop.code, capsys.readouterr().err  # type: ignore[return-value]
+    raise AssertionError(f"hrm {' '.join(args)} returned without exiting")

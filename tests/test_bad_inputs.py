@@ -11,7 +11,6 @@ import errno
 import os
 import random
 import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +18,6 @@ import numpy as np
 import pytest
 from safetensors.torch import load_file
 
-import cli
 import hrm_reason.atomic
 from hrm_reason.checkpoint import STATE, WEIGHTS, find_checkpoint, load_checkpoint
 from hrm_reason.config import load_config
@@ -27,6 +25,7 @@ from hrm_reason.errors import UserError
 from hrm_reason.inference import load_model_for_eval
 from hrm_reason.train import train
 from tests.helpers import REPO, tiny_config, write_original_layout
+from tests.helpers import hrm_in_process as hrm
 
 MANIFEST = "manifest.json"  # the sha256 of a checkpoint's files, written with them
 TINY = [
@@ -40,15 +39,6 @@ TINY = [
     "epochs=2",
     "eval_interval=2",
 ]
-
-
-def hrm(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, *args: str) -> tuple[int, str]:
-    """(exit code, stderr) of `hrm ARGS` run in this process."""
-    capsys.readouterr()
-    monkeypatch.setattr(sys, "argv", ["hrm", *args])
-    with pytest.raises(SystemExit) as exit_info:
-        cli.main()
-    return exit_info.value.code, capsys.readouterr().err
 
 
 def assert_one_line(result: tuple[int, str], *fragments: str) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,6 @@ import torch
 import torch.nn.functional as F
 import yaml
 
-import cli
 from hrm_reason.checkpoint import write_weights
 from hrm_reason.config import load_config, save_config
 from hrm_reason.data import load_split
@@ -27,6 +25,7 @@ from hrm_reason.load import load_run
 from hrm_reason.models.layers import swiglu_intermediate_size
 from hrm_reason.models.registry import build_model
 from tests.helpers import REPO, write_original_layout
+from tests.helpers import hrm_in_process as hrm
 
 HIDDEN, HEADS, SEGMENTS = 32, 2, 3
 
@@ -294,14 +293,6 @@ def test_hrm_eval_of_an_original_checkpoint_equals_ours(
         results.append(json.loads(out.read_text()))
     assert len(set(results[1]["token_accuracy"])) > 1  # segments differ: the comparison sees every one
     assert results[0] == results[1]
-
-
-def hrm(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, *args: str) -> tuple[int, str]:
-    capsys.readouterr()
-    monkeypatch.setattr(sys, "argv", ["hrm", *args])
-    with pytest.raises(SystemExit) as exit_info:
-        cli.main()
-    return exit_info.value.code, capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
