@@ -211,6 +211,12 @@ _add_grid_builder(
             "Keep puzzles rated at most this (train and test; also filters generated puzzles); 0: every puzzle is "
             "solved by naked and hidden singles alone.",
         ),
+        "min_givens": (
+            int | None,
+            None,
+            "--source generate: give each minimal puzzle random clues from its solution until it has this many "
+            "(easier puzzles; the quickstart's 6x6 uses 20 of 36).",
+        ),
         "box": (str, "3x3", "Box rows x box columns: 2x2 (4x4 board), 2x3 (6x6) or 3x3 (9x9). hf/csv are 3x3 only."),
     },
 )
@@ -357,7 +363,7 @@ _add_builder(
 )
 
 
-DEFAULT_CONFIG = "sudoku_quick.yaml"
+DEFAULT_CONFIG = "quickstart.yaml"
 
 
 def _packaged_config(name: str) -> Path:

@@ -8,6 +8,7 @@ set -euo pipefail
 
 # rung | arguments of `hrm` (one line each; the test reads them with --list)
 RUNGS="
+sudoku6x6-easy|build-data sudoku --source generate --box 2x3 --min-givens 20 --train-size 1000 --test-size 1000 --seed 0
 sudoku6x6|build-data sudoku --source generate --box 2x3 --train-size 1000 --test-size 1000 --seed 0
 sudoku9x9|build-data sudoku --source generate --box 3x3 --max-difficulty 0 --train-size 1000 --test-size 1000 --seed 0
 maze9x9|build-data maze --source generate --size 9 --train-size 1000 --test-size 1000 --seed 0

@@ -71,6 +71,7 @@ class SudokuBuildOptions(SourceBuildOptions):
     num_aug: int = Field(0, ge=0)
     min_difficulty: int | None = Field(None, ge=0)
     max_difficulty: int | None = Field(None, ge=0, description="keep puzzles rated at most this; 0 = singles suffice")
+    min_givens: int | None = Field(None, ge=1, description="generated puzzles get random clues back up to this many")
     seed: int = Field(0, ge=0)
     box: Literal["2x2", "2x3", "3x3"] = "3x3"
     train_size: int | None = Field(None, ge=1)
@@ -247,12 +248,14 @@ class GeneratedPuzzle:
     rating: int
 
 
-def generate_puzzle(rng: np.random.Generator, r: int, c: int) -> GeneratedPuzzle:
+def generate_puzzle(rng: np.random.Generator, r: int, c: int, min_givens: int | None = None) -> GeneratedPuzzle:
     """A minimal puzzle with a unique solution: a random full grid, then clues removed in random order while unique.
 
     Removing clue x keeps the solution unique iff no grid satisfies the other clues with x holding another digit, so
     each step is one existence search instead of counting solutions. A clue that is needed stays needed as more clues
-    go, hence the result is minimal (every remaining clue is necessary).
+    go, hence the result is minimal (every remaining clue is necessary). With `min_givens`, random cells of the
+    solution are given back until the puzzle has that many clues: still unique, no longer minimal, and easier (the
+    draws come after the minimal puzzle's, so the minimal puzzles of a seed are the same with or without it).
     """
     geo = geometry(r, c)
     digit_order = np.argsort(rng.random((geo.cells, geo.n)), axis=1)
@@ -269,6 +272,9 @@ def generate_puzzle(rng: np.random.Generator, r: int, c: int) -> GeneratedPuzzle
         if not other:
             givens[cell] = 0
     puzzle = np.array(givens, dtype=np.uint8)
+    if min_givens is not None and (need := min_givens - int(np.count_nonzero(puzzle))) > 0:
+        back = rng.permutation(np.flatnonzero(puzzle == 0))[:need]
+        puzzle[back] = np.array(solution, dtype=np.uint8)[back]
     return GeneratedPuzzle(puzzle, np.array(solution, dtype=np.uint8), rate_puzzle(puzzle, r, c))
 
 
@@ -451,20 +457,33 @@ def _in_range(rating: int, min_difficulty: int | None, max_difficulty: int | Non
 
 
 def _attempt_chunk(
-    seed: int, r: int, c: int, start: int, count: int, min_difficulty: int | None, max_difficulty: int | None = None
+    seed: int,
+    r: int,
+    c: int,
+    start: int,
+    count: int,
+    min_difficulty: int | None,
+    max_difficulty: int | None = None,
+    min_givens: int | None = None,
 ) -> list[tuple[GeneratedPuzzle, bytes | None]]:
     """Attempts start..start+count-1. Attempt i is a pure function of (seed, i), so parallel and serial runs agree
     byte for byte. The canonical key is computed only for puzzles rated within --min/--max-difficulty."""
     out = []
     for attempt in range(start, start + count):
-        g = generate_puzzle(np.random.default_rng([seed, _STREAM_GENERATE, attempt]), r, c)
+        g = generate_puzzle(np.random.default_rng([seed, _STREAM_GENERATE, attempt]), r, c, min_givens)
         ok = _in_range(g.rating, min_difficulty, max_difficulty)
         out.append((g, canonical_key(g.puzzle, g.solution, r, c) if ok else None))
     return out
 
 
 def _attempts(
-    seed: int, r: int, c: int, min_difficulty: int | None, max_difficulty: int | None, workers: int
+    seed: int,
+    r: int,
+    c: int,
+    min_difficulty: int | None,
+    max_difficulty: int | None,
+    min_givens: int | None,
+    workers: int,
 ) -> Iterator[tuple[GeneratedPuzzle, bytes | None]]:
     """Results of attempts 0, 1, 2, ... in order; with workers > 1 a few chunks run ahead in worker processes.
     If worker processes cannot run (e.g. a __main__ read from stdin cannot be re-imported) it carries on serially."""
@@ -477,7 +496,12 @@ def _attempts(
         try:
             for submit in itertools.count(0, chunk):
                 pending.append(
-                    (submit, pool.submit(_attempt_chunk, seed, r, c, submit, chunk, min_difficulty, max_difficulty))
+                    (
+                        submit,
+                        pool.submit(
+                            _attempt_chunk, seed, r, c, submit, chunk, min_difficulty, max_difficulty, min_givens
+                        ),
+                    )
                 )
                 if len(pending) >= 4 * workers:
                     first, future = pending.popleft()
@@ -488,7 +512,7 @@ def _attempts(
         finally:
             pool.shutdown(wait=True, cancel_futures=True)  # at most `workers` chunks are still running
     for attempt in itertools.count(start):
-        yield from _attempt_chunk(seed, r, c, attempt, 1, min_difficulty, max_difficulty)
+        yield from _attempt_chunk(seed, r, c, attempt, 1, min_difficulty, max_difficulty, min_givens)
 
 
 @dataclass
@@ -526,7 +550,7 @@ def _generate_split(opts: SudokuBuildOptions, r: int, c: int, train_size: int, t
     if workers == 0:  # auto: one per core, but small jobs finish before worker processes would have started
         workers = 1 if needed * n**3 < 200 * 9**3 else min(os.cpu_count() or 1, 32)
     bar = tqdm(total=needed, desc=f"generating {n}x{n}", unit="puzzle", dynamic_ncols=True)
-    gen = _attempts(opts.seed, r, c, opts.min_difficulty, opts.max_difficulty, workers)
+    gen = _attempts(opts.seed, r, c, opts.min_difficulty, opts.max_difficulty, opts.min_givens, workers)
     try:
         for puzzle, key in gen:
             stats["attempts"] += 1
@@ -613,6 +637,15 @@ def _check_options(opts: SudokuBuildOptions, source: str) -> None:
     ):
         raise UserError(
             f"--max-difficulty {opts.max_difficulty}: below --min-difficulty {opts.min_difficulty}, no puzzle can pass"
+        )
+    if opts.min_givens is not None and source != "generate":
+        raise UserError(
+            f"--min-givens {opts.min_givens}: only generated puzzles can be given clues; use --source generate"
+        )
+    r, c = parse_box(opts.box)
+    if opts.min_givens is not None and opts.min_givens >= (r * c) ** 2:
+        raise UserError(
+            f"--min-givens {opts.min_givens}: a {r * c}x{r * c} puzzle has {(r * c) ** 2} cells; give fewer"
         )
     if source in ("hf", "csv") and opts.box != "3x3":
         raise UserError(
@@ -703,7 +736,8 @@ def build_sudoku(opts: SudokuBuildOptions, hub_probe: Callable[[], bool] | None 
         gen = _generate_split(opts, r, c, train_size, test_size)
         train, test, stats = gen.train, gen.test, dict(gen.stats)
         detail = {
-            "generator": "random full grid, clues removed while the solution stays unique (minimal puzzles)",
+            "generator": "random full grid, clues removed while the solution stays unique (minimal puzzles)"
+            + ("" if opts.min_givens is None else f", then random clues given back up to {opts.min_givens}"),
             "rating": RATING_DEFINITION,
         }
     else:

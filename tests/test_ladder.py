@@ -28,6 +28,7 @@ SCRIPT = REPO / "benchmarks" / "build_ladder.sh"
 # tasks: training 3c9b0459 and 6f8cd79b; evaluation 00576224, whose test pair is a demonstration pair recoloured and
 # turned, and 66e6c45b (test pair equivalent to two of its demonstrations).
 SMALL = {
+    "sudoku6x6-easy": ["--train-size", "40", "--test-size", "30"],
     "sudoku6x6": ["--train-size", "40", "--test-size", "30"],
     "sudoku9x9": ["--train-size", "4", "--test-size", "3"],
     "maze9x9": ["--train-size", "30", "--test-size", "20"],
@@ -162,14 +163,20 @@ def _singles_solve(puzzle: np.ndarray, r: int, c: int) -> bool:
             g[x] = d
 
 
-def test_sudoku6x6_class_counts_match_a_brute_force_recount_and_the_split_is_strict(built: dict) -> None:
-    out = built["sudoku6x6"][0]
+@pytest.mark.parametrize("name", ["sudoku6x6", "sudoku6x6-easy"])
+def test_sudoku6x6_class_counts_match_a_brute_force_recount_and_the_split_is_strict(name: str, built: dict) -> None:
+    out = built[name][0]
     classes = {s: {sudoku_class(p.astype(int) - 1, 2, 3) for p in inputs(out, s)} for s in ("train", "test")}
     assert not classes["train"] & classes["test"]
     for split in ("train", "test"):
         counts = builder(out, split)["counts"]
         assert counts["train_classes"] == len(classes["train"]) and counts["test_classes"] == len(classes["test"])
         assert counts["test_originals"] == 30
+        givens = np.count_nonzero(inputs(out, split) > 1, axis=1)  # token 1 is a blank cell
+        if name == "sudoku6x6-easy":  # the quickstart's rung: minimal puzzles (about 10 clues) given clues up to 20
+            assert (givens == 20).all()
+        else:
+            assert givens.max() < 20
 
 
 def test_sudoku9x9_rung_is_solved_by_singles_and_counts_its_classes(built: dict) -> None:

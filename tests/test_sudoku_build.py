@@ -155,6 +155,27 @@ def test_generated_4x4_puzzles_are_minimal() -> None:
             assert count_solutions(weaker, 2, 2) >= 2
 
 
+@pytest.mark.parametrize("r,c,min_givens", [(2, 2, 9), (2, 3, 18)])
+def test_min_givens_adds_solution_clues_to_the_same_minimal_puzzle(r: int, c: int, min_givens: int) -> None:
+    for seed in range(8):
+        minimal = S.generate_puzzle(np.random.default_rng(seed), r, c)
+        easier = S.generate_puzzle(np.random.default_rng(seed), r, c, min_givens)
+        assert np.array_equal(easier.solution, minimal.solution)
+        kept = minimal.puzzle != 0
+        assert np.array_equal(easier.puzzle[kept], minimal.puzzle[kept])  # the minimal clues stay
+        assert np.count_nonzero(easier.puzzle) == max(min_givens, int(kept.sum()))
+        assert consistent(easier.puzzle, easier.solution) and count_solutions(easier.puzzle, r, c) == 1
+        assert easier.rating == S.rate_puzzle(easier.puzzle, r, c)
+
+
+def test_min_givens_bad_values_are_one_line_errors(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match=r"^--min-givens 36: a 6x6 puzzle has 36 cells"):
+        S.build_sudoku(S.SudokuBuildOptions(out=tmp_path / "a", source="generate", box="2x3", min_givens=36))
+    with pytest.raises(UserError, match=r"^--min-givens 30: only generated puzzles"):
+        S.build_sudoku(S.SudokuBuildOptions(out=tmp_path / "b", source="csv", csv_dir=tmp_path, min_givens=30))
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
 def test_solver_counts_multiple_solutions_and_contradictions() -> None:
     assert len(S.solve(np.zeros(16, dtype=np.uint8), 2, 2, limit=2)[0]) == 2
     clash = np.zeros(16, dtype=np.uint8)
