@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import multiprocessing
 import os
 import sys
@@ -638,15 +639,14 @@ def _check_options(opts: SudokuBuildOptions, source: str) -> None:
         raise UserError(
             f"--max-difficulty {opts.max_difficulty}: below --min-difficulty {opts.min_difficulty}, no puzzle can pass"
         )
-    if opts.min_givens is not None and source != "generate":
-        raise UserError(
-            f"--min-givens {opts.min_givens}: only generated puzzles can be given clues; use --source generate"
-        )
-    r, c = parse_box(opts.box)
-    if opts.min_givens is not None and opts.min_givens >= (r * c) ** 2:
-        raise UserError(
-            f"--min-givens {opts.min_givens}: a {r * c}x{r * c} puzzle has {(r * c) ** 2} cells; give fewer"
-        )
+    if opts.min_givens is not None:
+        if source != "generate":
+            raise UserError(
+                f"--min-givens {opts.min_givens}: only generated puzzles can be given clues; use --source generate"
+            )
+        n = math.prod(parse_box(opts.box))
+        if opts.min_givens >= n * n:
+            raise UserError(f"--min-givens {opts.min_givens}: a {n}x{n} puzzle has {n * n} cells; give fewer")
     if source in ("hf", "csv") and opts.box != "3x3":
         raise UserError(
             f"--box {opts.box}: --source {source} holds 9x9 puzzles only; use --box 3x3 or --source generate"
