@@ -458,34 +458,19 @@ def _in_range(rating: int, min_difficulty: int | None, max_difficulty: int | Non
 
 
 def _attempt_chunk(
-    seed: int,
-    r: int,
-    c: int,
-    start: int,
-    count: int,
-    min_difficulty: int | None,
-    max_difficulty: int | None = None,
-    min_givens: int | None = None,
+    opts: SudokuBuildOptions, r: int, c: int, start: int, count: int
 ) -> list[tuple[GeneratedPuzzle, bytes | None]]:
     """Attempts start..start+count-1. Attempt i is a pure function of (seed, i), so parallel and serial runs agree
     byte for byte. The canonical key is computed only for puzzles rated within --min/--max-difficulty."""
     out = []
     for attempt in range(start, start + count):
-        g = generate_puzzle(np.random.default_rng([seed, _STREAM_GENERATE, attempt]), r, c, min_givens)
-        ok = _in_range(g.rating, min_difficulty, max_difficulty)
+        g = generate_puzzle(np.random.default_rng([opts.seed, _STREAM_GENERATE, attempt]), r, c, opts.min_givens)
+        ok = _in_range(g.rating, opts.min_difficulty, opts.max_difficulty)
         out.append((g, canonical_key(g.puzzle, g.solution, r, c) if ok else None))
     return out
 
 
-def _attempts(
-    seed: int,
-    r: int,
-    c: int,
-    min_difficulty: int | None,
-    max_difficulty: int | None,
-    min_givens: int | None,
-    workers: int,
-) -> Iterator[tuple[GeneratedPuzzle, bytes | None]]:
+def _attempts(opts: SudokuBuildOptions, r: int, c: int, workers: int) -> Iterator[tuple[GeneratedPuzzle, bytes | None]]:
     """Results of attempts 0, 1, 2, ... in order; with workers > 1 a few chunks run ahead in worker processes.
     If worker processes cannot run (e.g. a __main__ read from stdin cannot be re-imported) it carries on serially."""
     start = 0
@@ -496,14 +481,7 @@ def _attempts(
         pending: deque[tuple[int, Future]] = deque()
         try:
             for submit in itertools.count(0, chunk):
-                pending.append(
-                    (
-                        submit,
-                        pool.submit(
-                            _attempt_chunk, seed, r, c, submit, chunk, min_difficulty, max_difficulty, min_givens
-                        ),
-                    )
-                )
+                pending.append((submit, pool.submit(_attempt_chunk, opts, r, c, submit, chunk)))
                 if len(pending) >= 4 * workers:
                     first, future = pending.popleft()
                     yield from future.result()
@@ -513,7 +491,7 @@ def _attempts(
         finally:
             pool.shutdown(wait=True, cancel_futures=True)  # at most `workers` chunks are still running
     for attempt in itertools.count(start):
-        yield from _attempt_chunk(seed, r, c, attempt, 1, min_difficulty, max_difficulty, min_givens)
+        yield from _attempt_chunk(opts, r, c, attempt, 1)
 
 
 @dataclass
@@ -551,7 +529,7 @@ def _generate_split(opts: SudokuBuildOptions, r: int, c: int, train_size: int, t
     if workers == 0:  # auto: one per core, but small jobs finish before worker processes would have started
         workers = 1 if needed * n**3 < 200 * 9**3 else min(os.cpu_count() or 1, 32)
     bar = tqdm(total=needed, desc=f"generating {n}x{n}", unit="puzzle", dynamic_ncols=True)
-    gen = _attempts(opts.seed, r, c, opts.min_difficulty, opts.max_difficulty, opts.min_givens, workers)
+    gen = _attempts(opts, r, c, workers)
     try:
         for puzzle, key in gen:
             stats["attempts"] += 1
