@@ -162,8 +162,8 @@ def atomic_directory(path: str | os.PathLike, overwrite: bool = False) -> Iterat
     try:
         yield tmp
         if path.exists():
-            if not overwrite:
-                raise FileExistsError(f"{path} already exists")
+            if not overwrite:  # it appeared while we wrote: another writer of the same output finished first
+                raise UserError(f"{path}: written by another process during this one; pass --overwrite to replace it")
             old = path.with_name(f".{path.name}.old")
             shutil.rmtree(old, ignore_errors=True)
             os.replace(path, old)

@@ -59,3 +59,14 @@ def test_a_full_disk_while_logging_names_the_metrics_file(tmp_path: Path) -> Non
     log.file = FullDisk()
     with pytest.raises(UserError, match=r"no space left on device writing .*metrics\.jsonl"):
         log.write({"step": 1})
+
+
+def test_an_output_written_by_another_process_meanwhile_is_kept_and_named(tmp_path: Path) -> None:
+    out = tmp_path / "maze"
+    with pytest.raises(UserError, match=r"maze: written by another process during this one; pass --overwrite"):
+        with atomic.atomic_directory(out) as tmp:
+            (tmp / "dataset.json").write_text("ours")
+            out.mkdir()
+            (out / "dataset.json").write_text("theirs")
+    assert (out / "dataset.json").read_text() == "theirs"
+    assert [p.name for p in tmp_path.iterdir()] == ["maze"]
