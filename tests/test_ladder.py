@@ -31,6 +31,7 @@ SMALL = {
     "sudoku6x6-easy": ["--train-size", "40", "--test-size", "30"],
     "sudoku6x6": ["--train-size", "40", "--test-size", "30"],
     "sudoku9x9": ["--train-size", "4", "--test-size", "3"],
+    "maze6x6": ["--train-size", "30", "--test-size", "20"],
     "maze9x9": ["--train-size", "30", "--test-size", "20"],
     "arc10": ["--task-ids", "3c9b0459,6f8cd79b,00576224,66e6c45b", "--num-aug", "3"],
 }
@@ -242,20 +243,18 @@ def maze_class(grid: np.ndarray) -> bytes:
     return min(np.ascontiguousarray(f(grid)).tobytes() for f in DIHEDRAL_REFERENCE)
 
 
-def test_maze9x9_class_counts_match_a_recount_and_the_split_is_strict(built: dict) -> None:
-    out = built["maze9x9"][0]
-    classes = {s: {maze_class(x.reshape(9, 9)) for x in inputs(out, s)} for s in ("train", "test")}
+@pytest.mark.parametrize(("name", "side", "min_path"), [("maze6x6", 6, 17), ("maze9x9", 9, 27)])
+def test_maze_class_counts_match_a_recount_and_the_split_is_strict(
+    name: str, side: int, min_path: int, built: dict
+) -> None:
+    out = built[name][0]
+    classes = {s: {maze_class(x.reshape(side, side)) for x in inputs(out, s)} for s in ("train", "test")}
     assert not classes["train"] & classes["test"]
     counts = builder(out, "test")["counts"]
     assert (
-        (counts["train_classes"], counts["test_classes"])
-        == (len(classes["train"]), len(classes["test"]))
-        == (
-            30,
-            20,
-        )
+        (counts["train_classes"], counts["test_classes"]) == (len(classes["train"]), len(classes["test"])) == (30, 20)
     )
-    assert builder(out, "test")["min_path_moves"] == 27  # the scaled hardness filter
+    assert builder(out, "test")["min_path_moves"] == min_path  # the scaled hardness filter
 
 
 def test_tiny_maze_overlap_is_dropped_and_counted(tmp_path: Path) -> None:
