@@ -4,6 +4,7 @@ model trains through `train()` and evaluates through `evaluate()`."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -478,9 +479,19 @@ def test_time_budget_ends_the_run_with_an_evaluation_and_a_checkpoint(data: Path
     assert find_checkpoint(longer).name == "step_12"
 
 
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """CPU-time budgets under load: a second intra-op thread spinning while the other core is busy burns process CPU
+    time without progress (a loaded CI machine got one step out of 1 CPU-second)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.mark.parametrize("schedule_over", ["steps", "seconds"])
 def test_schedule_over_seconds_completes_the_decay_within_the_time_budget(
-    data: Path, tmp_path: Path, schedule_over: str
+    data: Path, tmp_path: Path, schedule_over: str, one_thread: None
 ) -> None:
     budget = [
         "epochs=1000",
