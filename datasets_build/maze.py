@@ -60,6 +60,7 @@ from hrm_reason.tasks.maze import (
     VOCAB_SIZE,
     WALL,
     grid_side,
+    label_paths,
     optimal_path_correct,
     start_distances,
 )
@@ -354,39 +355,6 @@ def generate_chunk(seed: int, split: str, chunk: int, size: int, min_path: int, 
         grids[np.arange(keep.size), starts] = START
         grids[np.arange(keep.size), goals] = GOAL
     return _Chunk(grids.reshape(-1, size, size), pairs, CHUNK)
-
-
-def label_paths(grids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The canonical label of each maze ([n, H, W] tokens) and its shortest-path length in moves.
-
-    Walking back from G, the next cell is the first neighbour one step closer to S in the order up, down, left, right.
-    """
-    n, H, W = grids.shape
-    labels = grids.copy()
-    if n == 0:
-        return labels, np.zeros(0, dtype=np.int64)
-    lvl = start_distances(torch.from_numpy(grids.astype(np.int64))).numpy()
-    goal = np.argmax((grids == GOAL).reshape(n, -1), axis=1)
-    d = lvl.reshape(n, -1)[np.arange(n), goal].astype(np.int64)
-    if (d < 1).any():
-        raise ValueError("label_paths: a maze whose goal is not reachable from its start")
-    padded = np.full((n, H + 2, W + 2), -9, dtype=np.int64)
-    padded[:, 1:-1, 1:-1] = lvl
-    r, c = goal // W + 1, goal % W + 1
-    level = d.copy()
-    rows = np.arange(n)
-    for _ in range(int(d.max()) - 1):
-        go = level > 1  # the next cell is not S
-        nr, nc = r.copy(), c.copy()
-        found = np.zeros(n, dtype=bool)
-        for dr, dc in ((-1, 0), (1, 0), (0, -1), (0, 1)):
-            hit = go & ~found & (padded[rows, r + dr, c + dc] == level - 1)
-            nr, nc = np.where(hit, r + dr, nr), np.where(hit, c + dc, nc)
-            found |= hit
-        r, c = nr, nc
-        labels[rows[go], r[go] - 1, c[go] - 1] = PATH
-        level = level - go
-    return labels, d
 
 
 def canonical_key(grid: np.ndarray) -> bytes:

@@ -2,7 +2,10 @@
 random element of the task's symmetry group to the input and its label together, instead of (or on top of) the copies
 the builder materialised on disk. The group is the builder's: Sudoku's digit relabelling, band/stack and row/column
 shuffles and transpose (tasks/sudoku.py), the maze's 8 dihedral maps (tasks/dihedral.py). A group element of a valid
-(puzzle, solution) pair is a valid pair, so labels stay right.
+(puzzle, solution) pair is a valid pair, so labels stay right. A generated maze is the exception that keeps its
+target a function of its input: most have several shortest paths and the generator's label picks one by a rule that
+prefers directions (up, down, left, right), so a mapped label would follow a rotated rule; its label is recomputed by
+the generator's rule instead (docs/training.md, "Levers").
 
 The elements are drawn for the whole global batch from the generator the sampler seeds per batch, and each process
 applies its slice: the batches depend on (seed, iteration, batch) only, so a resumed run, or one on another number of
@@ -47,18 +50,29 @@ class SudokuSymmetry:
 
 
 class DihedralSymmetry:
-    """The maze's 8 dihedral maps on token rows, drawn uniformly (identity included): `DihedralTransforms.apply`."""
+    """The maze's 8 dihedral maps on token rows, drawn uniformly (identity included): `DihedralTransforms.apply`.
 
-    def __init__(self, side: int) -> None:
+    relabel: the label of a mapped maze is the generator's label of that maze (tasks/maze.label_paths), not the mapped
+    label; the two differ where the maze has several shortest paths.
+    """
+
+    def __init__(self, side: int, relabel: bool = False) -> None:
         from hrm_reason.tasks.dihedral import DihedralTransforms
 
+        self.side, self.relabel = side, relabel
         self.transforms = DihedralTransforms(side)
 
     def __call__(
         self, rng: np.random.Generator, inputs: np.ndarray, labels: np.ndarray, rows: slice, count: int
     ) -> tuple[np.ndarray, np.ndarray]:
+        from hrm_reason.tasks.maze import label_paths
+
         tids = rng.integers(0, 8, count)[rows]
-        return self.transforms.apply(inputs, tids), self.transforms.apply(labels, tids)
+        inputs = self.transforms.apply(inputs, tids)
+        if not self.relabel:
+            return inputs, self.transforms.apply(labels, tids)
+        relabelled, _ = label_paths(inputs.reshape(-1, self.side, self.side))
+        return inputs, relabelled.reshape(inputs.shape).astype(labels.dtype)
 
 
 def train_augmentation(kind: str, metadata: object, where: str) -> Augmentation | None:
@@ -80,7 +94,7 @@ def train_augmentation(kind: str, metadata: object, where: str) -> Augmentation 
     if name == "maze":
         if side * side != seq_len:
             raise UserError(f"augment={kind}: {where} holds mazes of seq_len {seq_len}, not a square grid")
-        return DihedralSymmetry(side)
+        return DihedralSymmetry(side, relabel=builder.get("source") == "generate")
     known = "no builder record" if name is None else f"builder {name!r}"
     raise UserError(
         f"augment={kind}: {where} has {known}; augmentation on the fly knows the sudoku and maze builders' datasets "

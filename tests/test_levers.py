@@ -98,6 +98,38 @@ def test_maze_symmetry_applies_one_dihedral_map_to_input_and_label() -> None:
     assert len(set(tids.tolist())) > 4
 
 
+def test_generated_maze_symmetry_relabels_by_the_generators_rule(tmp_path: Path) -> None:
+    """A generated maze's label is one of its shortest paths, picked by a rule that prefers directions: mapping the
+    label with the maze would make the target of an input depend on the draw. The augmented label is the generator's
+    label of the mapped maze, so equal inputs get equal targets, and it is still a shortest path."""
+    from datasets_build.maze import MazeBuildOptions, build_maze
+    from hrm_reason.tasks.maze import label_paths, optimal_path_correct
+
+    out = build_maze(MazeBuildOptions(out=tmp_path / "m", source="generate", size=6, train_size=64, test_size=4))
+    split = load_split(out, "train")
+    inputs, labels = (getattr(split.sets["all"], k).astype(np.int32) for k in ("inputs", "labels"))
+    augment = train_augmentation("symmetry", split.metadata, "train/dataset.json")
+    assert isinstance(augment, DihedralSymmetry) and augment.relabel
+    assert np.array_equal(label_paths(inputs.reshape(-1, 6, 6))[0].reshape(inputs.shape), labels)  # the stored rule
+    q, a = augment(np.random.default_rng(3), inputs, labels, slice(0, 64), 64)
+    tids = np.random.default_rng(3).integers(0, 8, 64)
+    mapped = np.stack([dihedral_transform(l.reshape(6, 6), t).reshape(-1) for t, l in zip(tids, labels)])
+    assert np.array_equal(
+        q, np.stack([dihedral_transform(i.reshape(6, 6), t).reshape(-1) for t, i in zip(tids, inputs)])
+    )
+    assert q.dtype == a.dtype == np.int32
+    assert np.array_equal(a, label_paths(q.reshape(-1, 6, 6))[0].reshape(q.shape))
+    assert np.array_equal(a[tids == 0], labels[tids == 0])
+    assert optimal_path_correct(torch.from_numpy(q).view(-1, 6, 6), torch.from_numpy(a).view(-1, 6, 6)).all()
+    assert optimal_path_correct(torch.from_numpy(q).view(-1, 6, 6), torch.from_numpy(mapped).view(-1, 6, 6)).all()
+    assert (a != mapped).any(1).sum() > 8  # ties: most 6x6 mazes have several shortest paths
+    # A maze set with labels of unknown rule (the paper's CSV) keeps its mapped labels.
+    csv = split.metadata.model_copy(update={"builder": {**split.metadata.builder, "source": "csv"}})
+    plain = train_augmentation("symmetry", csv, "train/dataset.json")
+    assert isinstance(plain, DihedralSymmetry) and not plain.relabel
+    assert np.array_equal(plain(np.random.default_rng(3), inputs, labels, slice(0, 64), 64)[1], mapped)
+
+
 def test_augmented_batches_are_seeded_resumable_and_split_over_ranks(sudoku_data: Path) -> None:
     split = load_split(sudoku_data, "train")
     augment = train_augmentation("symmetry", split.metadata, "train/dataset.json")
