@@ -2,10 +2,10 @@
 random element of the task's symmetry group to the input and its label together, instead of (or on top of) the copies
 the builder materialised on disk. The group is the builder's: Sudoku's digit relabelling, band/stack and row/column
 shuffles and transpose (tasks/sudoku.py), the maze's 8 dihedral maps (tasks/dihedral.py). A group element of a valid
-(puzzle, solution) pair is a valid pair, so labels stay right. A generated maze is the exception that keeps its
-target a function of its input: most have several shortest paths and the generator's label picks one by a rule that
-prefers directions (up, down, left, right), so a mapped label would follow a rotated rule; its label is recomputed by
-the generator's rule instead (docs/training.md, "Levers").
+(puzzle, solution) pair is a valid pair, so labels stay right. Generated mazes are the exception: most have several
+shortest paths and the generator's label picks one by a rule that prefers directions (up, down, left, right), so a
+mapped label follows a rotated rule and one input would get different targets; their labels are recomputed by the
+generator's rule instead (docs/training.md, "Augmentation drawn on the fly").
 
 The elements are drawn for the whole global batch from the generator the sampler seeds per batch, and each process
 applies its slice: the batches depend on (seed, iteration, batch) only, so a resumed run, or one on another number of
