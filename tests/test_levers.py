@@ -4,6 +4,8 @@ loss weighting and the LR schedules; each off by default, each exact on resume."
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +15,7 @@ import torch
 from datasets_build.sudoku import canonical_key
 from hrm_reason.augment import DihedralSymmetry, SudokuSymmetry, train_augmentation
 from hrm_reason.checkpoint import find_checkpoint, read_weights, saved_model_config
-from hrm_reason.config import load_config
+from hrm_reason.config import TrainConfig, load_config
 from hrm_reason.curriculum import DepthStage, depth_at, flops_at_depth, segment_weights, train_flops
 from hrm_reason.data import PuzzleDatasetMetadata, TrainSampler, load_split
 from hrm_reason.errors import UserError
@@ -398,3 +400,74 @@ def test_curriculum_progress_follows_the_schedule_measure(sudoku_data: Path, tmp
     assert run_progress(by_steps, 3, 12, train_seconds=9.0) == 0.25
     assert run_progress(by_time, 3, 12, train_seconds=9.0) == 0.9  # the time budget is ahead of the step count
     assert run_progress(by_time, 6, 12, train_seconds=1.0) == 0.5
+
+
+# --------------------------------------------------------------------------------------------- the lever study
+
+
+LEVERS_SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "levers.sh"
+
+
+def test_every_lever_arm_is_a_valid_one_change_config() -> None:
+    """An arm with a misspelt key or a value the run config refuses would fail hours into the study."""
+
+    def examples(config: TrainConfig) -> int:  # 1,000 training groups; each round drops its last partial batch
+        per_round = config.eval_interval * 1000 // config.global_batch_size
+        return min(config.max_steps, config.epochs // config.eval_interval * per_round) * config.global_batch_size
+
+    listed = subprocess.run(["bash", str(LEVERS_SCRIPT), "--list"], check=True, capture_output=True, text=True).stdout
+    arms = dict(line.split("|", 1) for line in listed.splitlines())
+    assert arms["base"] == "" and len(arms) >= 12
+    quickstart = Path(__file__).resolve().parents[1] / "configs" / "quickstart.yaml"
+    base = load_config(quickstart, ["eval_interval=4"]).model_dump()
+    for arm, overrides in arms.items():
+        if arm == "base":
+            continue
+        config = load_config(quickstart, ["eval_interval=4", *overrides.split()])
+        dump = config.model_dump()
+        changed = {k for k, v in dump.items() if k != "arch" and v != base[k]}
+        changed |= {f"arch.{k}" for k, v in dump["arch"].items() if v != base["arch"][k]}
+        assert changed == {o.split("=", 1)[0] for o in overrides.split()}, arm
+        # the examples trained on stay the quickstart's (within 1%), whatever the batch size
+        assert examples(config) == pytest.approx(examples(load_config(quickstart, ["eval_interval=4"])), rel=0.01), arm
+
+
+def test_lever_study_passes_each_arms_overrides_and_resumes_started_runs(tmp_path: Path) -> None:
+    fake = tmp_path / "hrm"
+    fake.write_text('#!/usr/bin/env bash\nprintf "%s\\n" "$@"\n')
+    fake.chmod(0o755)
+    run = subprocess.run(
+        ["bash", str(LEVERS_SCRIPT), "--seeds", "2", "--runs", "r", "--out", "o", "depth-curriculum", "batch128"],
+        cwd=tmp_path,
+        env={**os.environ, "HRM": str(fake)},
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr
+    args = (tmp_path / "r" / "depth-curriculum-seed1.log").read_text().splitlines()
+    assert args[:3] == ["train", "-c", "configs/quickstart.yaml"] and "seed=1" in args
+    curriculum = next(a for a in args if a.startswith("depth_curriculum="))
+    assert load_config(None, [curriculum]).depth_curriculum == [
+        DepthStage(until=0.3, H_cycles=1, L_cycles=1),
+        DepthStage(until=0.6, H_cycles=2, L_cycles=1),
+    ]
+    assert {"global_batch_size=128", "max_steps=500", "run_dir=r/batch128-seed0"} <= set(
+        (tmp_path / "r" / "batch128-seed0.log").read_text().splitlines()
+    )
+    out = run.stdout.splitlines()
+    assert out[out.index("compare") :] == [
+        "compare", "--runs", *(f"r/{arm}-seed{s}" for arm in ("batch128", "depth-curriculum") for s in (0, 1)),
+        "--out", "o", "--targets", "0.5,0.8",
+    ]  # fmt: skip
+    (tmp_path / "r" / "batch128-seed0").mkdir()
+    (tmp_path / "r" / "batch128-seed0" / "config.yaml").write_text("")
+    rerun = subprocess.run(
+        ["bash", str(LEVERS_SCRIPT), "--seeds", "1", "--runs", "r", "batch128"],
+        cwd=tmp_path,
+        env={**os.environ, "HRM": str(fake)},
+        capture_output=True,
+        text=True,
+    )
+    assert rerun.returncode == 0, rerun.stderr
+    log = (tmp_path / "r" / "batch128-seed0.log").read_text().splitlines()
+    assert log[-5:] == ["train", "--run-dir", "r/batch128-seed0", "--resume", "--quiet"]
