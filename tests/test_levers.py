@@ -436,13 +436,14 @@ def test_lever_study_passes_each_arms_overrides_and_resumes_started_runs(tmp_pat
     fake = tmp_path / "hrm"
     fake.write_text('#!/usr/bin/env bash\nprintf "%s\\n" "$@"\n')
     fake.chmod(0o755)
-    run = subprocess.run(
-        ["bash", str(LEVERS_SCRIPT), "--seeds", "2", "--runs", "r", "--out", "o", "depth-curriculum", "batch128"],
-        cwd=tmp_path,
-        env={**os.environ, "HRM": str(fake)},
-        capture_output=True,
-        text=True,
-    )
+
+    def levers(*args: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "HRM": str(fake)}
+        return subprocess.run(
+            ["bash", str(LEVERS_SCRIPT), *args], cwd=tmp_path, env=env, capture_output=True, text=True
+        )
+
+    run = levers("--seeds", "2", "--runs", "r", "--out", "o", "depth-curriculum", "batch128")
     assert run.returncode == 0, run.stderr
     args = (tmp_path / "r" / "depth-curriculum-seed1.log").read_text().splitlines()
     assert args[:3] == ["train", "-c", "configs/quickstart.yaml"] and "seed=1" in args
@@ -461,13 +462,7 @@ def test_lever_study_passes_each_arms_overrides_and_resumes_started_runs(tmp_pat
     ]  # fmt: skip
     (tmp_path / "r" / "batch128-seed0").mkdir()
     (tmp_path / "r" / "batch128-seed0" / "config.yaml").write_text("")
-    rerun = subprocess.run(
-        ["bash", str(LEVERS_SCRIPT), "--seeds", "1", "--runs", "r", "batch128"],
-        cwd=tmp_path,
-        env={**os.environ, "HRM": str(fake)},
-        capture_output=True,
-        text=True,
-    )
+    rerun = levers("--seeds", "1", "--runs", "r", "batch128")
     assert rerun.returncode == 0, rerun.stderr
     log = (tmp_path / "r" / "batch128-seed0.log").read_text().splitlines()
     assert log[-5:] == ["train", "--run-dir", "r/batch128-seed0", "--resume", "--quiet"]
