@@ -2,7 +2,7 @@
 # The lever study (docs/training.md, "Levers"): on the quickstart rung (easy 6x6 Sudoku, 1,000 held-out classes), the
 # quickstart recipe (arm `base`) and arms that change one lever each, several seeds per arm, one thread per run and
 # several runs side by side; then `hrm compare --runs` gives each arm's training CPU time, steps and FLOPs to 50% and
-# 80% exact accuracy (mean ± sd over seeds) and the curves. Every run has 1,000 steps of batch 64 (or as many
+# 80% exact accuracy (mean ± sd over seeds) and the curves. Every run has 992 steps of batch 64 (or as many
 # examples at another batch) and is evaluated every 4 epochs, as the quickstart's time-to-accuracy runs were.
 # A finished run is skipped and an interrupted one resumed, so the study can be spread over several sittings.
 # Usage: bash benchmarks/levers.sh [--list] [--seeds N] [--parallel P] [--runs DIR] [--out DIR] [ARM ...]
