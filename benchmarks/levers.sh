@@ -32,6 +32,9 @@ compile|compile=true
 
 seeds=3 parallel=2 runs=runs/levers out=runs/levers-study wanted=()
 while [ $# -gt 0 ]; do
+  case $1 in --seeds | --parallel | --runs | --out)
+    [ $# -ge 2 ] || { echo "error: $1 needs a value" >&2; exit 2; } ;;
+  esac
   case $1 in
     --list) printf '%s\n' "$ARMS" | sed '/^$/d'; exit 0 ;;
     --seeds) seeds=$2; shift ;;
