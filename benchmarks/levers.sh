@@ -21,6 +21,7 @@ batch32|global_batch_size=32 max_steps=2000
 batch128|global_batch_size=128 max_steps=500 epochs=72
 wd1|weight_decay=1.0 puzzle_emb_weight_decay=1.0
 ema|ema=0.999
+ema0.99|ema=0.99
 explore0|arch.halt_exploration_prob=0
 halt2|arch.halt_max_steps=2
 no-augment|augment=none
