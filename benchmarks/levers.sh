@@ -22,6 +22,7 @@ batch128|global_batch_size=128 max_steps=500 epochs=72
 wd1|weight_decay=1.0 puzzle_emb_weight_decay=1.0
 ema|ema=0.999
 ema0.99|ema=0.99
+ema-warmup|ema=0.999 ema_warmup=true
 explore0|arch.halt_exploration_prob=0
 halt2|arch.halt_max_steps=2
 no-augment|augment=none

@@ -150,6 +150,11 @@ class TrainConfig(StrictModel):
         description="decay of an exponential moving average of the weights, updated after every step; "
         "evaluation and checkpoints use the average (TRM: 0.999); None: off",
     )
+    ema_warmup: bool = Field(
+        False,
+        description="with ema: update t uses decay min(ema, (1 + t) / (10 + t)), so that a short run's average "
+        "forgets the initial weights (off: TRM's constant decay)",
+    )
     lr_schedule: Literal["cosine", "linear", "constant"] = Field(
         "cosine",
         description="after the linear warmup: cosine or linear decay to lr_min_ratio * lr, or constant lr (the "
@@ -262,6 +267,8 @@ class TrainConfig(StrictModel):
                 raise ValueError(f"depth_curriculum: {e}") from None
         if self.schedule_over == "seconds" and self.max_seconds is None:
             raise ValueError("schedule_over=seconds needs max_seconds")
+        if self.ema_warmup and self.ema is None:
+            raise ValueError("ema_warmup needs ema (the decay it warms up to)")
         return self
 
 

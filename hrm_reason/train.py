@@ -179,7 +179,7 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) 
     run_clock = RunClock.resumed(state)  # time to accuracy: totals over every start and resume
     per_step = task.train_flops_per_step
     train_flops = (state or {}).get("train_flops", None if per_step is None else step * per_step)
-    ema = ema_for_training(model, config.ema, state)
+    ema = ema_for_training(model, config.ema, state, config.ema_warmup)
     if procs.distributed:
         for t in model.buffers():  # the puzzle embedding table is a buffer; DDP broadcasts the parameters
             dist.broadcast(t.data, src=0)
@@ -307,7 +307,7 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) 
                     if train_flops is not None:
                         train_flops += task.train_flops_per_step  # at this step's depth
                     if ema is not None:
-                        ema.update(model)
+                        ema.update(model, step)
                     seconds = clock() - step_start
                     train_seconds += seconds
                     step, in_round, seen_steps = step + 1, in_round + 1, seen_steps + 1

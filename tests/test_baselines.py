@@ -4,6 +4,7 @@ model trains through `train()` and evaluates through `evaluate()`."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -376,7 +377,7 @@ def test_ema_update_and_swap() -> None:
     with torch.no_grad():
         for p in model.parameters():
             p.add_(1.0)
-    ema.update(model)
+    ema.update(model, 0)
     for n in dict(model.named_parameters()):
         torch.testing.assert_close(ema.shadow[n], 0.9 * start[n] + 0.1 * (start[n] + 1))
     live = {n: p.detach().clone() for n, p in model.named_parameters()}
@@ -386,6 +387,29 @@ def test_ema_update_and_swap() -> None:
     for n, p in model.named_parameters():
         assert torch.equal(p, live[n])
     assert "inner.puzzle_emb.weights" not in ema.shadow  # buffers are used as they are
+
+
+def test_ema_warmup_decay_and_its_weight_on_the_initial_weights() -> None:
+    model = small("trm", H_cycles=1, L_cycles=1, L_layers=1, puzzle_emb_len=1)
+    ema = EMA(model, 0.999, warmup=True)
+    assert [ema.decay_at(t) for t in (0, 8, 90)] == pytest.approx([0.1, 0.5, 0.91])
+    assert ema.decay_at(10**6) == 0.999 and EMA(model, 0.999).decay_at(0) == 0.999
+    # Trained weights held at zero: the average is the initial weights times the product of the decays used.
+    start = {n: p.detach().clone() for n, p in model.named_parameters()}
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+    for t in range(50):
+        ema.update(model, t)
+    init_share = math.prod(ema.decay_at(t) for t in range(50))
+    for n, value in start.items():
+        torch.testing.assert_close(ema.shadow[n], init_share * value)
+    assert init_share < 1e-3  # without warmup: 0.999**50 = 0.95
+
+
+def test_ema_warmup_needs_ema(data: Path, tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="ema_warmup needs ema"):
+        tiny_config(data, tmp_path / "run", "ema_warmup=true")
 
 
 def test_evaluation_and_checkpoints_use_the_ema_weights(
@@ -439,12 +463,14 @@ def test_evaluation_and_checkpoints_use_the_ema_weights(
     assert state["train_seconds"] > 0
 
 
-def test_resume_with_ema_follows_the_same_trajectory(data: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("warmup", [False, True])
+def test_resume_with_ema_follows_the_same_trajectory(data: Path, tmp_path: Path, warmup: bool) -> None:
     overrides = (
         "epochs=4",
         "eval_interval=2",
         "checkpoint_every_steps=4",
         "ema=0.7",
+        f"ema_warmup={str(warmup).lower()}",
         "arch.halt_exploration_prob=0.5",
         *ARCHS["unitf"],
     )
