@@ -10,7 +10,7 @@
 # data/sudoku-6x6-easy (the quickstart's path; DATA=... for another).
 set -euo pipefail
 
-# arm | overrides of configs/quickstart.yaml (one change from the quickstart recipe)
+# arm | overrides of configs/quickstart.yaml (one change from the quickstart recipe; the last arm combines two)
 ARMS='
 base|
 lr1e-3|lr=1e-3
@@ -30,6 +30,7 @@ depth-curriculum|depth_curriculum=[{"until":0.3,"H_cycles":1,"L_cycles":1},{"unt
 segment-decay|segment_loss_decay=0.7
 next-segment|arch.q_target=next_segment
 compile|compile=true
+next-segment-ema0.99|arch.q_target=next_segment ema=0.99
 '
 
 seeds=3 parallel=2 runs=runs/levers out=runs/levers-study wanted=()

@@ -408,7 +408,7 @@ def test_curriculum_progress_follows_the_schedule_measure(sudoku_data: Path, tmp
 LEVERS_SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "levers.sh"
 
 
-def test_every_lever_arm_is_a_valid_one_change_config() -> None:
+def test_every_lever_arm_changes_exactly_what_it_overrides() -> None:
     """An arm with a misspelt key or a value the run config refuses would fail hours into the study."""
 
     def examples(config: TrainConfig) -> int:  # 1,000 training groups; each round drops its last partial batch
