@@ -10,7 +10,8 @@
 # data/sudoku-6x6-easy (the quickstart's path; DATA=... for another).
 set -euo pipefail
 
-# arm | overrides of configs/quickstart.yaml (one change from the quickstart recipe; the last arm combines two)
+# arm | overrides of configs/quickstart.yaml (one change from the quickstart recipe; the last arms combine two, and an
+# arm named -<N>ep trains N of the quickstart's 64 epochs)
 ARMS='
 base|
 lr1e-3|lr=1e-3
@@ -31,6 +32,7 @@ segment-decay|segment_loss_decay=0.7
 next-segment|arch.q_target=next_segment
 compile|compile=true
 next-segment-ema0.99|arch.q_target=next_segment ema=0.99
+next-segment-ema0.99-40ep|arch.q_target=next_segment ema=0.99 epochs=40
 '
 
 seeds=3 parallel=2 runs=runs/levers out=runs/levers-study wanted=()
