@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # The lever study (docs/training.md, "Levers"): on the quickstart rung (easy 6x6 Sudoku, 1,000 held-out classes), the
-# quickstart recipe (arm `base`) and arms that change one lever each, several seeds per arm, one thread per run and
-# several runs side by side; then `hrm compare --runs` gives each arm's training CPU time, steps and FLOPs to 50% and
-# 80% exact accuracy (mean ± sd over seeds) and the curves. Every run has 992 steps of batch 64 (or as many
-# examples at another batch) and is evaluated every 4 epochs, as the quickstart's time-to-accuracy runs were.
+# quickstart recipe before the study (configs/levers_base.yaml, arm `base`) and arms that change one lever each,
+# several seeds per arm, one thread per run and several runs side by side; then `hrm compare --runs` gives each arm's
+# training CPU time, steps and FLOPs to 50% and 80% exact accuracy (mean ± sd over seeds) and the curves. Every run has
+# 992 steps of batch 64 (or as many examples at another batch) and is evaluated every 4 epochs.
 # A finished run is skipped and an interrupted one resumed, so the study can be spread over several sittings.
 # Usage: bash benchmarks/levers.sh [--list] [--seeds N] [--parallel P] [--runs DIR] [--out DIR] [ARM ...]
 # HRM=/path/to/hrm runs another `hrm`. Data: the sudoku6x6-easy line of benchmarks/build_ladder.sh, at
 # data/sudoku-6x6-easy (the quickstart's path; DATA=... for another).
 set -euo pipefail
 
-# arm | overrides of configs/quickstart.yaml (one change from the quickstart recipe; the last arms combine two, and an
-# arm named -<N>ep trains N of the quickstart's 64 epochs)
+# arm | overrides of configs/levers_base.yaml (one change each; the last arms combine two, and an arm named -<N>ep
+# trains N of the base's 64 epochs)
 ARMS='
 base|
 lr1e-3|lr=1e-3
@@ -64,7 +64,7 @@ one_run() {  # arm seed run_dir overrides...
   if [ -f "$dir/config.yaml" ]; then
     "${hrm[@]}" train --run-dir "$dir" --resume --quiet >> "$log" 2>&1
   else
-    "${hrm[@]}" train -c configs/quickstart.yaml data_path="$DATA" eval_interval=4 seed="$seed" run_dir="$dir" \
+    "${hrm[@]}" train -c configs/levers_base.yaml data_path="$DATA" eval_interval=4 seed="$seed" run_dir="$dir" \
       "$@" --quiet > "$log" 2>&1
   fi && echo "$arm seed $seed: done ($dir)" || { echo "$arm seed $seed: failed, see $log" >&2; return 1; }
 }

@@ -419,21 +419,21 @@ def test_every_lever_arm_changes_exactly_what_it_overrides() -> None:
     listed = subprocess.run(["bash", str(LEVERS_SCRIPT), "--list"], check=True, capture_output=True, text=True).stdout
     arms = dict(line.split("|", 1) for line in listed.splitlines())
     assert arms["base"] == "" and len(arms) >= 12
-    quickstart = Path(__file__).resolve().parents[1] / "configs" / "quickstart.yaml"
-    base = load_config(quickstart, ["eval_interval=4"]).model_dump()
+    levers_base = Path(__file__).resolve().parents[1] / "configs" / "levers_base.yaml"
+    base = load_config(levers_base, ["eval_interval=4"]).model_dump()
     for arm, overrides in arms.items():
         if arm == "base":
             continue
-        config = load_config(quickstart, ["eval_interval=4", *overrides.split()])
+        config = load_config(levers_base, ["eval_interval=4", *overrides.split()])
         dump = config.model_dump()
         changed = {k for k, v in dump.items() if k != "arch" and v != base[k]}
         changed |= {f"arch.{k}" for k, v in dump["arch"].items() if v != base["arch"][k]}
         assert changed == {o.split("=", 1)[0] for o in overrides.split()}, arm
-        # the examples trained on stay the quickstart's (within 1%), whatever the batch size; an arm named -<N>ep
+        # the examples trained on stay the base's (within 1%), whatever the batch size; an arm named -<N>ep
         # trains N of its 64 epochs
         share = int(short[1]) / 64 if (short := re.search(r"-(\d+)ep$", arm)) else 1.0
         assert examples(config) == pytest.approx(
-            share * examples(load_config(quickstart, ["eval_interval=4"])), rel=0.01
+            share * examples(load_config(levers_base, ["eval_interval=4"])), rel=0.01
         ), arm
     assert any(re.search(r"-\d+ep$", arm) for arm in arms)
 
@@ -452,7 +452,7 @@ def test_lever_study_passes_each_arms_overrides_and_resumes_started_runs(tmp_pat
     run = levers("--seeds", "2", "--runs", "r", "--out", "o", "depth-curriculum", "batch128")
     assert run.returncode == 0, run.stderr
     args = (tmp_path / "r" / "depth-curriculum-seed1.log").read_text().splitlines()
-    assert args[:3] == ["train", "-c", "configs/quickstart.yaml"] and "seed=1" in args
+    assert args[:3] == ["train", "-c", "configs/levers_base.yaml"] and "seed=1" in args
     curriculum = next(a for a in args if a.startswith("depth_curriculum="))
     assert load_config(None, [curriculum]).depth_curriculum == [
         DepthStage(until=0.3, H_cycles=1, L_cycles=1),
