@@ -10,8 +10,8 @@
 # data/sudoku-6x6-easy (the quickstart's path; DATA=... for another).
 set -euo pipefail
 
-# arm | overrides of configs/levers_base.yaml (one change each; the last arms combine two, and an arm named -<N>ep
-# trains N of the base's 64 epochs)
+# arm | overrides of configs/levers_base.yaml (one change each; the last arms combine two or three, and an arm named
+# -<N>ep trains N of the base's 64 epochs)
 ARMS='
 base|
 lr1e-3|lr=1e-3
@@ -33,6 +33,8 @@ next-segment|arch.q_target=next_segment
 compile|compile=true
 next-segment-ema0.99|arch.q_target=next_segment ema=0.99
 next-segment-ema0.99-40ep|arch.q_target=next_segment ema=0.99 epochs=40
+next-segment-ema0.99-wd1|arch.q_target=next_segment ema=0.99 weight_decay=1.0 puzzle_emb_weight_decay=1.0
+next-segment-ema0.99-lr1e-3|arch.q_target=next_segment ema=0.99 lr=1e-3
 '
 
 seeds=3 parallel=2 runs=runs/levers out=runs/levers-study wanted=()
