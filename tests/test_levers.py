@@ -438,17 +438,20 @@ def test_every_lever_arm_changes_exactly_what_it_overrides() -> None:
     assert any(re.search(r"-\d+ep$", arm) for arm in arms)
 
 
-def test_the_quickstart_is_the_lever_base_plus_the_adopted_arm() -> None:
-    """levers_base.yaml is a frozen copy of the quickstart before the study; the quickstart must be that base with
-    the overrides of the arm it adopted, or the study's figures stop describing the recipe users run."""
+@pytest.mark.parametrize(
+    ("preset", "base"), [("quickstart.yaml", "levers_base.yaml"), ("ladder_maze6x6.yaml", "levers_maze6x6_base.yaml")]
+)
+def test_a_preset_is_its_frozen_base_plus_the_adopted_arm(preset: str, base: str) -> None:
+    """A base is a frozen copy of a preset before the lever study; the preset must be that base with the overrides of
+    the arm it adopted, or the study's figures stop describing the recipe users run."""
     listed = subprocess.run(["bash", str(LEVERS_SCRIPT), "--list"], check=True, capture_output=True, text=True).stdout
     adopted = dict(line.split("|", 1) for line in listed.splitlines())["next-segment-ema0.99-wd1"].split()
     configs = Path(__file__).resolve().parents[1] / "configs"
-    quickstart = load_config(configs / "quickstart.yaml").model_dump()
-    base = load_config(configs / "levers_base.yaml").model_dump()
-    assert quickstart == load_config(configs / "levers_base.yaml", adopted).model_dump()
-    differ = {k for k in quickstart if k != "arch" and quickstart[k] != base[k]}
-    differ |= {f"arch.{k}" for k in quickstart["arch"] if quickstart["arch"][k] != base["arch"][k]}
+    preset_config = load_config(configs / preset).model_dump()
+    base_config = load_config(configs / base).model_dump()
+    assert preset_config == load_config(configs / base, adopted).model_dump()
+    differ = {k for k in preset_config if k != "arch" and preset_config[k] != base_config[k]}
+    differ |= {f"arch.{k}" for k in preset_config["arch"] if preset_config["arch"][k] != base_config["arch"][k]}
     assert differ == {"ema", "weight_decay", "puzzle_emb_weight_decay", "arch.q_target"}
 
 
