@@ -409,6 +409,16 @@ def test_curriculum_progress_follows_the_schedule_measure(sudoku_data: Path, tmp
 LEVERS_SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "levers.sh"
 
 
+def _lever_arms() -> dict[str, str]:
+    listed = subprocess.run(["bash", str(LEVERS_SCRIPT), "--list"], check=True, capture_output=True, text=True).stdout
+    return dict(line.split("|", 1) for line in listed.splitlines())
+
+
+def _changed_keys(config: dict, base: dict) -> set[str]:
+    changed = {k for k, v in config.items() if k != "arch" and v != base[k]}
+    return changed | {f"arch.{k}" for k, v in config["arch"].items() if v != base["arch"][k]}
+
+
 def test_every_lever_arm_changes_exactly_what_it_overrides() -> None:
     """An arm with a misspelt key or a value the run config refuses would fail hours into the study."""
 
@@ -416,8 +426,7 @@ def test_every_lever_arm_changes_exactly_what_it_overrides() -> None:
         per_round = config.eval_interval * 1000 // config.global_batch_size
         return min(config.max_steps, config.epochs // config.eval_interval * per_round) * config.global_batch_size
 
-    listed = subprocess.run(["bash", str(LEVERS_SCRIPT), "--list"], check=True, capture_output=True, text=True).stdout
-    arms = dict(line.split("|", 1) for line in listed.splitlines())
+    arms = _lever_arms()
     assert arms["base"] == "" and len(arms) >= 12
     levers_base = Path(__file__).resolve().parents[1] / "configs" / "levers_base.yaml"
     base = load_config(levers_base, ["eval_interval=4"]).model_dump()
@@ -425,10 +434,7 @@ def test_every_lever_arm_changes_exactly_what_it_overrides() -> None:
         if arm == "base":
             continue
         config = load_config(levers_base, ["eval_interval=4", *overrides.split()])
-        dump = config.model_dump()
-        changed = {k for k, v in dump.items() if k != "arch" and v != base[k]}
-        changed |= {f"arch.{k}" for k, v in dump["arch"].items() if v != base["arch"][k]}
-        assert changed == {o.split("=", 1)[0] for o in overrides.split()}, arm
+        assert _changed_keys(config.model_dump(), base) == {o.split("=", 1)[0] for o in overrides.split()}, arm
         # the examples trained on stay the base's (within 1%), whatever the batch size; an arm named -<N>ep
         # trains N of its 64 epochs
         share = int(short[1]) / 64 if (short := re.search(r"-(\d+)ep$", arm)) else 1.0
@@ -444,15 +450,17 @@ def test_every_lever_arm_changes_exactly_what_it_overrides() -> None:
 def test_a_preset_is_its_frozen_base_plus_the_adopted_arm(preset: str, base: str) -> None:
     """A base is a frozen copy of a preset before the lever study; the preset must be that base with the overrides of
     the arm it adopted, or the study's figures stop describing the recipe users run."""
-    listed = subprocess.run(["bash", str(LEVERS_SCRIPT), "--list"], check=True, capture_output=True, text=True).stdout
-    adopted = dict(line.split("|", 1) for line in listed.splitlines())["next-segment-ema0.99-wd1"].split()
+    adopted = _lever_arms()["next-segment-ema0.99-wd1"].split()
     configs = Path(__file__).resolve().parents[1] / "configs"
     preset_config = load_config(configs / preset).model_dump()
-    base_config = load_config(configs / base).model_dump()
     assert preset_config == load_config(configs / base, adopted).model_dump()
-    differ = {k for k in preset_config if k != "arch" and preset_config[k] != base_config[k]}
-    differ |= {f"arch.{k}" for k in preset_config["arch"] if preset_config["arch"][k] != base_config["arch"][k]}
-    assert differ == {"ema", "weight_decay", "puzzle_emb_weight_decay", "arch.q_target"}
+    base_config = load_config(configs / base).model_dump()
+    assert _changed_keys(preset_config, base_config) == {
+        "ema",
+        "weight_decay",
+        "puzzle_emb_weight_decay",
+        "arch.q_target",
+    }
 
 
 def test_lever_study_passes_each_arms_overrides_and_resumes_started_runs(tmp_path: Path) -> None:
