@@ -303,8 +303,43 @@ def markdown(summary: dict[str, dict[str, Any]], command: str) -> str:
         for label, e in entries.items():
             cells = [f"{100 * v:.1f}" for v in e["exact_accuracy_per_segment"]["mean"]] + [""] * (width - e["mmax"])
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        for name in dict.fromkeys(n for e in entries.values() for n in e["extra"] if _segment_metric(e, n)):
+            lines += [
+                "",
+                f"{name} (mean ± sd over seeds) at N_sup, at mmax, with ACT, and after m segments (mean):",
+                "",
+                "| config | @ N_sup | @ mmax | ACT | " + " | ".join(str(m) for m in range(1, width + 1)) + " |",
+                "|---|---:|---:|---:|" + "---:|" * width,
+            ]
+            for label, e in entries.items():
+                if not _segment_metric(e, name):
+                    continue
+                seg, act = _segment_metric(e, name), e["extra"].get(f"act_{name}")
+                cells = [f"{100 * v:.1f}" for v in seg["mean"]] + [""] * (width - e["mmax"])
+                at = [_pct({"mean": seg["mean"][i], "std": seg["std"][i]}) for i in (_trained(e) - 1, e["mmax"] - 1)]
+                lines.append(
+                    f"| {label} | {at[0]} | {at[1]} | {_pct(act) if act else '-'} | " + " | ".join(cells) + " |"
+                )
         lines.append("")
     return "\n".join(lines)
+
+
+def _trained(entry: dict[str, Any]) -> int:
+    return min(entry["halt_max_steps"], entry["mmax"])
+
+
+def _segment_metric(entry: dict[str, Any], name: str) -> dict[str, list[float | None]] | None:
+    """The per-segment summary of an evaluation's extra metric (e.g. a maze's optimal_path_accuracy), or None."""
+    value = entry["extra"].get(name)
+    return value if isinstance(value, dict) and isinstance(value.get("mean"), list) else None
+
+
+def _series(entry: dict[str, Any], metric: str) -> tuple[str, dict[str, list[float | None]], dict[str, Any]]:
+    """What the plots draw for an entry: `metric` where its evaluation has it per segment, else exact accuracy."""
+    seg = _segment_metric(entry, metric)
+    if seg is not None and f"act_{metric}" in entry["extra"]:
+        return metric, seg, entry["extra"][f"act_{metric}"]
+    return "exact_accuracy", entry["exact_accuracy_per_segment"], entry["act_exact_accuracy"]
 
 
 def _sig(stat: dict[str, Any] | None, scale: float = 1.0) -> str:
@@ -381,9 +416,10 @@ def plot_time_to_accuracy(records: list[dict[str, Any]], tta: dict[str, Any], ou
     return [save_png(fig, out_dir / "accuracy_vs_time.png")]
 
 
-def plot(summary: dict[str, dict[str, Any]], out_dir: Path) -> list[Path]:
-    """Exact accuracy per config (mean ± std), accuracy against segments, ACT segments against fixed segments: one
-    panel per dataset. Nothing without matplotlib."""
+def plot(summary: dict[str, dict[str, Any]], out_dir: Path, metric: str = "exact_accuracy") -> list[Path]:
+    """Accuracy per config (mean ± std), accuracy against segments, ACT segments against fixed segments: one panel
+    per dataset. The accuracy is `metric` where the evaluations give it per segment (a maze's optimal paths), else
+    exact accuracy. Nothing without matplotlib."""
     try:
         from hrm_reason.viz.canvas import new_figure, save_png
     except ImportError:
@@ -391,6 +427,10 @@ def plot(summary: dict[str, dict[str, Any]], out_dir: Path) -> list[Path]:
     datasets = list(dict.fromkeys(e["data_path"] for e in summary.values()))
     colours = {label: f"C{i % 10}" for i, label in enumerate(summary)}
     written = []
+
+    def _name(entries: dict[str, dict[str, Any]]) -> str:
+        names = {_series(e, metric)[0] for e in entries.values()}
+        return (names.pop() if len(names) == 1 else "accuracy").replace("_", " ")
 
     def figure(name: str, draw: Any) -> None:
         fig = new_figure(max(5.5, 1.1 * len(summary)) * len(datasets), 4.6)
@@ -404,8 +444,9 @@ def plot(summary: dict[str, dict[str, Any]], out_dir: Path) -> list[Path]:
 
     def bars(ax: Any, entries: dict[str, dict[str, Any]]) -> None:
         labels = list(entries)
-        means = [100 * entries[k]["exact_accuracy"]["mean"] for k in labels]
-        stds = [100 * (entries[k]["exact_accuracy"]["std"] or 0.0) for k in labels]
+        at = [(_series(entries[k], metric)[1], _trained(entries[k]) - 1) for k in labels]
+        means = [100 * seg["mean"][i] for seg, i in at]
+        stds = [100 * (seg["std"][i] or 0.0) for seg, i in at]
         ax.bar(range(len(labels)), means, yerr=stds, capsize=4, color=[colours[k] for k in labels])
         ax.set_xticks(
             range(len(labels)),
@@ -414,11 +455,11 @@ def plot(summary: dict[str, dict[str, Any]], out_dir: Path) -> list[Path]:
             rotation=20,
             ha="right",
         )
-        ax.set_ylabel("exact accuracy at N_sup segments (%)")
+        ax.set_ylabel(f"{_name(entries)} at N_sup segments (%)")
 
     def curves(ax: Any, entries: dict[str, dict[str, Any]]) -> None:
         for label, e in entries.items():
-            seg = e["exact_accuracy_per_segment"]
+            seg = _series(e, metric)[1]
             m = range(1, e["mmax"] + 1)
             mean = [100 * v for v in seg["mean"]]
             ax.plot(m, mean, marker="o", ms=3, color=colours[label], label=label)
@@ -432,16 +473,15 @@ def plot(summary: dict[str, dict[str, Any]], out_dir: Path) -> list[Path]:
                 )
             ax.axvline(e["halt_max_steps"], color=colours[label], ls=":", lw=0.8)
         ax.set_xlabel("segments m (dotted: trained N_sup)")
-        ax.set_ylabel("exact accuracy (%)")
+        ax.set_ylabel(f"{_name(entries)} (%)")
         ax.legend(fontsize=7)
 
     def act(ax: Any, entries: dict[str, dict[str, Any]]) -> None:
         for label, e in entries.items():
+            _, per_m, acc = _series(e, metric)
             m = range(1, e["mmax"] + 1)
-            ax.plot(
-                m, [100 * v for v in e["exact_accuracy_per_segment"]["mean"]], color=colours[label], lw=1, alpha=0.6
-            )
-            seg, acc = e["act_mean_segments"], e["act_exact_accuracy"]
+            ax.plot(m, [100 * v for v in per_m["mean"]], color=colours[label], lw=1, alpha=0.6)
+            seg = e["act_mean_segments"]
             ax.errorbar(
                 seg["mean"],
                 100 * acc["mean"],
@@ -453,7 +493,7 @@ def plot(summary: dict[str, dict[str, Any]], out_dir: Path) -> list[Path]:
                 label=f"{label} ACT",
             )
         ax.set_xlabel("segments (line: fixed m; star: ACT mean)")
-        ax.set_ylabel("exact accuracy (%)")
+        ax.set_ylabel(f"{_name(entries)} (%)")
         ax.legend(fontsize=7)
 
     figure("exact_accuracy.png", bars)
@@ -493,7 +533,7 @@ def write_results(
     atomic_write_text(out / "results.json", json.dumps(results, indent=2))
     head = markdown(summary, command) if summary else f"# hrm compare\n\nCommand: `{command}`\n"
     atomic_write_text(out / "results.md", head + "\n" + time_markdown(tta))
-    plots = plot(summary, out / "plots") if summary else []
+    plots = plot(summary, out / "plots", metric) if summary else []
     results["plots"] = [str(p) for p in [*plots, *plot_time_to_accuracy(records, tta, out / "plots")]]
     return results
 

@@ -317,3 +317,53 @@ def test_time_to_accuracy_over_seeds() -> None:
     assert [r["reached"]["0.5"] is not None for r in tta["per_run"]] == [True, True, False, False]
     text = compare_module.time_markdown(tta)
     assert "| fast | 50% | 2/3 | 6.25 ± 1.8 | 12.5 ± 3.5 | 12.5 ± 3.5 |" in text and "| slow | 50% | 0/1 | - |" in text
+
+
+def test_a_per_segment_metric_gets_its_own_table_and_the_plots(tmp_path: Path) -> None:
+    """A maze study's headline is optimal-path accuracy: the summary keeps it per segment, results.md tables it beside
+    exact accuracy, and the plots draw it when --metric names it."""
+
+    def record(label: str, seed: int, paths: list[float] | None) -> dict:
+        exact = [0.1 * (seed + 1), 0.2 * (seed + 1), 0.3 * (seed + 1)]
+        extra = {} if paths is None else {"optimal_path_accuracy": paths, "act_optimal_path_accuracy": paths[1] + 0.01}
+        return {
+            "label": label,
+            "arch": "hrm",
+            "config": f"{label}.yaml",
+            "data_path": "data/maze",
+            "seed": seed,
+            "num_params": 1000,
+            "halt_max_steps": 2,
+            "steps": 10,
+            "train_seconds": 1.0,
+            "eval": {
+                "count": 50,
+                "mmax": 3,
+                "exact_accuracy": exact,
+                "token_accuracy": [0.9, 0.9, 0.9],
+                "act_exact_accuracy": exact[1],
+                "act_mean_segments": 2.0,
+                "extra": extra,
+            },
+        }
+
+    records = [record("maze", 0, [0.4, 0.6, 0.5]), record("maze", 1, [0.5, 0.8, 0.7]), record("sudoku", 0, None)]
+    summary = compare_module.summarise(records)
+    paths = summary["maze"]["extra"]["optimal_path_accuracy"]
+    assert paths["mean"] == pytest.approx([0.45, 0.7, 0.6]) and paths["std"][1] == pytest.approx(
+        statistics.stdev([0.6, 0.8])
+    )
+    text = compare_module.markdown(summary, "hrm compare (test)")
+    row = next(line for line in text.splitlines() if line.startswith("| maze | 70.0 ± 14.1% |"))
+    assert row.startswith("| maze | 70.0 ± 14.1% | 60.0 ± 14.1% | 71.0 ± 14.1% | 45.0 | 70.0 | 60.0 |")
+    assert "| sudoku |" in text and "| sudoku |" not in text.split("optimal_path_accuracy (mean ± sd")[1]
+    # The plots draw the metric where an entry has it, and exact accuracy where it has not.
+    assert compare_module._series(summary["maze"], "optimal_path_accuracy")[0] == "optimal_path_accuracy"
+    assert compare_module._series(summary["sudoku"], "optimal_path_accuracy")[0] == "exact_accuracy"
+    assert compare_module._series(summary["maze"], "exact_accuracy")[1] is summary["maze"]["exact_accuracy_per_segment"]
+    written = compare_module.plot(summary, tmp_path, "optimal_path_accuracy")
+    assert sorted(p.name for p in written) == [
+        "accuracy_vs_segments.png",
+        "act_vs_fixed_segments.png",
+        "exact_accuracy.png",
+    ]
