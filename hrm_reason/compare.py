@@ -428,7 +428,7 @@ def plot(summary: dict[str, dict[str, Any]], out_dir: Path, metric: str = "exact
     colours = {label: f"C{i % 10}" for i, label in enumerate(summary)}
     written = []
 
-    def _name(entries: dict[str, dict[str, Any]]) -> str:
+    def metric_name(entries: dict[str, dict[str, Any]]) -> str:
         names = {_series(e, metric)[0] for e in entries.values()}
         return (names.pop() if len(names) == 1 else "accuracy").replace("_", " ")
 
@@ -455,7 +455,7 @@ def plot(summary: dict[str, dict[str, Any]], out_dir: Path, metric: str = "exact
             rotation=20,
             ha="right",
         )
-        ax.set_ylabel(f"{_name(entries)} at N_sup segments (%)")
+        ax.set_ylabel(f"{metric_name(entries)} at N_sup segments (%)")
 
     def curves(ax: Any, entries: dict[str, dict[str, Any]]) -> None:
         for label, e in entries.items():
@@ -473,7 +473,7 @@ def plot(summary: dict[str, dict[str, Any]], out_dir: Path, metric: str = "exact
                 )
             ax.axvline(e["halt_max_steps"], color=colours[label], ls=":", lw=0.8)
         ax.set_xlabel("segments m (dotted: trained N_sup)")
-        ax.set_ylabel(f"{_name(entries)} (%)")
+        ax.set_ylabel(f"{metric_name(entries)} (%)")
         ax.legend(fontsize=7)
 
     def act(ax: Any, entries: dict[str, dict[str, Any]]) -> None:
@@ -493,7 +493,7 @@ def plot(summary: dict[str, dict[str, Any]], out_dir: Path, metric: str = "exact
                 label=f"{label} ACT",
             )
         ax.set_xlabel("segments (line: fixed m; star: ACT mean)")
-        ax.set_ylabel(f"{_name(entries)} (%)")
+        ax.set_ylabel(f"{metric_name(entries)} (%)")
         ax.legend(fontsize=7)
 
     figure("exact_accuracy.png", bars)
