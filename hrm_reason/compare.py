@@ -312,9 +312,9 @@ def markdown(summary: dict[str, dict[str, Any]], command: str) -> str:
                 "|---|---:|---:|---:|" + "---:|" * width,
             ]
             for label, e in entries.items():
-                if not _segment_metric(e, name):
-                    continue
                 seg, act = _segment_metric(e, name), e["extra"].get(f"act_{name}")
+                if seg is None:
+                    continue
                 cells = [f"{100 * v:.1f}" for v in seg["mean"]] + [""] * (width - e["mmax"])
                 at = [_pct({"mean": seg["mean"][i], "std": seg["std"][i]}) for i in (_trained(e) - 1, e["mmax"] - 1)]
                 lines.append(
