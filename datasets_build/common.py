@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from hrm_reason.atomic import atomic_directory
-from hrm_reason.data import ARRAY_NAMES, PuzzleDatasetMetadata
+from hrm_reason.data.puzzle import ARRAY_NAMES, PuzzleDatasetMetadata
 from hrm_reason.errors import UserError
 
 

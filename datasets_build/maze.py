@@ -41,18 +41,16 @@ from typing import Any
 
 import numpy as np
 import torch
-from pydantic import Field, field_validator
 from tqdm import tqdm
 
 from datasets_build import sources
 from datasets_build.common import check_out, record_head, write_grid_dataset
-from datasets_build.sources import SourceBuildOptions
+from datasets_build.options import MazeBuildOptions
 from hrm_reason.errors import UserError
 from hrm_reason.tasks.dihedral import dihedral_transform
 from hrm_reason.tasks.maze import (
     CHARSET,
     GOAL,
-    MAX_SIDE,
     OPEN,
     PATH,
     START,
@@ -81,52 +79,6 @@ def default_min_path(size: int) -> int:
     """110 moves at 30x30, scaled to the same tail: about the 99.3rd percentile of the longest shortest path of a random
     Lehnert layout, which grows like side^(7/6) (measured for sides 7..30): 27 at 9x9, 34 at 11x11, 41 at 13x13."""
     return max(1, round(PAPER_MIN_PATH * (size / PAPER_SIZE) ** (7 / 6)))
-
-
-# ----------------------------------------------------------------------------------------------------------- options
-
-
-class MazeBuildOptions(SourceBuildOptions):
-    """Everything that decides the dataset; `out`, `overwrite` and `workers` do not change its bytes."""
-
-    out: Path | None = Field(None, description="default data/maze-30x30-hard-1k (hf), data/maze-csv, data/maze-gen-NxN")
-    aug: bool = False
-    seed: int = Field(0, ge=0)
-    size: int | None = Field(None, ge=4, le=MAX_SIDE, description="grid side; default 30 (generate) or the CSV's")
-    min_path: int | None = Field(
-        None, ge=1, description="shortest S-G path in moves; default scaled from 110 at 30x30 (generate), none (hf/csv)"
-    )
-    wall_density: tuple[float, float] | None = Field(
-        None, description="range of the wall fraction; default Lehnert's 0.3-0.5"
-    )
-    train_size: int | None = Field(None, ge=1)
-    test_size: int | None = Field(None, ge=1)
-    overwrite: bool = False
-    workers: int = Field(0, ge=0, description="generator processes; 0 = one per CPU core for large jobs")
-
-    @field_validator("wall_density", mode="before")
-    @classmethod
-    def _parse_density(cls, v: Any) -> Any:
-        """'0.3-0.5', '0.3,0.5', '0.4' or a number (a fixed fraction)."""
-        if isinstance(v, (int, float)):
-            return (v, v)
-        if isinstance(v, str):
-            parts = v.replace(",", "-").split("-")
-            try:
-                if len(parts) > 2:
-                    raise ValueError
-                nums = [float(p) for p in parts]
-            except ValueError:
-                raise ValueError("expected a wall fraction like 0.4 or a range like 0.3-0.5") from None
-            return (nums[0], nums[-1])
-        return v
-
-    @field_validator("wall_density")
-    @classmethod
-    def _density_range(cls, v: tuple[float, float] | None) -> tuple[float, float] | None:
-        if v is not None and not 0.0 <= v[0] <= v[1] < 1.0:
-            raise ValueError("expected wall fractions 0 <= low <= high < 1")
-        return v
 
 
 # ---------------------------------------------------------------------------------------------- bit-parallel BFS
@@ -714,7 +666,7 @@ def build_maze(opts: MazeBuildOptions, hub_probe: Callable[[], bool] | None = No
         counts["test_mazes_dropped_for_overlap"] = gen_stats["test"]["dropped_equivalent_to_other_split"]
 
     train_inputs, train_labels, per = _examples(train, opts.aug)
-    options = opts.model_dump(mode="json", exclude={"out", "overwrite", "workers"})
+    options = opts.record()
 
     def record(split: str, rows: MazeRows, examples: int) -> dict[str, Any]:
         return {

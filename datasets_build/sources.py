@@ -13,11 +13,10 @@ import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 from urllib.parse import urlparse
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
 from datasets_build.common import check_out
 from hrm_reason.errors import UserError
@@ -25,18 +24,6 @@ from hrm_reason.errors import UserError
 OFFLINE_ENV = ("HRM_OFFLINE", "HF_HUB_OFFLINE")
 # Random streams shared by the builders (each builder numbers its own others): the same seed draws the same rows.
 STREAM_SUBSAMPLE, STREAM_SIZE = 3, 5
-
-
-class SourceBuildOptions(BaseModel):
-    """The first options of every CSV-or-generate builder; a builder adds its own after them (their order is the order
-    of the `options` record in dataset.json)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    out: Path | None = Field(None, description="output directory")
-    source: Literal["auto", "hf", "csv", "generate"] = "auto"
-    csv_dir: Path | None = None
-    subsample_size: int | None = Field(None, ge=1)
 
 
 class SourceOptions(Protocol):

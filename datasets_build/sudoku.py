@@ -25,15 +25,14 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-from pydantic import Field
 from tqdm import tqdm
 
 from datasets_build import sources
 from datasets_build.common import check_out, record_head, write_grid_dataset
-from datasets_build.sources import SourceBuildOptions
+from datasets_build.options import SudokuBuildOptions
 from hrm_reason.errors import UserError
 from hrm_reason.tasks.sudoku import (
     BOXES,
@@ -60,25 +59,6 @@ _STREAM_GENERATE, _STREAM_SPLIT, _STREAM_AUGMENT = 1, 2, 4
 
 
 # ----------------------------------------------------------------------------------------------------------- options
-
-
-class SudokuBuildOptions(SourceBuildOptions):
-    """Everything that decides the dataset; `out`, `overwrite` and `workers` do not change its bytes."""
-
-    out: Path | None = Field(
-        None,
-        description="output directory; default data/sudoku-extreme-full (hf), data/sudoku-csv, data/sudoku-gen-NxN",
-    )
-    num_aug: int = Field(0, ge=0)
-    min_difficulty: int | None = Field(None, ge=0)
-    max_difficulty: int | None = Field(None, ge=0, description="keep puzzles rated at most this; 0 = singles suffice")
-    min_givens: int | None = Field(None, ge=1, description="generated puzzles get random clues back up to this many")
-    seed: int = Field(0, ge=0)
-    box: Literal["2x2", "2x3", "3x3"] = "3x3"
-    train_size: int | None = Field(None, ge=1)
-    test_size: int | None = Field(None, ge=1)
-    overwrite: bool = False
-    workers: int = Field(0, ge=0, description="generator processes; 0 = one per CPU core for large jobs")
 
 
 DEFAULT_GENERATED_SIZES = (1000, 1000)
@@ -742,7 +722,7 @@ def build_sudoku(opts: SudokuBuildOptions, hub_probe: Callable[[], bool] | None 
         train, r, c, opts.num_aug, np.random.default_rng([opts.seed, _STREAM_AUGMENT]), "augmenting train"
     )
     test_inputs, test_labels = _examples(test, r, c, 0, np.random.default_rng(0), "")
-    options = opts.model_dump(mode="json", exclude={"out", "overwrite", "workers"})
+    options = opts.record()
 
     def record(split: str, rows: SudokuRows, examples: int) -> dict[str, Any]:
         return {

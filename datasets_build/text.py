@@ -24,43 +24,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 from tqdm import tqdm
 
 from datasets_build.common import check_out, dumps_json
+from datasets_build.options import STDLIB, TextBuildOptions
 from hrm_reason.atomic import atomic_directory
+from hrm_reason.data.text import DATASET_FILE, ByteTokenizer, HFTokenizer, Tokenizer, save_tokenizer
 from hrm_reason.errors import UserError
-from hrm_reason.lm_data import DATASET_FILE, ByteTokenizer, HFTokenizer, Tokenizer, save_tokenizer
 
 BUILDER_VERSION = "1"
-STDLIB = "stdlib"
 DOCUMENTS_FILE = "documents.json"
 # Independent random streams derived from the one user seed.
 _STREAM_ORDER = 1
-
-
-class TextBuildOptions(BaseModel):
-    """Everything that decides the dataset; `out` and `overwrite` do not change its bytes."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    input: list[str] = Field(min_length=1, description="files, directories, or 'stdlib'")
-    out: Path | None = Field(None, description="default: data/text-stdlib, or data/text-<name of the first input>")
-    tokenizer: Path | None = Field(None, description="a Hugging Face tokenizers JSON file; None: bytes")
-    eos_token: str | None = Field(None, description="end-of-document token of --tokenizer; None: a common name it has")
-    glob: str = Field("*", description="files taken from an input directory (recursively; hidden files skipped)")
-    val_fraction: float = Field(0.05, gt=0, lt=1, description="fraction of the documents held out (at least one)")
-    seed: int = Field(0, ge=0)
-    max_bytes: int | None = Field(None, gt=0, description="stop after this many bytes of text (the last document cut)")
-    shard_tokens: int = Field(1 << 24, gt=0, description="tokens per .npy shard")
-    overwrite: bool = False
-
-    @field_validator("input")
-    @classmethod
-    def _no_empty(cls, v: list[str]) -> list[str]:
-        if any(not s.strip() for s in v):
-            raise ValueError("an input is empty")
-        return v
 
 
 # -------------------------------------------------------------------------------------------------------- documents

@@ -7,6 +7,10 @@ directory is the single truth for reloading that run.
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib.resources import files
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -14,14 +18,33 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from hrm_reason.atomic import atomic_write_text
-from hrm_reason.curriculum import DepthStage, check_stages
-from hrm_reason.errors import UserError
+from hrm_reason.errors import UserError, validation_message
 from hrm_reason.models import registry, trm_original
 from hrm_reason.models.registry import Family
 
 # Counts and budgets that are off when None and positive when set.
 Count = Annotated[int, Field(gt=0)]
 Amount = Annotated[float, Field(gt=0)]
+
+
+class DepthStage(BaseModel):
+    """Until the share `until` of the run is done (of the LR schedule's span: steps, or the time budget with
+    schedule_over=seconds), segments run H_cycles x L_cycles; after the last stage, the model's own depth."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    until: float = Field(gt=0, lt=1, description="share of the run at which this stage ends")
+    H_cycles: int = Field(ge=1)
+    L_cycles: int = Field(ge=1)
+
+
+def check_stages(stages: Sequence[DepthStage], arch: Any) -> None:
+    """Raise ValueError (a config error naming depth_curriculum) for stages a model cannot run."""
+    if arch.depth is None:
+        raise ValueError(f"arch {arch.name!r} has no H_cycles/L_cycles (only hrm and trm do)")
+    ends = [s.until for s in stages]
+    if any(b <= a for a, b in zip(ends, ends[1:])):
+        raise ValueError(f"stage ends (until) must increase, got {ends}")
 
 
 class StrictModel(BaseModel):
@@ -63,16 +86,84 @@ def family_of(arch: Any) -> Family:
 
 
 def validate_arch(arch: Any, source: str = "config") -> Any:
-    """The `arch` section validated by the chosen model's own config (registry.arch_config): the model's config for
-    the ACT puzzle models; for LM heads the mapping, checked against the head's config with a stand-in vocabulary
-    until the dataset's is known."""
+    """The `arch` section validated by the chosen model's own config (registry.arch_config), as its family reads it
+    (FAMILY_RULES)."""
     if isinstance(arch, BaseModel):
         return registry.arch_config(arch, source)
     arch = dict(arch or {})
-    if family_of(arch) == "lm":
-        registry.lm_config(arch, arch.get("vocab_size", 256), source)
-        return arch
+    return FAMILY_RULES[family_of(arch)].arch(arch, source)
+
+
+def _act_arch(arch: dict[str, Any], source: str) -> Any:
     return registry.arch_config(arch, source, want="act")
+
+
+def _lm_arch(arch: dict[str, Any], source: str) -> Any:
+    """The mapping itself, checked against the head's config with a stand-in vocabulary until the dataset's is
+    known."""
+    registry.lm_config(arch, arch.get("vocab_size", 256), source)
+    return arch
+
+
+def _act_forward_dtype(data: dict[str, Any]) -> None:
+    """arch.forward_dtype (the puzzle models' name before) is the run's forward_dtype; the model follows it."""
+    arch = data.get("arch")
+    arch = arch.model_dump(exclude_unset=True) if isinstance(arch, BaseModel) else dict(arch or {})
+    given = arch.pop("forward_dtype", None)
+    if given is not None and data.setdefault("forward_dtype", given) != given:
+        raise ValueError(
+            f"arch.forward_dtype {given} and forward_dtype {data['forward_dtype']} differ: give forward_dtype only"
+        )
+    data["arch"] = {**arch, "forward_dtype": data.get("forward_dtype", "auto")}
+
+
+def _lm_legacy_keys(data: dict[str, Any]) -> None:
+    for old, new in LEGACY_LM_KEYS.items():
+        if old in data and data[old] is None:
+            del data[old]
+        elif old in data:
+            if data.get(new) is not None:
+                raise ValueError(f"{old} (an LM key before the one run config) and {new} are both given: keep {new}")
+            data[new] = data.pop(old)
+
+
+def _act_checks(config: TrainConfig) -> None:
+    if config.epochs is None or config.eval_interval is None:
+        raise ValueError("ACT puzzle models need epochs and eval_interval")
+    if config.epochs % config.eval_interval:
+        raise ValueError(f"eval_interval {config.eval_interval} must divide epochs {config.epochs}")
+    if config.depth_curriculum:
+        try:
+            check_stages(config.depth_curriculum, config.arch)
+        except ValueError as e:
+            raise ValueError(f"depth_curriculum: {e}") from None
+
+
+def _lm_checks(config: TrainConfig) -> None:
+    if config.epochs is not None:
+        raise ValueError("epochs counts passes over a puzzle dataset for the ACT models; LM heads count max_steps")
+    if config.max_steps is None:
+        raise ValueError("LM heads need max_steps")
+    if config.lr_warmup_steps > config.max_steps:
+        raise ValueError(f"lr_warmup_steps {config.lr_warmup_steps} exceeds max_steps {config.max_steps}")
+    for key, off in (("augment", "none"), ("depth_curriculum", None), ("segment_loss_decay", None)):
+        if getattr(config, key) != off:
+            raise ValueError(f"{key} is an option of the ACT puzzle models, not of {config.model_name}")
+
+
+@dataclass(frozen=True)
+class FamilyRules:
+    """How a run config of one model family is read and checked, besides its FAMILY_DEFAULTS."""
+
+    arch: Callable[[dict[str, Any], str], Any]  # the `arch` mapping validated (errors name `source`)
+    migrate: Callable[[dict[str, Any]], None]  # keys that configs written before mean today's, rewritten in place
+    check: Callable[[TrainConfig], None]  # the budgets the family needs, the options it refuses (ValueError)
+
+
+FAMILY_RULES: dict[Family, FamilyRules] = {
+    "act": FamilyRules(arch=_act_arch, migrate=_act_forward_dtype, check=_act_checks),
+    "lm": FamilyRules(arch=_lm_arch, migrate=_lm_legacy_keys, check=_lm_checks),
+}
 
 
 class TrainConfig(StrictModel):
@@ -163,12 +254,12 @@ class TrainConfig(StrictModel):
     augment: Literal["none", "symmetry"] = Field(
         "none",
         description="ACT puzzle models: symmetry applies a fresh random symmetry of the task (sudoku, maze) to every "
-        "training example drawn, on top of the dataset's materialised copies (hrm_reason/augment.py)",
+        "training example drawn, on top of the dataset's materialised copies (hrm_reason/tasks/augment.py)",
     )
     depth_curriculum: list[DepthStage] | None = Field(
         None,
         description="hrm, trm: [{until, H_cycles, L_cycles}, ...]: shallower segments until each share of the run, "
-        "the model's own depth after the last (CGAR; hrm_reason/curriculum.py); None: off",
+        "the model's own depth after the last (CGAR; hrm_reason/train/curriculum.py); None: off",
     )
     segment_loss_decay: Amount | None = Field(
         None,
@@ -204,25 +295,7 @@ class TrainConfig(StrictModel):
             return data
         data = dict(data)
         family = family_of(data.get("arch"))
-        if family == "lm":
-            for old, new in LEGACY_LM_KEYS.items():
-                if old in data and data[old] is None:
-                    del data[old]
-                elif old in data:
-                    if data.get(new) is not None:
-                        raise ValueError(
-                            f"{old} (an LM key before the one run config) and {new} are both given: keep {new}"
-                        )
-                    data[new] = data.pop(old)
-        else:  # arch.forward_dtype (the puzzle models' name before) is the run's forward_dtype; the model follows it
-            arch = data.get("arch")
-            arch = arch.model_dump(exclude_unset=True) if isinstance(arch, BaseModel) else dict(arch or {})
-            given = arch.pop("forward_dtype", None)
-            if given is not None and data.setdefault("forward_dtype", given) != given:
-                raise ValueError(
-                    f"arch.forward_dtype {given} and forward_dtype {data['forward_dtype']} differ: give forward_dtype only"
-                )
-            data["arch"] = {**arch, "forward_dtype": data.get("forward_dtype", "auto")}
+        FAMILY_RULES[family].migrate(data)
         for key, value in FAMILY_DEFAULTS[family].items():
             data.setdefault(key, value)
         return data
@@ -242,29 +315,7 @@ class TrainConfig(StrictModel):
 
     @model_validator(mode="after")
     def _budgets(self) -> TrainConfig:
-        if self.family == "act":
-            if self.epochs is None or self.eval_interval is None:
-                raise ValueError("ACT puzzle models need epochs and eval_interval")
-            if self.epochs % self.eval_interval:
-                raise ValueError(f"eval_interval {self.eval_interval} must divide epochs {self.epochs}")
-        else:
-            if self.epochs is not None:
-                raise ValueError(
-                    "epochs counts passes over a puzzle dataset for the ACT models; LM heads count max_steps"
-                )
-            if self.max_steps is None:
-                raise ValueError("LM heads need max_steps")
-            if self.lr_warmup_steps > self.max_steps:
-                raise ValueError(f"lr_warmup_steps {self.lr_warmup_steps} exceeds max_steps {self.max_steps}")
-        if self.family == "lm":
-            for key, off in (("augment", "none"), ("depth_curriculum", None), ("segment_loss_decay", None)):
-                if getattr(self, key) != off:
-                    raise ValueError(f"{key} is an option of the ACT puzzle models, not of {self.model_name}")
-        elif self.depth_curriculum:
-            try:
-                check_stages(self.depth_curriculum, self.arch)
-            except ValueError as e:
-                raise ValueError(f"depth_curriculum: {e}") from None
+        FAMILY_RULES[self.family].check(self)
         if self.schedule_over == "seconds" and self.max_seconds is None:
             raise ValueError("schedule_over=seconds needs max_seconds")
         if self.ema_warmup and self.ema is None:
@@ -348,20 +399,6 @@ def read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def validation_message(e: ValidationError, source: str, prefix: tuple[str, ...] = ()) -> str:
-    """The first error as one line naming the field (`prefix` places a nested section's fields, e.g. arch)."""
-    err = e.errors()[0]
-    loc = ".".join(str(p) for p in (*prefix, *err["loc"]))
-    msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
-    where = f"field '{loc}'" if loc else "config"
-    given = (
-        f" (got {err['input']!r})"
-        if err["type"] != "extra_forbidden" and loc and not isinstance(err.get("input"), dict)
-        else ""
-    )
-    return f"{source}: {where}: {msg}{given}"
-
-
 def read_config(path: str | Path | None, overrides: list[str] | None = None) -> dict[str, Any]:
     """The config file (if any) with `key=value` overrides applied, before validation."""
     data = read_yaml(Path(path)) if path is not None else {}
@@ -385,6 +422,27 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
         return TrainConfig.model_validate(data)
     except ValidationError as e:
         raise UserError(validation_message(e, source)) from None
+
+
+def packaged_config(name: str) -> Path:
+    """configs/NAME of the checkout; the copy installed as package data otherwise."""
+    local = Path(__file__).resolve().parents[1] / "configs" / name
+    return local if local.is_file() else Path(str(files("hrm_reason.configs") / name))
+
+
+def resume_config(
+    run_dir: Path | None, config: Path | None, resume: bool, overrides: list[str], default: str
+) -> TrainConfig:
+    """The config `hrm train` starts from, with `overrides`: `config`, else the run's own config.yaml when resuming the
+    run in `run_dir`, else the packaged config `default` (said on stderr)."""
+    if run_dir is not None and run_dir.exists() and not run_dir.is_dir():
+        raise UserError(f"--run-dir {run_dir}: is a file; expected a run directory (new or to --resume)")
+    if config is None and resume and run_dir is not None and (run_dir / "config.yaml").is_file():
+        config = run_dir / "config.yaml"
+    elif config is None:
+        config = packaged_config(default)
+        print(f"no --config given: using {config}", file=sys.stderr)
+    return load_config(config, overrides)
 
 
 def save_config(config: TrainConfig, path: Path) -> None:

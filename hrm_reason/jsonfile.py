@@ -1,7 +1,7 @@
 """Reading the JSON files that datasets, runs and checkpoints hold, with the one-line errors every reader gives.
 
 A missing file names what was expected there; bad JSON names the line; a pydantic model's refusal names the field
-(`hrm_reason.config.validation_message`).
+(`hrm_reason.errors.validation_message`).
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from hrm_reason.config import validation_message
-from hrm_reason.errors import UserError
+from hrm_reason.errors import UserError, validation_message
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 

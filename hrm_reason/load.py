@@ -6,8 +6,8 @@ model; `load_run` also gives the run's config and the model family, for evaluati
 - the same of an ACT puzzle model (or an original HRM checkpoint with its all_config.yaml) -> that model; without its
   dataset on disk, the shapes come from the weights' header.
 The model comes back in eval mode. An LM head called with `input_ids` (and optional `token_type_ids`) returns an
-output whose `.logits` is (batch, seq, vocab), as a `transformers` causal LM does.
-Heavy imports happen inside the functions, so that `import hrm_reason` stays cheap.
+output whose `.logits` is (batch, seq, vocab), as a `transformers` causal LM does. Each family's loader is named in
+models/registry.py (FAMILIES) and has one signature, so `load_run` never branches on the family.
 """
 
 from __future__ import annotations
@@ -17,6 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hrm_reason.errors import UserError
+from hrm_reason.hub import resolve_checkpoint
+
+# `import hrm_reason` (and so `hrm --help`, through cli.py's `hrm_reason.errors`) imports this module: the imports
+# that pull in torch (checkpoint, data, models: ~1 s) or pydantic (config, models.registry: ~0.1 s) stay inside the
+# functions, so that `hrm --help` stays at ~0.2 s.
 if TYPE_CHECKING:
     from torch import nn
 
@@ -49,17 +55,19 @@ def run_config_path(ckpt: Path) -> Path | None:
     return None
 
 
+def _no_config(ckpt: Path) -> UserError:
+    return UserError(f"{ckpt}: no config.yaml or all_config.yaml found beside the checkpoint; pass --config FILE")
+
+
 def run_config(path: Path, config_path: Path | None = None) -> TrainConfig:
     """The config of the run or checkpoint at `path` (or `config_path`), as a one-line error when there is none."""
     from hrm_reason.checkpoint import find_checkpoint
     from hrm_reason.config import load_config
-    from hrm_reason.errors import UserError
-    from hrm_reason.hub import resolve_checkpoint
 
     ckpt = find_checkpoint(resolve_checkpoint(path))
     cfg_path = config_path or run_config_path(ckpt)
     if cfg_path is None:
-        raise UserError(f"{ckpt}: no config.yaml or all_config.yaml found beside the checkpoint; pass --config FILE")
+        raise _no_config(ckpt)
     return load_config(cfg_path)
 
 
@@ -81,13 +89,12 @@ def load_run(
 
     from hrm_reason.checkpoint import find_checkpoint, saved_model_config
     from hrm_reason.config import family_of, load_config
-    from hrm_reason.errors import UserError
-    from hrm_reason.hub import resolve_checkpoint
+    from hrm_reason.models.registry import family_part
 
     path, device = resolve_checkpoint(path), torch.device(device)
     if not path.exists():
         raise UserError(f"{path}: no such checkpoint, run directory or transformers directory")
-    if is_hf_hrm_text(path):
+    if is_hf_hrm_text(path):  # HRMText's module only when asked for: the registry imports each model on first use
         from hrm_reason.models.lm.hrm_text_convert import load_hf_hrm_text
 
         return LoadedRun(load_hf_hrm_text(path).to(device).eval(), None, path, "lm")
@@ -96,18 +103,13 @@ def load_run(
     config = load_config(cfg_path) if cfg_path is not None else None
     # The family: the run config's model, else the one named in the weights' header (an LM checkpoint outside a run).
     family = config.family if config is not None else family_of(saved_model_config(ckpt) or {})
-    if family == "lm":
-        model = _load_lm(ckpt, config, cfg_path, device)
-    elif config is None:
-        raise UserError(f"{ckpt}: no config.yaml or all_config.yaml found beside the checkpoint; pass --config FILE")
-    else:
-        model = _load_act(ckpt, config, data, device)
+    model = family_part(family, "loader")(ckpt, config, cfg_path, data, device)
     return LoadedRun(model.to(device).eval(), config, ckpt, family)
 
 
 def puzzle_metadata(data_path: str | Path) -> Any:
     """The train split's metadata of a built puzzle dataset; None when `data_path` holds none."""
-    from hrm_reason.data import dataset_kind, load_split
+    from hrm_reason.data.puzzle import dataset_kind, load_split
 
     return load_split(data_path, "train").metadata if dataset_kind(data_path) == "puzzle" else None
 
@@ -117,31 +119,38 @@ def load(path: str | Path, device: Any = "cpu") -> Any:
     return load_run(path, device).model
 
 
-def _load_lm(ckpt: Path, config: TrainConfig | None, cfg_path: Path | None, device: Any) -> nn.Module:
+def load_lm_model(
+    ckpt: Path, config: TrainConfig | None, config_path: Path | None, data: Path | None, device: Any
+) -> nn.Module:
+    """A language-model head, named by its weights' header or else its run config (which must agree); `data` is
+    not needed, the vocabulary is in the head's config."""
     from hrm_reason.checkpoint import load_weights, read_weights
     from hrm_reason.config import family_of
-    from hrm_reason.errors import UserError
-    from hrm_reason.models.registry import build_lm
+    from hrm_reason.models.registry import build_lm, family_spec
 
     weights, saved = read_weights(ckpt)
     arch = saved if saved is not None else (config.arch if config is not None else None)
-    if arch is None or family_of(arch) != "lm":
+    if arch is None or not family_spec(family_of(arch)).generates:
         raise UserError(f"{ckpt}: not a language-model checkpoint (no LM head named in its weights or config.yaml)")
     if config is not None and config.model_name != arch.get("name"):
-        raise UserError(f"{ckpt}: weights are of {arch.get('name')} but {cfg_path} names {config.model_name}")
+        raise UserError(f"{ckpt}: weights are of {arch.get('name')} but {config_path} names {config.model_name}")
     model = build_lm(arch, None, device, 0)
     load_weights(model, weights, ckpt)
     return model
 
 
-def _load_act(ckpt: Path, config: TrainConfig, data: Path | None, device: Any) -> nn.Module:
+def load_act_model(
+    ckpt: Path, config: TrainConfig | None, config_path: Path | None, data: Path | None, device: Any
+) -> nn.Module:
     """An ACT puzzle model, shaped by its dataset's metadata, or (dataset not on disk, none given) by the weights'
-    header (seq_len, vocab_size, num_puzzle_identifiers are fields of every puzzle model's config)."""
+    header (seq_len, vocab_size, num_puzzle_identifiers are fields of every puzzle model's config). It needs its run
+    config: the weights' header alone does not say how the model was trained."""
     from hrm_reason.checkpoint import load_checkpoint, saved_model_config
-    from hrm_reason.data import dataset_kind, load_split
-    from hrm_reason.errors import UserError
+    from hrm_reason.data.puzzle import PuzzleDatasetMetadata, dataset_kind, load_split
     from hrm_reason.models.registry import build_model
 
+    if config is None:
+        raise _no_config(ckpt)
     if data is not None or dataset_kind(config.data_path) == "puzzle":
         meta = load_split(data if data is not None else config.data_path, "test").metadata
     else:
@@ -150,8 +159,6 @@ def _load_act(ckpt: Path, config: TrainConfig, data: Path | None, device: Any) -
             raise UserError(
                 f"{ckpt}: its dataset {config.data_path} is not on disk and the weights do not record the model's shapes"
             )
-        from hrm_reason.data import PuzzleDatasetMetadata
-
         meta = PuzzleDatasetMetadata.of_shape(saved["seq_len"], saved["vocab_size"], saved["num_puzzle_identifiers"])
     model = build_model(config.arch, meta, device, config.seed)
     load_checkpoint(model, ckpt)

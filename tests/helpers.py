@@ -1,7 +1,9 @@
-"""Test helpers: a tiny dataset written straight from the original format spec (not through our builders)."""
+"""Test helpers: tiny datasets written straight from the original format spec (not through our builders), the tiny
+models many tests build, and `hrm` run as a user runs it."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -9,14 +11,19 @@ import shutil
 import subprocess
 import sys
 from collections import deque
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 import torch
 
+from hrm_reason.checkpoint import find_checkpoint, read_weights
 from hrm_reason.config import TrainConfig, load_config
 from hrm_reason.models.act import ACTOutput
+from hrm_reason.models.hrm import HRM, HRMConfig
+from hrm_reason.runtime.clock import KEYS as CLOCK_KEYS
 
 REPO = Path(__file__).resolve().parents[1]
 # The original builders' 8 dihedral transforms, written with numpy's named functions (the reference the fast
@@ -100,6 +107,51 @@ def write_original_layout(
     return root
 
 
+# --- tiny models: the small settings many tests build, in one place so that each case reads as its differences
+
+# HRM: one block per level, two cycles of each.
+TINY_HRM: dict[str, Any] = dict(hidden_size=32, num_heads=2, H_layers=1, L_layers=1, H_cycles=2, L_cycles=2)
+# HRM-Text: one layer per stack, two heads of 16.
+TINY_HRM_TEXT: dict[str, Any] = dict(
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    head_dim=16,
+    H_cycles=2,
+    L_cycles=2,
+)
+# HAM-LM: two layers, RNN heads of 8/12 and KV heads of 8/12 channels (query-key/value), chunks of 4 tokens.
+TINY_HAM: dict[str, Any] = dict(
+    hidden_size=32,
+    num_layers=2,
+    qk_dim=16,
+    v_dim=24,
+    rnn_head_qk_dim=8,
+    rnn_head_v_dim=12,
+    kv_head_qk_dim=8,
+    kv_head_v_dim=12,
+    chunk_size=4,
+)
+# `hrm train` overrides of a tiny HRM (the default config's symmetries need a builder record that the datasets
+# written by write_original_layout lack).
+TINY_CLI = [
+    "global_batch_size=8",
+    "arch.hidden_size=32",
+    "arch.num_heads=2",
+    "arch.H_layers=1",
+    "arch.L_layers=1",
+    "arch.halt_max_steps=3",
+    "lr_warmup_steps=2",
+    "augment=none",
+]
+
+
+def arch_overrides(fields: dict[str, Any]) -> list[str]:
+    """`arch.KEY=VALUE` overrides of a model's fields (numbers and names)."""
+    return [f"arch.{key}={value}" for key, value in fields.items()]
+
+
 def tiny_config(data: Path, run_dir: Path, *overrides: str) -> TrainConfig:
     base = [
         f"data_path={data}",
@@ -114,6 +166,7 @@ def tiny_config(data: Path, run_dir: Path, *overrides: str) -> TrainConfig:
         "lr_warmup_steps=2",
         "puzzle_emb_lr=1e-2",
         "seed=0",
+        "device=cpu",  # fp32 on the CPU: tests compare runs float for float (on a GPU, bf16 and atomics would differ)
     ]
     # Options of one model only (another model's option is an error): HRM's small sizes, a transformer of as many blocks.
     name = next((o.partition("=")[2] for o in overrides if o.startswith("arch.name=")), "hrm")
@@ -122,6 +175,44 @@ def tiny_config(data: Path, run_dir: Path, *overrides: str) -> TrainConfig:
         "transformer": ["arch.num_layers=2"],
     }.get(name, [])
     return load_config(None, base + own + list(overrides))
+
+
+def tiny_hrm(**overrides: Any) -> HRM:
+    """A small HRM (seeded with torch.manual_seed(0)) for 16-token puzzles of vocabulary 6 and 3 identifiers."""
+    fields = {
+        "seq_len": 16,
+        "vocab_size": 6,
+        "num_puzzle_identifiers": 3,
+        **TINY_HRM,
+        "L_cycles": 3,
+        "halt_max_steps": 4,
+        "halt_exploration_prob": 0.0,
+        "puzzle_emb_ndim": 32,
+        **overrides,
+    }
+    torch.manual_seed(0)
+    return HRM(HRMConfig(**fields))
+
+
+def puzzle_batch(n: int = 4, seed: int = 0) -> dict[str, torch.Tensor]:
+    """A random batch for tiny_hrm's sizes: inputs 1..5, labels 2..5 (no ignored label), identifiers 0..2."""
+    g = torch.Generator().manual_seed(seed)
+    return {
+        "inputs": torch.randint(1, 6, (n, 16), generator=g, dtype=torch.int32),
+        "labels": torch.randint(2, 6, (n, 16), generator=g, dtype=torch.int32),
+        "puzzle_identifiers": torch.randint(0, 3, (n,), generator=g, dtype=torch.int32),
+    }
+
+
+@contextlib.contextmanager
+def torch_threads(count: int) -> Iterator[None]:
+    """Torch's intra-op threads set to `count` inside the block and restored after it."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def ref_distances(passable: np.ndarray, sources: list[tuple[int, int]]) -> np.ndarray:
@@ -152,6 +243,27 @@ def rewind(run: Path, to: Path, step: int) -> Path:
     return to
 
 
+def read_metrics(run: Path) -> list[dict[str, Any]]:
+    """The records of a run's metrics.jsonl, in order."""
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def assert_same_trajectory(full: Path, resumed: Path, timing_keys: Collection[str] = CLOCK_KEYS) -> None:
+    """A resumed run logged the records of the uninterrupted one (bar its timings: seconds differ between any two runs)
+    and ended with the same weights."""
+    a, b = read_metrics(full), read_metrics(resumed)
+    assert [r["step"] for r in a] == [r["step"] for r in b]
+    for ra, rb in zip(a, b):
+        assert ra.keys() == rb.keys()
+        for k in ra.keys() - set(timing_keys):
+            assert ra[k] == pytest.approx(rb[k], rel=1e-5, abs=1e-7), (ra["step"], k)
+    wa, _ = read_weights(find_checkpoint(full))
+    wb, _ = read_weights(find_checkpoint(resumed))
+    assert wa.keys() == wb.keys()
+    for k in wa:
+        torch.testing.assert_close(wa[k], wb[k], rtol=1e-5, atol=1e-6)
+
+
 def write_csv_file(path: Path, header: list[str], rows: list) -> None:
     """A CSV file in the published Sudoku/maze layout: a header row, then the rows."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -162,14 +274,47 @@ def write_csv_file(path: Path, header: list[str], rows: list) -> None:
 
 
 def run_hrm(
-    *args: str, timeout: float = 300, cwd: Path | None = None, offline: bool = False
+    *args: str,
+    timeout: float = 300,
+    cwd: Path | None = None,
+    offline: bool = False,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
-    """`hrm ARGS` in a fresh process (this checkout first on the path), its output captured as text."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    """`hrm ARGS` in a fresh process (this checkout first on the path, `env` added to this one's environment), its
+    output captured as text."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     if offline:
         env |= {"HRM_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
     cmd = [sys.executable, "-c", "import cli; cli.main()", *args]
     return subprocess.run(cmd, check=False, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, *fragments: str) -> None:
+    """The command failed with one line `error: ...` holding every fragment (after the no-config notice), no traceback."""
+    assert proc.returncode != 0, proc.stdout
+    lines = [line for line in proc.stderr.splitlines() if line.strip() and not line.startswith("no --config given")]
+    assert "Traceback" not in proc.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def bench_args(config: str, out: Path, batch_size: int, *overrides: str, steps: int = 1, warmup: int = 1) -> list[str]:
+    """`hrm bench` of configs/CONFIG writing its figures to `out`: `warmup` untimed steps, then `steps` timed ones."""
+    return [
+        "bench",
+        "--config",
+        str(REPO / "configs" / config),
+        "--json",
+        str(out),
+        "--batch-size",
+        str(batch_size),
+        "--steps",
+        str(steps),
+        "--warmup",
+        str(warmup),
+        *overrides,
+    ]
 
 
 def fake_hub(monkeypatch: Any, csv_dir: Path | None, revision: str = "abc123") -> None:

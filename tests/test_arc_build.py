@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from datasets_build import arc as A
-from hrm_reason.data import load_split
+from hrm_reason.data.puzzle import load_split
 from hrm_reason.errors import UserError
 from hrm_reason.tasks.arc import augment_grid, crop, inverse_augment, parse_identifier
 from tests.helpers import DIHEDRAL_REFERENCE, run_hrm

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from datasets_build import arc as A
-from hrm_reason.data import eval_batches, load_split
-from hrm_reason.evaluate import evaluate
+from hrm_reason.data.puzzle import eval_batches, load_split
+from hrm_reason.evaluate.act import evaluate
 from hrm_reason.models.registry import build_model
 from hrm_reason.tasks import arc as V
 from hrm_reason.tasks import task_metrics

@@ -22,24 +22,13 @@ import hrm_reason.atomic
 from hrm_reason.checkpoint import STATE, WEIGHTS, find_checkpoint, load_checkpoint
 from hrm_reason.config import load_config
 from hrm_reason.errors import UserError
-from hrm_reason.inference import load_model_for_eval
-from hrm_reason.train import train
-from tests.helpers import REPO, tiny_config, write_original_layout
+from hrm_reason.evaluate.run import load_model_for_eval
+from hrm_reason.train.loop import train
+from tests.helpers import REPO, TINY_CLI, tiny_config, write_original_layout
 from tests.helpers import hrm_in_process as hrm
 
 MANIFEST = "manifest.json"  # the sha256 of a checkpoint's files, written with them
-TINY = [
-    "global_batch_size=8",
-    "arch.hidden_size=32",
-    "arch.num_heads=2",
-    "arch.H_layers=1",
-    "arch.L_layers=1",
-    "arch.halt_max_steps=3",
-    "lr_warmup_steps=2",
-    "epochs=2",
-    "eval_interval=2",
-    "augment=none",  # the default config draws symmetries, which needs a builder record these files lack
-]
+TINY = [*TINY_CLI, "epochs=2", "eval_interval=2"]
 
 
 def assert_one_line(result: tuple[int, str], *fragments: str) -> str:
@@ -290,7 +279,7 @@ def test_labels_outside_the_vocabulary_are_refused(
 
 
 def test_ignore_labels_outside_the_vocabulary_are_accepted(data: Path, tmp_path: Path) -> None:
-    from hrm_reason.data import load_split
+    from hrm_reason.data.puzzle import load_split
 
     copy = Path(shutil.copytree(data, tmp_path / "data"))
     labels_file = copy / "test" / "all__labels.npy"

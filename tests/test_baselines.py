@@ -3,31 +3,35 @@ model trains through `train()` and evaluates through `evaluate()`."""
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 from torch.func import functional_call
 
-import hrm_reason.act_train as train_module
+import hrm_reason.train.act as train_module
 from hrm_reason.checkpoint import STATE, find_checkpoint, load_checkpoint, read_weights
 from hrm_reason.config import load_config
-from hrm_reason.data import PuzzleDatasetMetadata
-from hrm_reason.ema import EMA, LIVE_WEIGHTS
+from hrm_reason.data.puzzle import PuzzleDatasetMetadata
 from hrm_reason.errors import UserError
-from hrm_reason.evaluate import evaluate
-from hrm_reason.inference import load_model_for_eval
+from hrm_reason.evaluate.act import evaluate
+from hrm_reason.evaluate.run import load_model_for_eval
 from hrm_reason.models.act import act_loss
 from hrm_reason.models.baselines import Transformer, UniTF
 from hrm_reason.models.registry import arch_config, build_model
 from hrm_reason.models.trm import TRM, TRMBlock
-from hrm_reason.runtime.clock import KEYS as CLOCK_KEYS
-from hrm_reason.train import train
-from tests.helpers import rewind, tiny_config, write_original_layout
-from tests.test_model import batch
+from hrm_reason.train.ema import EMA, LIVE_WEIGHTS
+from hrm_reason.train.loop import train
+from tests.helpers import (
+    assert_same_trajectory,
+    puzzle_batch,
+    read_metrics,
+    rewind,
+    tiny_config,
+    write_original_layout,
+)
 
 CPU = torch.device("cpu")
 REPO = Path(__file__).resolve().parents[1]
@@ -50,6 +54,25 @@ def fresh_carry(core, n: int = 4):
     return core.reset_carry(torch.ones(n, dtype=torch.bool), core.empty_carry(n, CPU))
 
 
+def one_segment(
+    model: torch.nn.Module, module: torch.nn.Module
+) -> tuple[dict[str, torch.Tensor], Any, torch.Tensor, list[bool], dict[str, torch.Tensor]]:
+    """One segment of the model's core in eval mode from a fresh carry: (batch, carry, logits, whether each application
+    of `module` kept its gradient, the gradient of mean(logits^2) on `module`'s weights)."""
+    core = model.inner
+    calls: list[bool] = []
+    hook = module.register_forward_hook(lambda m, inp, out: calls.append(out.requires_grad))
+    model.eval()
+    b = puzzle_batch()
+    carry = fresh_carry(core)
+    _, logits, _ = core(carry, b)
+    hook.remove()
+    logits.square().mean().backward()
+    got = {name: p.grad.clone() for name, p in module.named_parameters()}
+    core.zero_grad()
+    return b, carry, logits, calls, got
+
+
 def copies_of(module: torch.nn.Module, count: int) -> list[dict[str, torch.Tensor]]:
     """Independent leaf copies of a module's weights: one per application, so each application's gradient is seen."""
     return [{k: v.detach().clone().requires_grad_(True) for k, v in module.named_parameters()} for _ in range(count)]
@@ -68,7 +91,7 @@ def test_transformer_applies_each_layer_once_per_segment_with_full_gradient() ->
     for i, layer in enumerate(core.layers):
         layer.register_forward_hook(lambda m, inp, out, i=i: calls.append((i, out.requires_grad)))
     model.eval()
-    b = batch()
+    b = puzzle_batch()
     carry = fresh_carry(core)
     new_carry, logits, _ = core(carry, b)
     assert calls == [(i, True) for i in range(5)]  # each layer once, in order, all differentiated
@@ -93,7 +116,7 @@ def test_transformer_direct_prediction_is_one_segment_from_the_fixed_state() -> 
     prediction does not depend on what came before; no Q-continue target."""
     model = small("transformer", halt_max_steps=1)
     model.train()
-    b = batch(8)
+    b = puzzle_batch(8)
     carry, out = model(model.initial_carry(b), b)
     assert carry.halted.all() and (carry.steps == 1).all() and out.target_q_continue is None
     _, again = model(carry, b)
@@ -113,17 +136,9 @@ def test_unitf_applies_one_shared_block_M_times(M: int, K: int | None) -> None:
     block_params = {n for n, _ in core.named_parameters() if n.startswith("block.")}
     io_params = {"embed_tokens.weight", "lm_head.weight", "q_head.weight", "q_head.bias"}
     assert {n for n, _ in core.named_parameters()} == block_params | io_params  # exactly one block
-    calls: list[bool] = []
-    core.block.register_forward_hook(lambda m, inp, out: calls.append(out.requires_grad))
-    model.eval()
-    b = batch()
-    carry = fresh_carry(core)
-    _, logits, _ = core(carry, b)
+    b, carry, logits, calls, got = one_segment(model, core.block)
     K_eff = K or M
     assert calls == [False] * (M - K_eff) + [True] * K_eff
-    logits.square().mean().backward()
-    got = {n: p.grad.clone() for n, p in core.block.named_parameters()}
-    core.zero_grad()
 
     x = core.input_embeddings(b["inputs"], b["puzzle_identifiers"])
     cos_sin = core.cos_sin()
@@ -159,16 +174,8 @@ def test_trm_backpropagates_through_the_whole_last_recursion_and_nothing_before(
     )
     assert isinstance(model, TRM)
     core = model.inner
-    calls: list[bool] = []
-    core.net.register_forward_hook(lambda m, inp, out: calls.append(out.requires_grad))
-    model.eval()
-    b = batch()
-    carry = fresh_carry(core)
-    _, logits, _ = core(carry, b)
+    b, carry, logits, calls, got = one_segment(model, core.net)
     assert calls == [False] * ((T - 1) * (n + 1)) + [True] * (n + 1)
-    logits.square().mean().backward()
-    got = {k: p.grad.clone() for k, p in core.net.named_parameters()}
-    core.zero_grad()
 
     x = core.input_embeddings(b["inputs"], b["puzzle_identifiers"]).detach()
     cos_sin = core.cos_sin()
@@ -209,7 +216,7 @@ def test_trm_halts_on_q_halt_alone_without_extra_forward() -> None:
     calls = []
     core.register_forward_hook(lambda *_: calls.append(1))
     model.train()
-    b = batch(8)
+    b = puzzle_batch(8)
     with torch.no_grad():
         core.q_head.bias.fill_(0.5)  # q_halt > 0 everywhere
     carry, out = model(model.initial_carry(b), b)
@@ -336,10 +343,6 @@ ARCHS = {
         "arch.pos_encodings=none",
     ],
 }
-
-
-def read_metrics(run: Path) -> list[dict]:
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
 
 
 @pytest.mark.parametrize("arch", list(ARCHS))
@@ -477,14 +480,7 @@ def test_resume_with_ema_follows_the_same_trajectory(data: Path, tmp_path: Path,
     full = train(tiny_config(data, tmp_path / "full", *overrides), progress=False)
     cut = rewind(full, tmp_path / "cut", 4)
     resumed = train(tiny_config(data, cut, *overrides), resume=True, progress=False)
-    a, b = read_metrics(full), read_metrics(resumed)
-    assert [r["step"] for r in a] == [r["step"] for r in b]
-    for ra, rb in zip(a, b):
-        for k in set(ra) - set(CLOCK_KEYS):  # seconds differ between any two runs
-            assert ra[k] == pytest.approx(rb[k], rel=1e-5, abs=1e-7), (ra["step"], k)
-    wa, wb = read_weights(find_checkpoint(full))[0], read_weights(find_checkpoint(resumed))[0]
-    for k in wa:
-        torch.testing.assert_close(wa[k], wb[k], rtol=1e-5, atol=1e-6)
+    assert_same_trajectory(full, resumed)
 
 
 # --- time budget -------------------------------------------------------------------------------------------------
@@ -503,16 +499,6 @@ def test_time_budget_ends_the_run_with_an_evaluation_and_a_checkpoint(data: Path
     assert [r["step"] for r in read_metrics(run) if "train/lm_loss" in r] == [1]
     longer = train(config.model_copy(update={"max_seconds": None}), resume=True, progress=False)
     assert find_checkpoint(longer).name == "step_12"
-
-
-@pytest.fixture
-def one_thread() -> Iterator[None]:
-    """CPU-time budgets under load: a second intra-op thread spinning while the other core is busy burns process CPU
-    time without progress (a loaded CI machine got one step out of 1 CPU-second)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.mark.parametrize("schedule_over", ["steps", "seconds"])

@@ -4,9 +4,6 @@ operator-level count, and the command measures every model (LM heads included) w
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,16 +13,14 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from hrm_reason.models import registry
 from hrm_reason.models.act import act_loss
-from tests.test_model import batch, small_model
-
-REPO = Path(__file__).resolve().parents[1]
+from tests.helpers import TINY_HAM, TINY_HRM_TEXT, bench_args, puzzle_batch, run_hrm, tiny_hrm
 
 
 @pytest.mark.parametrize("q_target", ["extra_forward", "next_segment"])
 def test_counted_flops_match_pytorch_flop_counter(q_target: str) -> None:
-    model = small_model(H_cycles=2, L_cycles=3, H_layers=2, L_layers=1, q_target=q_target)
+    model = tiny_hrm(H_cycles=2, L_cycles=3, H_layers=2, L_layers=1, q_target=q_target)
     model.train()
-    b = batch(n=4)
+    b = puzzle_batch(n=4)
     carry = model.initial_carry(b)
     carry, _ = model(carry, b)  # the second step has rows that go on (next_segment's Q-head term)
     # The math attention backend is made of matrix products that the counter sees (the fused CPU kernel is not counted).
@@ -44,31 +39,18 @@ def test_counted_flops_match_pytorch_flop_counter(q_target: str) -> None:
     assert counter.get_total_flops() == pytest.approx(segment_flops, rel=0.01)
 
 
-def test_bench_command_writes_the_documented_json(tmp_path: Path) -> None:
+def bench(tmp_path: Path, config: str, batch_size: int, *overrides: str) -> dict:
+    """The figures `hrm bench` (one process, one thread) writes for configs/CONFIG: one warm-up step, one timed step."""
     out = tmp_path / "bench.json"
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    args = [
-        "bench",
-        "--config",
-        str(REPO / "configs" / "sudoku_quick.yaml"),
-        "--json",
-        str(out),
-        "--batch-size",
-        "4",
-        "--steps",
-        "1",
-        "--warmup",
-        "1",
-        "data_path=/nonexistent",
-        "arch.hidden_size=32",
-        "arch.num_heads=2",
-        "device=cpu",
-    ]
-    proc = subprocess.run(
-        [sys.executable, "-c", "import cli; cli.main()", *args], env=env, capture_output=True, text=True, timeout=300
-    )
+    proc = run_hrm(*bench_args(config, out, batch_size, *overrides, "device=cpu"), env={"OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stderr
-    figures = json.loads(out.read_text())
+    return json.loads(out.read_text())
+
+
+def test_bench_command_writes_the_documented_json(tmp_path: Path) -> None:
+    figures = bench(
+        tmp_path, "sudoku_quick.yaml", 4, "data_path=/nonexistent", "arch.hidden_size=32", "arch.num_heads=2"
+    )
     for key in (
         "train_examples_per_s",
         "eval_examples_per_s",
@@ -97,7 +79,7 @@ def test_baseline_flops_match_pytorch_flop_counter(case: str) -> None:
     arch = {"hidden_size": 32, "num_heads": 2, "halt_max_steps": 4, "halt_exploration_prob": 0.0, **PUZZLE_MODELS[case]}
     model = registry.build(arch, SIZES, "cpu", seed=0)
     model.train()
-    b = batch(n=4)
+    b = puzzle_batch(n=4)
     carry, _ = model(model.initial_carry(b), b)
     with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
         carry, out = model(carry, b)
@@ -114,37 +96,9 @@ def test_baseline_flops_match_pytorch_flop_counter(case: str) -> None:
 LM_HEADS = {
     "hrm_lm": (dict(name="hrm_lm", hidden_size=32, num_heads=2, N=2, T=2, S=2, K=2, max_seq_len=32), 0.02),
     "unitf_lm": (dict(name="unitf_lm", hidden_size=32, num_heads=2, M=3, K=3, max_seq_len=32), 0.01),
-    "hrm_text": (
-        dict(
-            name="hrm_text",
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            head_dim=16,
-            H_cycles=2,
-            L_cycles=2,
-            max_position_embeddings=32,
-        ),
-        0.01,
-    ),
+    "hrm_text": (dict(name="hrm_text", **TINY_HRM_TEXT, max_position_embeddings=32), 0.01),
     # The count takes a backward of the whole recurrence, the fit error's gradient-free products included (2%).
-    "ham_lm": (
-        dict(
-            name="ham_lm",
-            hidden_size=32,
-            num_layers=2,
-            qk_dim=16,
-            v_dim=24,
-            rnn_head_qk_dim=8,
-            rnn_head_v_dim=12,
-            kv_head_qk_dim=8,
-            kv_head_v_dim=12,
-            chunk_size=4,
-            max_position_embeddings=32,
-        ),
-        0.03,
-    ),
+    "ham_lm": (dict(name="ham_lm", **TINY_HAM, max_position_embeddings=32), 0.03),
 }
 
 
@@ -168,31 +122,8 @@ def test_lm_head_flops_match_pytorch_flop_counter(name: str) -> None:
 
 
 def test_bench_command_measures_a_language_model_head(tmp_path: Path) -> None:
-    out = tmp_path / "bench.json"
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    args = [
-        "bench",
-        "--config",
-        str(REPO / "configs" / "unitf_lm_quick.yaml"),
-        "--json",
-        str(out),
-        "--batch-size",
-        "2",
-        "--steps",
-        "1",
-        "--warmup",
-        "1",
-        "seq_len=16",
-        "arch.hidden_size=32",
-        "arch.num_heads=2",
-        "arch.M=2",
-        "device=cpu",
-    ]
-    proc = subprocess.run(
-        [sys.executable, "-c", "import cli; cli.main()", *args], env=env, capture_output=True, text=True, timeout=300
-    )
-    assert proc.returncode == 0, proc.stderr
-    figures = json.loads(out.read_text())
+    overrides = ("seq_len=16", "arch.hidden_size=32", "arch.num_heads=2", "arch.M=2")
+    figures = bench(tmp_path, "unitf_lm_quick.yaml", 2, *overrides)
     assert figures["model"] == "unitf_lm" and figures["unit"] == "tokens" and figures["mfu"] > 0
     assert figures["mfu"] == pytest.approx(
         figures["train_flops_per_step"] * figures["train_examples_per_s"] / (2 * 16) / figures["matmul_peak_flops"]

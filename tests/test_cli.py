@@ -12,40 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import write_original_layout
-
-REPO = Path(__file__).resolve().parents[1]
-TINY = [
-    "global_batch_size=8",
-    "arch.hidden_size=32",
-    "arch.num_heads=2",
-    "arch.H_layers=1",
-    "arch.L_layers=1",
-    "arch.halt_max_steps=3",
-    "lr_warmup_steps=2",
-    "augment=none",  # the default config draws symmetries, which needs a builder record these files lack
-]
-
-
-def hrm(*args: str, **kwargs) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run(
-        [sys.executable, "-c", "import cli; cli.main()", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        **kwargs,
-    )
-
-
-def assert_one_line_error(proc: subprocess.CompletedProcess, *fragments: str) -> None:
-    assert proc.returncode != 0, proc.stdout
-    lines = [line for line in proc.stderr.splitlines() if line.strip() and not line.startswith("no --config given")]
-    assert "Traceback" not in proc.stderr
-    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
+from tests.helpers import REPO, TINY_CLI, assert_one_line_error, run_hrm, write_original_layout
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +23,9 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def run(data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     run_dir = tmp_path_factory.mktemp("cli") / "run"
-    proc = hrm("train", "--data", str(data), "--run-dir", str(run_dir), "--quiet", "epochs=2", "eval_interval=2", *TINY)
+    proc = run_hrm(
+        "train", "--data", str(data), "--run-dir", str(run_dir), "--quiet", "epochs=2", "eval_interval=2", *TINY_CLI
+    )
     assert proc.returncode == 0, proc.stderr
     return run_dir
 
@@ -72,7 +41,7 @@ def run(data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     ],
 )
 def test_bad_config_is_one_line(data: Path, tmp_path: Path, override: str, fragments: tuple[str, ...]) -> None:
-    assert_one_line_error(hrm("train", "--data", str(data), "--run-dir", str(tmp_path / "r"), override), *fragments)
+    assert_one_line_error(run_hrm("train", "--data", str(data), "--run-dir", str(tmp_path / "r"), override), *fragments)
 
 
 @pytest.mark.parametrize(
@@ -84,29 +53,29 @@ def test_bad_config_is_one_line(data: Path, tmp_path: Path, override: str, fragm
     ],
 )
 def test_usage_errors_are_one_line(args: list[str], fragment: str) -> None:
-    assert_one_line_error(hrm(*args), fragment)
+    assert_one_line_error(run_hrm(*args), fragment)
 
 
 def test_bad_config_file_is_one_line(tmp_path: Path) -> None:
     cfg = tmp_path / "bad.yaml"
     cfg.write_text("arch:\n  hidden_size: [1, 2\n")
-    assert_one_line_error(hrm("train", "--config", str(cfg)), str(cfg), "YAML")
-    assert_one_line_error(hrm("train", "--config", str(tmp_path / "missing.yaml")), "missing.yaml", "not found")
+    assert_one_line_error(run_hrm("train", "--config", str(cfg)), str(cfg), "YAML")
+    assert_one_line_error(run_hrm("train", "--config", str(tmp_path / "missing.yaml")), "missing.yaml", "not found")
 
 
 def test_missing_or_malformed_dataset_is_one_line(data: Path, tmp_path: Path) -> None:
     assert_one_line_error(
-        hrm("train", "--data", str(tmp_path / "nope"), "--run-dir", str(tmp_path / "r")), "nope", "does not exist"
+        run_hrm("train", "--data", str(tmp_path / "nope"), "--run-dir", str(tmp_path / "r")), "nope", "does not exist"
     )
     broken = tmp_path / "broken"
     (broken / "train").mkdir(parents=True)
     (broken / "train" / "dataset.json").write_text("{not json")
     assert_one_line_error(
-        hrm("train", "--data", str(broken), "--run-dir", str(tmp_path / "r")), "dataset.json", "not valid JSON"
+        run_hrm("train", "--data", str(broken), "--run-dir", str(tmp_path / "r")), "dataset.json", "not valid JSON"
     )
     (broken / "train" / "dataset.json").write_text(json.dumps({"pad_id": 0}))
     assert_one_line_error(
-        hrm("train", "--data", str(broken), "--run-dir", str(tmp_path / "r")), "dataset.json", "ignore_label_id"
+        run_hrm("train", "--data", str(broken), "--run-dir", str(tmp_path / "r")), "dataset.json", "ignore_label_id"
     )
     # Arrays missing and arrays inconsistent with the metadata.
     import shutil
@@ -114,7 +83,7 @@ def test_missing_or_malformed_dataset_is_one_line(data: Path, tmp_path: Path) ->
     shutil.copytree(data, tmp_path / "partial")
     (tmp_path / "partial" / "train" / "all__labels.npy").unlink()
     assert_one_line_error(
-        hrm("train", "--data", str(tmp_path / "partial"), "--run-dir", str(tmp_path / "r")),
+        run_hrm("train", "--data", str(tmp_path / "partial"), "--run-dir", str(tmp_path / "r")),
         "all__labels.npy",
         "not found",
     )
@@ -123,13 +92,13 @@ def test_missing_or_malformed_dataset_is_one_line(data: Path, tmp_path: Path) ->
     meta["seq_len"] = 81
     (tmp_path / "wrong" / "test" / "dataset.json").write_text(json.dumps(meta))
     assert_one_line_error(
-        hrm("train", "--data", str(tmp_path / "wrong"), "--run-dir", str(tmp_path / "r")), "seq_len=81"
+        run_hrm("train", "--data", str(tmp_path / "wrong"), "--run-dir", str(tmp_path / "r")), "seq_len=81"
     )
 
 
 def test_eval_table_and_json(run: Path, tmp_path: Path) -> None:
     out = tmp_path / "eval.json"
-    proc = hrm("eval", "--run", str(run), "--mmax", "5", "--json", str(out), "--quiet")
+    proc = run_hrm("eval", "--run", str(run), "--mmax", "5", "--json", str(out), "--quiet")
     assert proc.returncode == 0, proc.stderr
     result = json.loads(out.read_text())
     assert result["mmax"] == 5 and len(result["exact_accuracy"]) == 5 and result["count"] == 16
@@ -141,15 +110,16 @@ def test_eval_table_and_json(run: Path, tmp_path: Path) -> None:
 def test_checkpoint_from_another_config_is_one_line(run: Path, tmp_path: Path) -> None:
     cfg = tmp_path / "other.yaml"
     cfg.write_text((run / "config.yaml").read_text().replace("hidden_size: 32", "hidden_size: 64"))
-    proc = hrm("eval", "--checkpoint", str(run / "checkpoints" / "step_6"), "--config", str(cfg), "--quiet")
+    proc = run_hrm("eval", "--checkpoint", str(run / "checkpoints" / "step_6"), "--config", str(cfg), "--quiet")
     assert_one_line_error(proc, "hidden_size", "another config")
-    proc = hrm("train", "--run-dir", str(run), "--resume", "--config", str(cfg), "--quiet")
+    proc = run_hrm("train", "--run-dir", str(run), "--resume", "--config", str(cfg), "--quiet")
     assert_one_line_error(proc, "hidden_size")
 
 
 def test_existing_run_needs_resume(run: Path, data: Path) -> None:
     assert_one_line_error(
-        hrm("train", "--data", str(data), "--run-dir", str(run), *TINY, "epochs=2", "eval_interval=2"), "--resume"
+        run_hrm("train", "--data", str(data), "--run-dir", str(run), *TINY_CLI, "epochs=2", "eval_interval=2"),
+        "--resume",
     )
 
 
@@ -165,7 +135,7 @@ def test_ctrl_c_writes_checkpoint_and_resume_continues(data: Path, tmp_path: Pat
         "--quiet",
         "epochs=4000",
         "eval_interval=4000",
-        *TINY,
+        *TINY_CLI,
     ]
     proc = subprocess.Popen(
         [sys.executable, "-c", "import cli; cli.main()", *args],
@@ -186,7 +156,7 @@ def test_ctrl_c_writes_checkpoint_and_resume_continues(data: Path, tmp_path: Pat
     step = int(latest.removeprefix("step_"))
     assert step >= 4
     assert max(json.loads(line)["step"] for line in metrics.read_text().splitlines()) == step
-    resumed = hrm("train", "--run-dir", str(run_dir), "--resume", "--quiet", "max_steps=" + str(step + 3))
+    resumed = run_hrm("train", "--run-dir", str(run_dir), "--resume", "--quiet", "max_steps=" + str(step + 3))
     assert resumed.returncode == 0, resumed.stderr
     steps = [json.loads(line)["step"] for line in metrics.read_text().splitlines() if "train/lm_loss" in line]
     assert steps == list(range(1, step + 4))

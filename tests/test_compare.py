@@ -10,15 +10,13 @@ import statistics
 from pathlib import Path
 
 import pytest
-import torch
 
-import hrm_reason.compare as compare_module
-from hrm_reason.compare import compare, compare_runs, parse_targets, reach, time_to_accuracy
+import hrm_reason.commands.compare as compare_module
+from hrm_reason.commands.compare import compare, compare_runs, parse_targets, reach, time_to_accuracy
 from hrm_reason.config import save_config
 from hrm_reason.errors import UserError
-from hrm_reason.inference import evaluate_run
-from tests.helpers import tiny_config, write_original_layout
-from tests.test_cli import assert_one_line_error, hrm
+from hrm_reason.evaluate.run import evaluate_run
+from tests.helpers import assert_one_line_error, run_hrm, tiny_config, torch_threads, write_original_layout
 
 TINY = ["epochs=2", "eval_interval=2"]
 
@@ -166,7 +164,7 @@ def test_runs_are_summarised_without_training(study, tmp_path: Path, monkeypatch
         compare_runs([tmp_path], tmp_path / "bad")
     with pytest.raises(UserError, match="--targets 0.5,2"):
         parse_targets("0.5,2")
-    proc = hrm(
+    proc = run_hrm(
         "compare",
         "--runs",
         str(plain[0]),
@@ -180,7 +178,7 @@ def test_runs_are_summarised_without_training(study, tmp_path: Path, monkeypatch
     assert proc.returncode == 0, proc.stderr
     assert "| sudoku4-hrm | 20% | 1/1 |" in proc.stdout
     assert_one_line_error(
-        hrm("compare", "--runs", str(plain[0]), "--out", str(tmp_path / "cli"), "--targets", "x"), "--targets x"
+        run_hrm("compare", "--runs", str(plain[0]), "--out", str(tmp_path / "cli"), "--targets", "x"), "--targets x"
     )
 
 
@@ -227,13 +225,13 @@ def test_bad_requests_are_one_line_errors(study, tmp_path: Path) -> None:
         compare(configs, 1, tmp_path, overrides=["arch.hidden_size=-1"], progress=False)
     assert not (tmp_path / "runs").exists()  # nothing trains before every config is valid
     assert_one_line_error(
-        hrm("compare", str(tmp_path / "missing.yaml"), "--out", str(tmp_path / "o")), "missing.yaml", "not found"
+        run_hrm("compare", str(tmp_path / "missing.yaml"), "--out", str(tmp_path / "o")), "missing.yaml", "not found"
     )
 
 
 def test_compare_command(study, tmp_path: Path) -> None:
     _, configs, _ = study
-    proc = hrm(
+    proc = run_hrm(
         "compare", str(configs[1]), "--seeds", "1", "--out", str(tmp_path / "o"), "--mmax", "4", "--quiet", *TINY
     )
     assert proc.returncode == 0, proc.stderr
@@ -248,12 +246,8 @@ def test_compare_command(study, tmp_path: Path) -> None:
 def test_parallel_jobs_give_the_runs_of_the_sequential_study(study, tmp_path: Path) -> None:
     _, configs, _ = study
     run = dict(configs=configs, seeds=2, overrides=TINY, progress=False, command="hrm compare (test)")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // 2))  # what each of the 2 jobs gets: the same float reductions
-    try:
+    with torch_threads(max(1, (os.cpu_count() or 1) // 2)):  # what each of the 2 jobs gets: the same float reductions
         sequential = compare(out=tmp_path / "sequential", **run)
-    finally:
-        torch.set_num_threads(threads)
     parallel = compare(out=tmp_path / "parallel", jobs=2, **run)
     for a, b in zip(sequential["runs"], parallel["runs"], strict=True):
         assert (a["label"], a["seed"], a["steps"]) == (b["label"], b["seed"], b["steps"])

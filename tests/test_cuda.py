@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from tests.golden.cases import LM_CASES, PUZZLE_CASES, run_case
-from tests.helpers import run_hrm, write_original_layout
+from tests.helpers import bench_args, run_hrm, write_original_layout
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -143,21 +143,7 @@ def test_lm_head_trains_and_generates_on_cuda(tmp_path: Path) -> None:
 
 def test_bench_on_cuda_reports_bf16_mfu(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
-    hrm(
-        "bench",
-        "--config",
-        str(REPO / "configs" / "sudoku_quick.yaml"),
-        "--json",
-        str(out),
-        "--batch-size",
-        "64",
-        "--steps",
-        "3",
-        "--warmup",
-        "2",
-        "data_path=/nonexistent",
-        "device=cuda",
-    )
+    hrm(*bench_args("sudoku_quick.yaml", out, 64, "data_path=/nonexistent", "device=cuda", steps=3, warmup=2))
     figures = json.loads(out.read_text())
     assert figures["device"].startswith("cuda") and figures["dtype"] == "bfloat16"
     assert 0 < figures["mfu"] < 1 and figures["peak_memory_bytes"] > 0

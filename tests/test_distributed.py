@@ -13,8 +13,8 @@ import pytest
 
 from hrm_reason.checkpoint import read_weights
 from hrm_reason.config import load_config, save_config
-from hrm_reason.train import train
-from tests.helpers import rewind, tiny_config, write_original_layout
+from hrm_reason.train.loop import train
+from tests.helpers import TINY_HRM_TEXT, arch_overrides, rewind, tiny_config, write_original_layout
 
 REPO = Path(__file__).resolve().parents[1]
 # Exploration off: its draws depend on the rank (seeded by seed, step and rank), everything else must not.
@@ -33,14 +33,7 @@ COMPARED = (
 # A tiny HRM-Text head on a tiny text corpus: 6 steps of 8 windows, validation after steps 3 and 6.
 LM_SETTINGS = (
     "arch.name=hrm_text",
-    "arch.hidden_size=32",
-    "arch.intermediate_size=64",
-    "arch.num_hidden_layers=1",
-    "arch.num_attention_heads=2",
-    "arch.head_dim=16",
-    "arch.H_cycles=2",
-    "arch.L_cycles=2",
-    "arch.max_position_embeddings=64",
+    *arch_overrides({**TINY_HRM_TEXT, "max_position_embeddings": 64}),
     "seq_len=16",
     "global_batch_size=8",
     "max_steps=6",

@@ -18,20 +18,18 @@ from hrm_reason.models.lm.ham import (
     ham_paper_mixer_formula,
     sparse_causal_attention,
 )
+from tests.helpers import TINY_HAM
 
-TINY = dict(
-    vocab_size=37,
-    hidden_size=32,
-    num_layers=2,
-    qk_dim=16,
-    v_dim=24,
-    rnn_head_qk_dim=8,
-    rnn_head_v_dim=12,
-    kv_head_qk_dim=4,
-    kv_head_v_dim=6,
-    chunk_size=8,
-    max_position_embeddings=256,
-)
+TINY = {
+    **TINY_HAM,
+    "vocab_size": 37,
+    "kv_head_qk_dim": 4,
+    "kv_head_v_dim": 6,
+    "chunk_size": 8,
+    "max_position_embeddings": 256,
+}
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: see conftest.one_thread
 
 
 def tiny(**overrides) -> HAMLMConfig:

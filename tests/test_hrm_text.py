@@ -172,21 +172,15 @@ def test_padding_mask_and_loss_match_transformers(tmp_path):
     assert torch.equal(got.metrics["ce"], got.loss)
 
 
+def _bp_model(L_cycles: int, L_bp_cycles: list[int]) -> HRMText:
+    """A one-layer HRM-Text of two H-cycles (vocabulary 17) for the gradient schedule tests."""
+    sizes = dict(hidden_size=32, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, head_dim=16)
+    return HRMText(HRMTextConfig(vocab_size=17, **sizes, H_cycles=2, L_cycles=L_cycles, L_bp_cycles=L_bp_cycles))
+
+
 def test_L_bp_cycles_gradient_schedule():
     """[2] with H_cycles=2, L_cycles=3 pads to [1, 2]: L calls (0,2), (1,1), (1,2) keep gradients; H always does."""
-    model = HRMText(
-        HRMTextConfig(
-            vocab_size=17,
-            hidden_size=32,
-            intermediate_size=32,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            head_dim=16,
-            H_cycles=2,
-            L_cycles=3,
-            L_bp_cycles=[2],
-        )
-    ).train()
+    model = _bp_model(L_cycles=3, L_bp_cycles=[2]).train()
     calls: list[tuple[str, bool]] = []
     model.L_module.register_forward_pre_hook(lambda m, a: calls.append(("L", torch.is_grad_enabled())))
     model.H_module.register_forward_pre_hook(lambda m, a: calls.append(("H", torch.is_grad_enabled())))
@@ -200,19 +194,7 @@ def test_L_bp_cycles_gradient_schedule():
 
 def test_no_L_gradient_when_every_bp_is_zero():
     """bp = 0 everywhere: the L stack gets no gradient at all, while H and the embedding (through z_H) still do."""
-    model = HRMText(
-        HRMTextConfig(
-            vocab_size=17,
-            hidden_size=32,
-            intermediate_size=32,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            head_dim=16,
-            H_cycles=2,
-            L_cycles=2,
-            L_bp_cycles=[0, 0],
-        )
-    )
+    model = _bp_model(L_cycles=2, L_bp_cycles=[0, 0])
     ids = torch.randint(0, 17, (2, 5))
     model(ids, labels=ids).loss.backward()
     assert all(p.grad is None for p in model.L_module.parameters())

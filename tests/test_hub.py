@@ -17,7 +17,7 @@ import torch
 import cli
 from hrm_reason.checkpoint import find_checkpoint, read_weights
 from hrm_reason.hub import is_repo_id, resolve_checkpoint
-from hrm_reason.train import train
+from hrm_reason.train.loop import train
 from tests.helpers import run_hrm, tiny_config, write_original_layout
 
 REPO_ID = "someone/HRM-checkpoint-tiny"

@@ -14,9 +14,9 @@ from torch import nn
 
 from datasets_build import arc as A
 from datasets_build import maze as M
-from hrm_reason.data import load_split
+from hrm_reason.data.puzzle import load_split
 from hrm_reason.errors import UserError
-from hrm_reason.evaluate import evaluate
+from hrm_reason.evaluate.act import evaluate
 from hrm_reason.models.act import ACTOutput
 from hrm_reason.tasks import arc as V
 from hrm_reason.tasks import choose_metrics, task_metrics

@@ -16,19 +16,39 @@ from typing import Any
 import pytest
 import torch
 
-from hrm_reason.act_train import ACTTask
 from hrm_reason.checkpoint import STATE, find_checkpoint
 from hrm_reason.config import save_config
 from hrm_reason.errors import UserError
 from hrm_reason.runtime import stop as stop_module
 from hrm_reason.runtime.clock import KEYS as CLOCK_KEYS
 from hrm_reason.runtime.lock import RunLock
-from hrm_reason.train import train
-from tests.helpers import rewind, tiny_config, write_original_layout
+from hrm_reason.train.act import ACTTask
+from hrm_reason.train.loop import train
+from tests.helpers import read_metrics, rewind, tiny_config, torch_threads, write_original_layout
 
 REPO = Path(__file__).resolve().parents[1]
-LONG = ("epochs=4000", "eval_interval=4000", "max_steps=200")  # one round; the step cap ends it mid-round (long
-# enough that a loaded machine still signals the child before it finishes)
+# One round (epochs and eval_interval far past the step cap), which the cap ends mid-round.
+MAX_STEPS = 8
+LONG = ("epochs=4000", "eval_interval=4000", f"max_steps={MAX_STEPS}")
+# `hrm` in a child that, inside its training step PAUSE_AT, touches $HRM_TEST_PAUSED and waits until the file
+# $HRM_TEST_SIGNALLED exists: the test's signal lands mid-run however busy the machine is, so the run can be short.
+PAUSE_AT = 3
+PAUSING_HRM = f"""
+import os, time
+from pathlib import Path
+from hrm_reason.train.act import ACTTask
+forward = ACTTask.forward
+def pausing(self, train_model, batch, step, progress=0.0):
+    if step + 1 == {PAUSE_AT}:
+        Path(os.environ["HRM_TEST_PAUSED"]).touch()
+        while not Path(os.environ["HRM_TEST_SIGNALLED"]).exists():
+            time.sleep(0.01)
+    return forward(self, train_model, batch, step, progress)
+ACTTask.forward = pausing
+import cli
+cli.main()
+"""
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: see conftest.one_thread
 
 
 @pytest.fixture(scope="module")
@@ -38,11 +58,8 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def uninterrupted(data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return train(tiny_config(data, tmp_path_factory.mktemp("life") / "full", *LONG), progress=False)
-
-
-def records(run: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    with torch_threads(1):  # as the tests that compare with it (module fixtures start before one_thread)
+        return train(tiny_config(data, tmp_path_factory.mktemp("life") / "full", *LONG), progress=False)
 
 
 def without_clock(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -50,14 +67,15 @@ def without_clock(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def train_losses(run: Path) -> list[tuple[int, float]]:
-    return [(r["step"], r["train/lm_loss"]) for r in records(run) if "train/lm_loss" in r]
+    return [(r["step"], r["train/lm_loss"]) for r in read_metrics(run) if "train/lm_loss" in r]
 
 
-def hrm_popen(*args: str) -> subprocess.Popen:
+def hrm_popen(*args: str, code: str = "import cli; cli.main()", env: dict[str, str] | None = None) -> subprocess.Popen:
+    """`hrm ARGS` (or the Python `code` with ARGS) in a child, `env` added to this process's environment."""
     # The thread count of this process: the in-process reference runs compare float for float with the child.
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": str(torch.get_num_threads())}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": str(torch.get_num_threads()), **(env or {})}
     return subprocess.Popen(
-        [sys.executable, "-c", "import cli; cli.main()", *args],
+        [sys.executable, "-c", code, *args],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -99,17 +117,19 @@ def test_signal_mid_training_checkpoints_and_resume_matches_uninterrupted(
 ) -> None:
     config = tmp_path / "config.yaml"
     save_config(tiny_config(data, tmp_path / "unused", *LONG), config)
-    run = tmp_path / "run"
-    proc = hrm_popen("train", "--config", str(config), "--run-dir", str(run), "--quiet")
-    metrics, deadline = run / "metrics.jsonl", time.time() + 120
-    while time.time() < deadline and (not metrics.exists() or len(metrics.read_text().splitlines()) < 3):
+    run, paused, signalled = tmp_path / "run", tmp_path / "paused", tmp_path / "signalled"
+    marks = {"HRM_TEST_PAUSED": str(paused), "HRM_TEST_SIGNALLED": str(signalled)}
+    proc = hrm_popen("train", "--config", str(config), "--run-dir", str(run), "--quiet", code=PAUSING_HRM, env=marks)
+    deadline = time.time() + 120
+    while time.time() < deadline and not paused.exists() and proc.poll() is None:
         time.sleep(0.02)
     proc.send_signal(signum)
+    signalled.touch()
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signum, err  # 143 for SIGTERM, 138 for SIGUSR1
     assert "Traceback" not in err and "checkpoint written" in err and "--resume" in err
     step = int((run / "checkpoints" / "latest").read_text().removeprefix("step_"))
-    assert 2 <= step < 200 and str(run / "checkpoints" / f"step_{step}") in err
+    assert 2 <= step < MAX_STEPS and str(run / "checkpoints" / f"step_{step}") in err
     assert not [p for p in run.rglob("*.tmp")]
     resumed = train(tiny_config(data, run, *LONG), resume=True, progress=False)
     assert train_losses(resumed) == train_losses(uninterrupted)
@@ -185,7 +205,7 @@ def test_run_killed_before_its_first_checkpoint_resumes_or_restarts(data: Path, 
         )
         train(tiny_config(data, killed, *overrides), resume=resume, progress=False)
         assert train_losses(killed) == train_losses(full)
-        assert [r["step"] for r in records(killed)] == [r["step"] for r in records(full)]
+        assert [r["step"] for r in read_metrics(killed)] == [r["step"] for r in read_metrics(full)]
     assert "no checkpoint yet: starting the run from the beginning" in capsys.readouterr().err
     # With a checkpoint, a plain restart still refuses; a folder of other files is not a run.
     with pytest.raises(UserError, match="not empty"):
@@ -210,7 +230,7 @@ def test_resume_of_a_finished_run_does_nothing(data: Path, tmp_path: Path, capsy
     assert err == [err[0], err[0]] and "already finished at step 5" in err[0]
     # Raising the cap trains on.
     train(tiny_config(data, run, "epochs=4", "eval_interval=4", "max_steps=7"), resume=True, progress=False)
-    assert max(r["step"] for r in records(run)) == 7
+    assert max(r["step"] for r in read_metrics(run)) == 7
 
 
 def test_stop_on_the_last_step_is_evaluated_by_the_resume(data: Path, tmp_path: Path) -> None:
@@ -226,7 +246,7 @@ def test_stop_on_the_last_step_is_evaluated_by_the_resume(data: Path, tmp_path: 
     lines = (run / "metrics.jsonl").read_text().splitlines()
     (run / "metrics.jsonl").write_text("".join(line + "\n" for line in lines if "eval/" not in line))
     train(tiny_config(data, run, *overrides), resume=True, progress=False)
-    assert without_clock(records(run)) == without_clock(records(full))  # seconds differ between any two runs
+    assert without_clock(read_metrics(run)) == without_clock(read_metrics(full))  # seconds differ between any two runs
     assert torch.load(ckpt / STATE, map_location="cpu", weights_only=False)["finished"] is True
 
 
@@ -240,7 +260,7 @@ def test_cut_last_metrics_line_is_dropped_on_resume(data: Path, tmp_path: Path, 
     capsys.readouterr()
     train(tiny_config(data, cut, *overrides), resume=True, progress=False)
     assert "dropped its last line" in capsys.readouterr().err
-    assert [r["step"] for r in records(cut)] == [r["step"] for r in records(full)]
+    assert [r["step"] for r in read_metrics(cut)] == [r["step"] for r in read_metrics(full)]
     # A damaged line before the last is not guessed at: one line naming the file and the line.
     broken = rewind(full, tmp_path / "broken", 4)
     lines = (broken / "metrics.jsonl").read_text().splitlines()

@@ -15,17 +15,10 @@ import yaml
 from torch import nn
 from typer.testing import CliRunner
 
-from hrm_reason.data import dataset_kind
+from hrm_reason.data.prefix_lm import PuzzleLayout, PuzzleLMData, forward_sequences, response_grid, to_sequences
+from hrm_reason.data.puzzle import dataset_kind
 from hrm_reason.errors import UserError
-from hrm_reason.lm_puzzle import (
-    PuzzleLayout,
-    PuzzleLMData,
-    evaluate_puzzle_lm,
-    forward_sequences,
-    greedy_decode,
-    response_grid,
-    to_sequences,
-)
+from hrm_reason.evaluate.prefix_lm import evaluate_puzzle_lm, greedy_decode
 from hrm_reason.losses import IGNORE_LABEL_ID
 from hrm_reason.models.lm.output import LMOutput
 from hrm_reason.models.registry import build_lm

@@ -24,17 +24,18 @@ from typer.testing import CliRunner
 import hrm_reason
 from datasets_build.text import TextBuildOptions, build_text
 from hrm_reason.checkpoint import find_checkpoint, read_weights
+from hrm_reason.commands.generate import generate_text
 from hrm_reason.config import load_config
+from hrm_reason.data.text import ByteTokenizer, load_text_dataset
 from hrm_reason.errors import UserError
-from hrm_reason.generate import generate, generate_text
-from hrm_reason.lm_data import ByteTokenizer, load_text_dataset
-from hrm_reason.lm_eval import evaluate_lm
+from hrm_reason.evaluate.lm import evaluate_lm
 from hrm_reason.load import load_run
 from hrm_reason.models import registry
 from hrm_reason.models.lm.output import LMOutput
+from hrm_reason.models.lm.sampling import generate
 from hrm_reason.runtime.clock import KEYS as CLOCK_KEYS
-from hrm_reason.train import train
-from tests.helpers import rewind
+from hrm_reason.train.loop import train
+from tests.helpers import TINY_HAM, TINY_HRM_TEXT, arch_overrides, assert_same_trajectory, read_metrics, rewind
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -120,27 +121,8 @@ def _tiny_head(monkeypatch: pytest.MonkeyPatch) -> None:
 HEADS = {
     "hrm_lm": ["arch.hidden_size=32", "arch.num_heads=2", "arch.N=2", "arch.T=2", "arch.K=2", "arch.max_seq_len=128"],
     "unitf_lm": ["arch.hidden_size=32", "arch.num_heads=2", "arch.M=3", "arch.K=2", "arch.max_seq_len=128"],
-    "hrm_text": [
-        "arch.hidden_size=32",
-        "arch.intermediate_size=64",
-        "arch.num_hidden_layers=1",
-        "arch.num_attention_heads=2",
-        "arch.head_dim=16",
-        "arch.H_cycles=2",
-        "arch.L_cycles=2",
-        "arch.max_position_embeddings=128",
-    ],
-    "ham_lm": [
-        "arch.hidden_size=32",
-        "arch.num_layers=1",
-        "arch.qk_dim=16",
-        "arch.v_dim=24",
-        "arch.rnn_head_qk_dim=8",
-        "arch.rnn_head_v_dim=12",
-        "arch.kv_head_qk_dim=8",
-        "arch.kv_head_v_dim=12",
-        "arch.chunk_size=8",
-    ],
+    "hrm_text": arch_overrides({**TINY_HRM_TEXT, "max_position_embeddings": 128}),
+    "ham_lm": arch_overrides({**TINY_HAM, "num_layers": 1, "chunk_size": 8}),
 }
 
 
@@ -180,10 +162,6 @@ def config(data: Path, run_dir: Path, *overrides: str, name: str = "tiny_lm"):
         "seed=0",
     ]
     return load_config(None, base + list(overrides))
-
-
-def read_metrics(run: Path) -> list[dict]:
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
 
 
 TIMING_KEYS = {"train/tokens_per_s", "eval/tokens_per_s", *CLOCK_KEYS}
@@ -261,18 +239,8 @@ def test_resume_reproduces_the_uninterrupted_run(data: Path, tmp_path: Path) -> 
     full = train(config(data, tmp_path / "full", "checkpoint_every_steps=2"), progress=False)
     cut = rewind(full, tmp_path / "cut", 2)
     resumed = train(config(data, cut, "checkpoint_every_steps=2"), resume=True, progress=False)
-    a, b = read_metrics(full), read_metrics(resumed)
-    assert [r["step"] for r in a] == [r["step"] for r in b]
-    for ra, rb in zip(a, b):
-        assert ra.keys() == rb.keys()
-        for k in ra.keys() - TIMING_KEYS:
-            assert ra[k] == pytest.approx(rb[k], rel=1e-5, abs=1e-7), (ra["step"], k)
-    wa, _ = read_weights(find_checkpoint(full))
-    wb, _ = read_weights(find_checkpoint(resumed))
-    assert wa.keys() == wb.keys()
-    for k in wa:
-        torch.testing.assert_close(wa[k], wb[k], rtol=1e-5, atol=1e-6)
-    assert int(wb["post_steps"]) == 6
+    assert_same_trajectory(full, resumed, TIMING_KEYS)
+    assert int(read_weights(find_checkpoint(resumed))[0]["post_steps"]) == 6
 
 
 def test_run_guards(data: Path, tmp_path: Path) -> None:
@@ -379,17 +347,7 @@ def test_load_reads_a_transformers_hrm_text_directory(tmp_path: Path) -> None:
     transformers = pytest.importorskip("transformers")
     if not head_available("hrm_text"):
         pytest.skip("hrm_text head not available")
-    cfg = transformers.HrmTextConfig(
-        vocab_size=50,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        head_dim=16,
-        H_cycles=2,
-        L_cycles=2,
-        max_position_embeddings=64,
-    )
+    cfg = transformers.HrmTextConfig(vocab_size=50, **TINY_HRM_TEXT, max_position_embeddings=64)
     torch.manual_seed(0)
     transformers.HrmTextForCausalLM(cfg).save_pretrained(tmp_path / "hf")
     model = hrm_reason.load(tmp_path / "hf")

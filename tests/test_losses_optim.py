@@ -11,7 +11,7 @@ import torch
 from hrm_reason.losses import IGNORE_LABEL_ID, softmax_cross_entropy, stablemax_cross_entropy
 from hrm_reason.models.act import ACTOutput, act_loss
 from hrm_reason.models.sparse_embedding import SparsePuzzleEmbedding, SparseSignSGD
-from hrm_reason.optim import AdamAtan2, cosine_schedule_with_warmup
+from hrm_reason.train.optim import AdamAtan2, cosine_schedule_with_warmup
 
 
 def test_stablemax_cross_entropy_matches_formula() -> None:

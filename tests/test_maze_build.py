@@ -17,7 +17,7 @@ import pytest
 
 from datasets_build import maze as M
 from datasets_build import sources
-from hrm_reason.data import load_split
+from hrm_reason.data.puzzle import load_split
 from hrm_reason.errors import UserError
 from hrm_reason.tasks.dihedral import inverse_dihedral_transform
 from tests.helpers import fake_hub, ref_distances, run_hrm, write_csv_file

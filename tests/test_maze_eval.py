@@ -13,9 +13,9 @@ import torch
 from torch import nn
 
 from datasets_build import maze as M
-from hrm_reason.data import load_split
+from hrm_reason.data.puzzle import load_split
 from hrm_reason.errors import UserError
-from hrm_reason.evaluate import evaluate
+from hrm_reason.evaluate.act import evaluate
 from hrm_reason.models.act import ACTOutput
 from hrm_reason.tasks import task_metrics
 from hrm_reason.tasks.maze import (

@@ -5,48 +5,19 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-from hrm_reason.data import PuzzleDatasetMetadata
+from hrm_reason.data.puzzle import PuzzleDatasetMetadata
 from hrm_reason.models import registry
 from hrm_reason.models.act import act_loss
 from hrm_reason.models.hrm import HRM, HRMConfig
 from hrm_reason.models.layers import swiglu_intermediate_size, trunc_normal_init_
 from hrm_reason.models.registry import arch_config, build_model
+from tests.helpers import REPO, puzzle_batch, tiny_hrm
 
 CPU = torch.device("cpu")
-
-
-def small_model(**overrides) -> HRM:
-    cfg = dict(
-        seq_len=16,
-        vocab_size=6,
-        num_puzzle_identifiers=3,
-        hidden_size=32,
-        num_heads=2,
-        H_layers=1,
-        L_layers=1,
-        H_cycles=2,
-        L_cycles=3,
-        halt_max_steps=4,
-        halt_exploration_prob=0.0,
-        puzzle_emb_ndim=32,
-    )
-    cfg.update(overrides)
-    torch.manual_seed(0)
-    return HRM(HRMConfig(**cfg))
-
-
-def batch(n: int = 4, seed: int = 0) -> dict[str, torch.Tensor]:
-    g = torch.Generator().manual_seed(seed)
-    return {
-        "inputs": torch.randint(1, 6, (n, 16), generator=g, dtype=torch.int32),
-        "labels": torch.randint(2, 6, (n, 16), generator=g, dtype=torch.int32),
-        "puzzle_identifiers": torch.randint(0, 3, (n,), generator=g, dtype=torch.int32),
-    }
 
 
 def meta(vocab: int, seq_len: int) -> PuzzleDatasetMetadata:
@@ -70,12 +41,12 @@ def test_trunc_normal_has_requested_std() -> None:
 
 
 def test_gradient_reaches_only_last_L_and_H_applications() -> None:
-    model = small_model()
+    model = tiny_hrm()
     model.train()
     calls: list[tuple[str, bool]] = []
     model.inner.L_level.register_forward_hook(lambda m, i, o: calls.append(("L", o.requires_grad)))
     model.inner.H_level.register_forward_hook(lambda m, i, o: calls.append(("H", o.requires_grad)))
-    b = batch()
+    b = puzzle_batch()
     carry = model.initial_carry(b)
     carry, out = model(carry, b)
     # First call: the main segment (H_cycles*L_cycles L's and H_cycles H's), then the Q-target segment (all no-grad).
@@ -101,9 +72,9 @@ def test_gradient_reaches_only_last_L_and_H_applications() -> None:
 def test_one_step_gradient_matches_manual_computation() -> None:
     """With H=L=2 the segment runs L, L, H, L without gradient, then L and H with it; the weights' gradient is that of
     the last two applications alone."""
-    model = small_model(H_cycles=2, L_cycles=2)
+    model = tiny_hrm(H_cycles=2, L_cycles=2)
     model.eval()
-    b = batch()
+    b = puzzle_batch()
     carry = model.inner.reset_carry(torch.ones(4, dtype=torch.bool), model.inner.empty_carry(4, CPU))
     _, logits, _ = model.inner(carry, b)
     logits.float().square().mean().backward()
@@ -126,8 +97,8 @@ def test_one_step_gradient_matches_manual_computation() -> None:
 
 
 def test_halting_follows_q_head_in_training_and_budget_in_eval() -> None:
-    model = small_model(halt_max_steps=4)
-    b = batch()
+    model = tiny_hrm(halt_max_steps=4)
+    b = puzzle_batch()
     model.train()
     with torch.no_grad():
         model.inner.q_head.bias.copy_(torch.tensor([5.0, -5.0]))  # q_halt > q_continue everywhere
@@ -152,11 +123,11 @@ def test_halting_follows_q_head_in_training_and_budget_in_eval() -> None:
 
 
 def test_exploration_delays_halting_to_min_halt_steps() -> None:
-    model = small_model(halt_max_steps=5, halt_exploration_prob=1.0)
+    model = tiny_hrm(halt_max_steps=5, halt_exploration_prob=1.0)
     model.train()
     with torch.no_grad():
         model.inner.q_head.bias.copy_(torch.tensor([5.0, -5.0]))  # would halt at once without exploration
-    b = batch(n=64)
+    b = puzzle_batch(n=64)
     g = torch.Generator().manual_seed(1)
     carry = model.initial_carry(b)
     halt_step = torch.zeros(64, dtype=torch.int32)
@@ -168,9 +139,9 @@ def test_exploration_delays_halting_to_min_halt_steps() -> None:
 
 
 def test_halted_rows_are_reset_and_refilled() -> None:
-    model = small_model(halt_max_steps=3)
+    model = tiny_hrm(halt_max_steps=3)
     model.train()
-    b1, b2 = batch(seed=1), batch(seed=2)
+    b1, b2 = puzzle_batch(seed=1), puzzle_batch(seed=2)
     carry, _ = model(model.initial_carry(b1), b1)
     carry.halted = torch.tensor([True, False, True, False])
     z_H_before = carry.inner_carry.z_H.clone()
@@ -186,14 +157,14 @@ def test_halted_rows_are_reset_and_refilled() -> None:
 
 
 def test_q_target_is_next_segments_q_values() -> None:
-    model = small_model(halt_max_steps=2)
+    model = tiny_hrm(halt_max_steps=2)
     model.train()
     with torch.no_grad():
         # q_continue = q_halt + 1 everywhere: the max picks q_continue, the last step must pick q_halt.
         model.inner.q_head.weight.normal_(0, 1.0)
         model.inner.q_head.weight[1] = model.inner.q_head.weight[0]
         model.inner.q_head.bias.copy_(torch.tensor([0.0, 1.0]))
-    b = batch(n=16)
+    b = puzzle_batch(n=16)
     carry = model.initial_carry(b)
     for step in (1, 2):
         carry, out = model(carry, b)
@@ -207,12 +178,12 @@ def test_next_segment_q_target_trains_last_steps_prediction_with_this_steps_valu
     """q_target=next_segment: no extra forward; the continue loss of a step is the BCE between the Q head applied to the
     previous segment's carried z_H and sigmoid(max(q_halt, q_continue)) of this segment, on rows that went on; its
     gradient reaches the Q head and nothing else."""
-    model = small_model(halt_max_steps=4, q_target="next_segment")
+    model = tiny_hrm(halt_max_steps=4, q_target="next_segment")
     model.train()
     with torch.no_grad():
         model.inner.q_head.weight.normal_(0, 1.0)
         model.inner.q_head.bias.copy_(torch.tensor([0.0, 0.5]))
-    b = batch(n=8)
+    b = puzzle_batch(n=8)
     carry, out = model(model.initial_carry(b), b)
     assert not out.target_q_continue_mask.any()  # the first segment continues nothing
     previous = carry
@@ -309,9 +280,8 @@ def test_an_option_of_another_model_is_a_one_line_error(
     import cli
 
     config, option, message = FOREIGN_OPTION[name]
-    repo = Path(__file__).resolve().parents[1]
     monkeypatch.setattr(
-        sys, "argv", ["hrm", "train", "--config", str(repo / "configs" / config), option, "data_path=/nonexistent"]
+        sys, "argv", ["hrm", "train", "--config", str(REPO / "configs" / config), option, "data_path=/nonexistent"]
     )
     with pytest.raises(SystemExit) as exit_:
         cli.main()

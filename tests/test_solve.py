@@ -6,22 +6,24 @@ from __future__ import annotations
 import io
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
 
 import cli
-from hrm_reason.data import PuzzleDatasetMetadata, load_split
+from hrm_reason.commands.solve import MazeSolve, SudokuSolve, load_solver, read_puzzles, solve, task_for
+from hrm_reason.data.puzzle import PuzzleDatasetMetadata, load_split
 from hrm_reason.errors import UserError
-from hrm_reason.evaluate import evaluate
-from hrm_reason.solve import MazeSolve, SudokuSolve, load_solver, read_puzzles, solve, task_for
+from hrm_reason.evaluate.act import evaluate
+from hrm_reason.evaluate.tta import TestTimeOptions, predict, trajectories
 from hrm_reason.tasks import maze
 from hrm_reason.tasks.dihedral import DihedralTransforms
 from hrm_reason.tasks.sudoku import SudokuTransforms
-from hrm_reason.test_time import TestTimeOptions, predict, trajectories
-from hrm_reason.train import train
+from hrm_reason.train.loop import train
 from tests.helpers import tiny_config
 
 # ---------------------------------------------------------------------------------------------------------- fixtures
@@ -131,20 +133,39 @@ def maze_text(tokens: np.ndarray, side: int) -> str:
 # ------------------------------------------------------------------------------------------- the same as evaluate
 
 
+def solved_test_split(
+    run: Path,
+    file: Path,
+    text: Callable[[np.ndarray], str],
+    mmax: int,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    mmax_flag: bool = True,
+) -> tuple[dict, Any, Any, np.ndarray]:
+    """`hrm solve --json` of the run's test split written to `file` as `text` gives it, checked against evaluate's ACT
+    answers at `mmax` (passed as --mmax unless mmax_flag is off): (solve's output, the split, evaluate's result, its
+    tokens)."""
+    solver = load_solver(run, None, "cpu")
+    split, result, tokens, segments = evaluated(solver.model, Path(tiny_config_data(run)), mmax, solver.batch_size)
+    file.write_text(text(np.asarray(split.sets["all"].inputs)))
+    flags = ["--mmax", str(mmax)] if mmax_flag else []
+    out = solve_json(capsys, monkeypatch, "--run", str(run), "--file", str(file), *flags)
+    np.testing.assert_array_equal(np.array([p["tokens"] for p in out["puzzles"]]), tokens)
+    np.testing.assert_array_equal([p["segments"] for p in out["puzzles"]], segments)
+    return out, split, result, tokens
+
+
 def test_sudoku_from_the_test_split_gets_evaluates_act_answer(
     sudoku_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    data = Path(tiny_config_data(sudoku_run))
-    solver = load_solver(sudoku_run, None, "cpu")
-    split, result, tokens, segments = evaluated(solver.model, data, 5, solver.batch_size)
+    def text(inputs: np.ndarray) -> str:
+        return "\n".join(sudoku_line(x) for x in inputs) + "\n"
+
+    out, split, result, _ = solved_test_split(sudoku_run, tmp_path / "test.txt", text, 5, capsys, monkeypatch)
     inputs = np.asarray(split.sets["all"].inputs)
     labels = np.asarray(split.sets["all"].labels)
-    (tmp_path / "test.txt").write_text("\n".join(sudoku_line(x) for x in inputs) + "\n")
-    out = solve_json(capsys, monkeypatch, "--run", str(sudoku_run), "--file", str(tmp_path / "test.txt"), "--mmax", "5")
     assert out["task"] == "sudoku" and out["mmax"] == 5 and len(out["puzzles"]) == len(inputs)
     got = np.array([p["tokens"] for p in out["puzzles"]])
-    np.testing.assert_array_equal(got, tokens)
-    np.testing.assert_array_equal([p["segments"] for p in out["puzzles"]], segments)
     # evaluate's own ACT figures follow from the same answers
     assert np.mean([p["segments"] for p in out["puzzles"]]) == pytest.approx(result.act_mean_segments)
     assert np.mean((got == labels).all(-1)) == pytest.approx(result.act_exact_accuracy)
@@ -191,16 +212,13 @@ def test_act_halting_per_puzzle_matches_evaluate(sudoku_run: Path) -> None:
 def test_maze_from_the_test_split_gets_evaluates_act_answer(
     maze_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    data = Path(tiny_config_data(maze_run))
-    solver = load_solver(maze_run, None, "cpu")
-    split, _, tokens, segments = evaluated(solver.model, data, 3, solver.batch_size)
-    inputs = np.asarray(split.sets["all"].inputs)
-    (tmp_path / "mazes.txt").write_text("\n\n".join(maze_text(x, 9) for x in inputs) + "\n")
-    out = solve_json(capsys, monkeypatch, "--run", str(maze_run), "--file", str(tmp_path / "mazes.txt"))
+    def text(inputs: np.ndarray) -> str:
+        return "\n\n".join(maze_text(x, 9) for x in inputs) + "\n"
+
+    out, _, _, tokens = solved_test_split(
+        maze_run, tmp_path / "mazes.txt", text, 3, capsys, monkeypatch, mmax_flag=False
+    )
     assert out["task"] == "maze" and out["mmax"] == 3  # the trained halt_max_steps
-    got = np.array([p["tokens"] for p in out["puzzles"]])
-    np.testing.assert_array_equal(got, tokens)
-    np.testing.assert_array_equal([p["segments"] for p in out["puzzles"]], segments)
     assert [p["answer"] for p in out["puzzles"]] == [maze_text(t, 9) for t in tokens]
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from datasets_build import sources
 from datasets_build import sudoku as S
-from hrm_reason.data import PuzzleDatasetMetadata
+from hrm_reason.data.puzzle import PuzzleDatasetMetadata
 from hrm_reason.errors import UserError
 from tests.helpers import fake_hub, run_hrm, write_csv_file
 
@@ -352,7 +352,7 @@ def test_metadata_matches_arrays(tmp_path: Path) -> None:
         assert b["counts"]["originals"] == groups and b["counts"]["examples"] == n_ex and b["seed"] == 0
         assert sum(b["difficulty"]["histogram"].values()) == groups
     # the project's reader accepts what we wrote
-    from hrm_reason.data import load_split
+    from hrm_reason.data.puzzle import load_split
 
     assert load_split(out, "train").num_examples == 30
 

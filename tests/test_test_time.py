@@ -1,4 +1,4 @@
-"""Test-time compute (hrm_reason/test_time.py): every task's transforms and their inverses, voting, noise, the blank
+"""Test-time compute (hrm_reason/evaluate/tta.py): every task's transforms and their inverses, voting, noise, the blank
 puzzle identifier, the equality of the plain trajectory with `evaluate`, and `hrm eval --tta/--samples` end to end."""
 
 from __future__ import annotations
@@ -14,12 +14,9 @@ import torch
 import cli
 from datasets_build import maze as MB
 from datasets_build import sudoku as SB
-from hrm_reason.data import eval_batches, load_split
-from hrm_reason.evaluate import evaluate
-from hrm_reason.models.registry import build_model
-from hrm_reason.tasks import arc, maze, sudoku, task_transforms
-from hrm_reason.tasks.dihedral import DihedralTransforms
-from hrm_reason.test_time import (
+from hrm_reason.data.puzzle import eval_batches, load_split
+from hrm_reason.evaluate.act import evaluate
+from hrm_reason.evaluate.tta import (
     TestTimeEval,
     TestTimeOptions,
     answer_hash,
@@ -27,7 +24,10 @@ from hrm_reason.test_time import (
     predict,
     trajectories,
 )
-from hrm_reason.train import train
+from hrm_reason.models.registry import build_model
+from hrm_reason.tasks import arc, maze, sudoku, task_transforms
+from hrm_reason.tasks.dihedral import DihedralTransforms
+from hrm_reason.train.loop import train
 from tests.helpers import tiny_config, write_original_layout
 
 CPU = torch.device("cpu")

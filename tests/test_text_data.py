@@ -16,9 +16,8 @@ import numpy as np
 import pytest
 
 from datasets_build.text import STDLIB, TextBuildOptions, build_text, stdlib_files
-from hrm_reason.data import dataset_kind
-from hrm_reason.errors import UserError
-from hrm_reason.lm_data import (
+from hrm_reason.data.puzzle import dataset_kind
+from hrm_reason.data.text import (
     ByteTokenizer,
     HFTokenizer,
     load_text_dataset,
@@ -26,6 +25,7 @@ from hrm_reason.lm_data import (
     validation_batches,
     validation_windows,
 )
+from hrm_reason.errors import UserError
 from tests.helpers import write_original_layout
 
 REPO = Path(__file__).resolve().parents[1]

@@ -11,27 +11,22 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-import hrm_reason.bench as bench_module
 import hrm_reason.runtime.clock as clock_module
-import hrm_reason.train as train_module
-from hrm_reason.act_train import ACTTask
+import hrm_reason.train.loop as train_module
 from hrm_reason.checkpoint import find_checkpoint, read_state, read_weights
-from hrm_reason.data import TrainSampler, eval_batches, load_split
+from hrm_reason.data.puzzle import TrainSampler, eval_batches, load_split
 from hrm_reason.errors import UserError
-from hrm_reason.evaluate import evaluate
-from hrm_reason.inference import load_model_for_eval
+from hrm_reason.evaluate.act import evaluate
+from hrm_reason.evaluate.run import load_model_for_eval
 from hrm_reason.provenance import matmul_peak_of
-from hrm_reason.train import train
-from tests.helpers import rewind, tiny_config, write_original_layout
+from hrm_reason.train.act import ACTTask
+from hrm_reason.train.loop import train
+from tests.helpers import assert_same_trajectory, read_metrics, rewind, tiny_config, write_original_layout
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_original_layout(tmp_path_factory.mktemp("data") / "sudoku4")
-
-
-def read_metrics(run: Path) -> list[dict]:
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
 
 
 def test_original_layout_dataset_loads_and_trains(data: Path, tmp_path: Path) -> None:
@@ -98,17 +93,7 @@ def test_resume_follows_the_same_trajectory(data: Path, tmp_path: Path) -> None:
     # Pretend the run died after step 4 (inside the first iteration, with live carries): keep only that checkpoint.
     cut = rewind(full, tmp_path / "cut", 4)
     resumed = train(tiny_config(data, cut, *overrides), resume=True, progress=False)
-
-    a, b = read_metrics(full), read_metrics(resumed)
-    assert [r["step"] for r in a] == [r["step"] for r in b]
-    for ra, rb in zip(a, b):
-        assert ra.keys() == rb.keys()
-        for k in set(ra) - set(clock_module.KEYS):  # seconds differ between any two runs
-            assert ra[k] == pytest.approx(rb[k], rel=1e-5, abs=1e-7), (ra["step"], k)
-    wa, _ = read_weights(find_checkpoint(full))
-    wb, _ = read_weights(find_checkpoint(resumed))
-    for k in wa:
-        torch.testing.assert_close(wa[k], wb[k], rtol=1e-5, atol=1e-6)
+    assert_same_trajectory(full, resumed)
 
 
 def test_clock_sums_training_time_over_resumes_and_leaves_out_evaluation(
@@ -152,7 +137,7 @@ def test_a_long_run_records_the_machine_peak(data: Path, tmp_path: Path, monkeyp
     short = train(tiny_config(data, tmp_path / "short", "epochs=2"), progress=False)
     assert matmul_peak_of(short) is None  # shorter than PEAK_AFTER_SECONDS: not measured
     monkeypatch.setattr(train_module, "PEAK_AFTER_SECONDS", 0.0)
-    monkeypatch.setattr(bench_module, "matmul_peak", lambda device, dtype, seconds: 1.5e11)
+    monkeypatch.setattr(train_module, "matmul_peak", lambda device, dtype, seconds: 1.5e11)
     run = train(tiny_config(data, tmp_path / "long", "epochs=2"), progress=False)
     runs = json.loads((run / "run.json").read_text())["runs"]
     assert runs[-1]["matmul_peak_flops"] == 1.5e11 and matmul_peak_of(run) == 1.5e11

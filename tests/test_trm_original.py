@@ -20,7 +20,7 @@ import yaml
 
 from hrm_reason.checkpoint import write_weights
 from hrm_reason.config import load_config, save_config
-from hrm_reason.data import load_split
+from hrm_reason.data.puzzle import load_split
 from hrm_reason.load import load_run
 from hrm_reason.models.layers import swiglu_intermediate_size
 from hrm_reason.models.registry import build_model

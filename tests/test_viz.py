@@ -14,12 +14,12 @@ import pytest
 import torch
 from matplotlib.image import imread
 
-from hrm_reason.data import PuzzleDatasetMetadata, load_split
+from hrm_reason.data.puzzle import PuzzleDatasetMetadata, load_split
 from hrm_reason.errors import UserError
-from hrm_reason.evaluate import evaluate
+from hrm_reason.evaluate.act import evaluate
 from hrm_reason.models.registry import build_model
 from hrm_reason.tasks.arc import EOS as ARC_EOS
-from hrm_reason.train import train
+from hrm_reason.train.loop import train
 from hrm_reason.viz.canvas import DPI, png_bytes
 from hrm_reason.viz.curves import read_metrics, run_figures, smooth
 from hrm_reason.viz.grids import (
@@ -31,8 +31,7 @@ from hrm_reason.viz.grids import (
 )
 from hrm_reason.viz.predictions import SegmentTrace, predictions_figure, trace_segments
 from hrm_reason.viz.puzzles import Example, get_example, puzzle_figure
-from tests.helpers import latin_4x4, tiny_config, write_original_layout
-from tests.test_cli import assert_one_line_error
+from tests.helpers import assert_one_line_error, latin_4x4, tiny_config, write_original_layout
 
 
 def metadata(seq_len: int, vocab_size: int, builder: dict | None = None) -> PuzzleDatasetMetadata:

@@ -51,6 +51,12 @@ class ACTConfig(BaseModel):
     forward_dtype: Literal["auto", "float32", "bfloat16"] = Field("auto", description="auto: bf16 on CUDA, fp32 on CPU")
     loss: LossConfig = LossConfig()
 
+    @property
+    def depth(self) -> tuple[int, int] | None:
+        """(H_cycles, L_cycles) of a model whose segment recurses that deep (HRM, TRM), which a depth curriculum may
+        change per call (`ACTModel.forward`'s `cycles`); None for a model without such a depth."""
+        return None
+
     @model_validator(mode="after")
     def _heads_divide(self) -> ACTConfig:
         if self.hidden_size % self.num_heads:
@@ -167,6 +173,22 @@ class ACTModel(nn.Module):
             halted=torch.ones(batch_size, dtype=torch.bool, device=device),  # everything is reset on the first call
             current_data={k: torch.empty_like(v) for k, v in batch.items()},
         )
+
+    def started_carry(self, batch: Batch) -> Carry:
+        """The carry after the first call's reset: every row holds its example and the initial states, so a change
+        made to the state now (test-time noise) reaches the first segment (`forward` resets only halted rows)."""
+        carry = self.initial_carry(batch)
+        return Carry(
+            inner_carry=self.inner.reset_carry(carry.halted, carry.inner_carry),
+            steps=carry.steps,
+            halted=torch.zeros_like(carry.halted),
+            current_data=batch,
+        )
+
+    def compile_core(self) -> None:
+        """torch.compile the recurrent core in place: parameter names, hence checkpoints, are unchanged; the ACT
+        bookkeeping around the core stays eager."""
+        self.inner.compile()
 
     def forward(
         self,

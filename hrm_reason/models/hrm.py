@@ -1,10 +1,15 @@
 """The Hierarchical Reasoning Model (HRM ACT v1): two recurrent transformer modules, H (slow) and L (fast).
 
-One call of `HRM.forward` is one ACT segment. Inside a segment L runs L_cycles times per H update, H runs H_cycles
-times, and only the last L and the last H application carry gradient (the one-step gradient approximation). The
-state (z_H, z_L) is carried detached from segment to segment: deep supervision. A Q head on the first position
-learns when to halt (Q-learning, target from the next segment's Q values; models/act.py). Embeddings, heads and the
-initial states are the shared puzzle core's (models/core.py); weight names are the original code's.
+This file holds the whole recurrence: the config, the post-norm block, the H and L modules and one segment of their
+updates (`HRMCore.forward`), the model, its FLOP count and the original code's weight names. One call of
+`HRM.forward` is one ACT segment. Inside a segment L runs L_cycles times per H update, H runs H_cycles times, and only
+the last L and the last H application carry gradient (the one-step gradient approximation). The state (z_H, z_L) is
+carried detached from segment to segment: deep supervision.
+
+Reading order: this file, then what it shares with TRM and the baselines (the same ACT loop and heads, so parity with
+the original code is checked once): models/core.py (`PuzzleCore`: input embedding, LM and Q heads, initial states;
+`ReasoningModule`), models/act.py (`ACTModel.forward`: the ACT outer loop, Q-learning halting and its target;
+`act_loss`), models/layers.py (attention, SwiGLU, RMSNorm, RoPE). docs/models.md §Reading HRM.
 """
 
 from __future__ import annotations
@@ -32,6 +37,10 @@ class HRMConfig(ACTConfig):
         description="extra_forward: the original's extra no-grad segment for the Q-continue target; next_segment: the "
         "target comes one step later from the next segment's own forward (about a third less compute per step)",
     )
+
+    @property
+    def depth(self) -> tuple[int, int]:
+        return self.H_cycles, self.L_cycles
 
     @field_validator("pos_encodings")
     @classmethod

@@ -9,12 +9,14 @@ module, its FLOP count) plus one line in MODELS.
 from __future__ import annotations
 
 import importlib
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from hrm_reason.errors import UserError
+from hrm_reason.errors import UserError, validation_message
 
 Family = Literal["act", "lm"]
 
@@ -62,6 +64,38 @@ MODELS: dict[str, ModelSpec] = {
     ),
     "ham_lm": ModelSpec("lm", "hrm_reason.models.lm.ham", "HAMLMConfig", "HAMLM", "ham_lm_flops"),
 }
+
+
+@dataclass(frozen=True)
+class FamilySpec:
+    """What a model family brings besides its models, each part named "module:attribute" and imported on first use.
+    The registry sits below the code it names (training, evaluation, loading): naming by string, as torchtitan's
+    train spec does, keeps every import pointing down (docs/architecture.md), and nothing outside the registry
+    branches on the family."""
+
+    task: str  # its part of a training run: a TrainTask class (train/loop.py), built (config, device, procs, progress)
+    evaluator: str  # (loaded run, options) -> its evaluation result (evaluate/run.py)
+    loader: str  # (checkpoint, config, config path, data, device) -> the model with its weights (load.py)
+    segments: bool  # runs in ACT segments: --mmax, test-time compute, `hrm solve` and puzzle-sized benches apply
+    generates: bool  # a language model: `hrm generate` applies, and text datasets
+
+
+FAMILIES: dict[Family, FamilySpec] = {
+    "act": FamilySpec(
+        task="hrm_reason.train.act:ACTTask",
+        evaluator="hrm_reason.evaluate.run:evaluate_act_run",
+        loader="hrm_reason.load:load_act_model",
+        segments=True,
+        generates=False,
+    ),
+    "lm": FamilySpec(
+        task="hrm_reason.train.lm:LMTask",
+        evaluator="hrm_reason.evaluate.run:evaluate_lm_run",
+        loader="hrm_reason.load:load_lm_model",
+        segments=False,
+        generates=True,
+    ),
+}
 # The original HRM code's arch names, accepted so that its all_config.yaml loads.
 ORIGINAL_NAMES = {"hrm.hrm_act_v1@HierarchicalReasoningModel_ACTV1": "hrm"}
 
@@ -78,6 +112,16 @@ def family(name: Any) -> Family | None:
 
 def is_lm_arch(name: Any) -> bool:
     return family(name) == "lm"
+
+
+def family_spec(family: Family) -> FamilySpec:
+    return FAMILIES[family]
+
+
+def family_part(family: Family, part: Literal["task", "evaluator", "loader"]) -> Any:
+    """The family's training task class, evaluator or loader, imported now."""
+    module_name, attribute = getattr(FAMILIES[family], part).split(":")
+    return getattr(importlib.import_module(module_name), attribute)
 
 
 def _spec(name: Any, want: Family | None = None) -> ModelSpec:
@@ -150,8 +194,6 @@ def unknown_key_message(name: str, key: str) -> str:
 
 def validation_error(e: ValidationError, name: str, source: str) -> UserError:
     """One line naming the `arch.` key and, for a key of another model, the model."""
-    from hrm_reason.config import validation_message
-
     err = e.errors()[0]
     if err["type"] == "extra_forbidden" and err["loc"]:
         key = ".".join(str(p) for p in err["loc"])
@@ -266,3 +308,12 @@ def build_lm(arch: dict[str, Any], vocab_size: int | None, device: Any = "cpu", 
     """Build language-model head `arch["name"]` on `device` (seeded, as `build`)."""
     config = lm_config(arch, vocab_size)
     return build(config, {"vocab_size": config.vocab_size}, device, seed)
+
+
+def flops_or_none(count: Callable[[], float], model_name: str) -> float | None:
+    """Training FLOPs per step, or None for a model registered without its FLOP count: it still trains."""
+    try:
+        return count()
+    except UserError as e:
+        print(f"warning: {e}: training FLOPs are not logged for arch.name {model_name}", file=sys.stderr)
+        return None

@@ -7,7 +7,7 @@ through its n+1 network applications (no one-step approximation). (y, z) are car
 The Q head reads y and is trained by BCE towards "the answer is exactly right"; a row halts when q_halt > 0, with
 no continue logit, no Q-learning target and no extra forward (TRM's default `no_ACT_continue`). The MLP variant
 (`mlp_t`) mixes positions with a SwiGLU across the sequence instead of attention, for fixed-size grids.
-EMA of the weights is a training setting (`ema` in the train config, hrm_reason/ema.py).
+EMA of the weights is a training setting (`ema` in the train config, hrm_reason/train/ema.py).
 """
 
 from __future__ import annotations
@@ -33,6 +33,10 @@ class TRMConfig(PrefixConfig):
     mlp_t: bool = Field(
         False, description="a SwiGLU across positions in place of attention (TRM-MLP, fixed-size grids)"
     )
+
+    @property
+    def depth(self) -> tuple[int, int]:
+        return self.H_cycles, self.L_cycles
 
     @model_validator(mode="after")
     def _mlp_positions(self) -> TRMConfig:

@@ -1,4 +1,4 @@
-"""Device choice, the precision policy and compilation.
+"""Device choice, the precision policy, and the fp32/bf16 matrix-product peak that MFU and run times are measured against.
 
 Precision, one policy for every model, set by the run's `forward_dtype`: fp32 on a CPU, always (bf16 matmuls there
 are slow and inexact); on CUDA, bf16 compute over fp32 master weights unless the run asks for float32. The ACT puzzle
@@ -8,6 +8,7 @@ Precision)."""
 
 from __future__ import annotations
 
+import time
 from contextlib import AbstractContextManager
 from typing import Literal
 
@@ -41,7 +42,22 @@ def autocast_context(device: torch.device, forward_dtype: str = "auto") -> Abstr
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=bf16)
 
 
-def compile_model(model: torch.nn.Module) -> None:
-    """torch.compile the recurrent core in place (`model.inner` where a model has one, else the whole model): parameter
-    names, hence checkpoints, are unchanged; ACT bookkeeping around the core stays eager."""
-    getattr(model, "inner", model).compile()
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def matmul_peak(device: torch.device, dtype: torch.dtype, seconds: float = 2.0) -> float:
+    """Best FLOP/s of a large square matrix product in the model's compute dtype, on this device, now."""
+    n = 4096 if device.type == "cuda" else 1536
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    best, start = 0.0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        synchronize(device)
+        t0 = time.perf_counter()
+        for _ in range(4):
+            a @ b
+        synchronize(device)
+        best = max(best, 4 * 2 * n**3 / (time.perf_counter() - t0))
+    return best

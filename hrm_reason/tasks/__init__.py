@@ -18,9 +18,8 @@ from typing import TYPE_CHECKING
 from hrm_reason.errors import UserError
 
 if TYPE_CHECKING:  # the builders import the task modules without torch's start-up cost
-    from hrm_reason.data import PuzzleSplit
-    from hrm_reason.evaluate import SegmentMetric
-    from hrm_reason.test_time import TaskTransforms
+    from hrm_reason.data.puzzle import PuzzleSplit
+    from hrm_reason.tasks.base import SegmentMetric, TaskTransforms
 
 # builder name -> "module:function"; the function is (split, mmax) -> list[SegmentMetric].
 TASK_METRICS: dict[str, str] = {

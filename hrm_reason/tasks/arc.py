@@ -32,16 +32,16 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from hrm_reason.data import PuzzleSplit
+from hrm_reason.data.puzzle import PuzzleSplit
 from hrm_reason.errors import UserError
 from hrm_reason.jsonfile import read_json
+from hrm_reason.tasks.base import vote_order
 from hrm_reason.tasks.dihedral import (
     DIHEDRAL_INVERSE,
     SWAPS_AXES,
     dihedral_transform,
     inverse_dihedral_transform,
 )
-from hrm_reason.test_time import vote_order
 
 if TYPE_CHECKING:
     from hrm_reason.models.act import ACTOutput
@@ -190,7 +190,7 @@ def crop(tokens: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class ArcTransforms:
-    """Test-time augmentation on the `size` x `size` EOS canvas (hrm_reason.test_time, docs/training.md "Test-time
+    """Test-time augmentation on the `size` x `size` EOS canvas (hrm_reason.evaluate.tta, docs/training.md "Test-time
     compute"): each row's grid is cropped, moved by a dihedral transform and a colour map with black fixed (the
     builder's augmentation), and placed again at the top-left with its EOS border. The inverse does the same with the
     inverse element, so a prediction is read back by its crop, as voting reads it."""
@@ -355,7 +355,7 @@ VoteTable = dict[tuple[int, int], dict[bytes, list[float]]]  # (task, test input
 
 
 def rank_candidates(table: dict[bytes, list[float]]) -> list[tuple[bytes, int, float]]:
-    """(grid, votes, mean q), best first: the ranking of every vote (test_time.vote_order: most votes, then highest
+    """(grid, votes, mean q), best first: the ranking of every vote (tasks/base.py `vote_order`: most votes, then highest
     mean q), full ties in grid-bytes order."""
     keys = sorted(table)
     counts = torch.tensor([int(table[k][0]) for k in keys], dtype=torch.int64)
@@ -509,7 +509,7 @@ def require_arc_dataset(data_dir: str | Path, flag: str) -> None:
         return
     name = (record.get("builder") or {}).get("name")
     if record.get("builder") is None:  # built by the original code: ARC when its layout is
-        from hrm_reason.data import load_split
+        from hrm_reason.data.puzzle import load_split
 
         try:
             layout_record(load_split(data_dir, "test"))

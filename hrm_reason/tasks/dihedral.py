@@ -42,7 +42,7 @@ def inverse_dihedral_transform(grid: np.ndarray, tid: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class DihedralTransforms:
-    """Test-time augmentation of square `side` x `side` token grids by the 8 symmetries (hrm_reason.test_time): the
+    """Test-time augmentation of square `side` x `side` token grids by the 8 symmetries (hrm_reason.evaluate.tta): the
     tokens are unchanged, only their places. Each row goes through the 7 non-identity symmetries in its own random
     order before any repeats, so 8 copies are the whole group."""
 

@@ -26,7 +26,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import Tensor
 
-from hrm_reason.data import PuzzleSplit
+from hrm_reason.data.puzzle import PuzzleSplit
 from hrm_reason.errors import UserError
 from hrm_reason.tasks.dihedral import DihedralTransforms
 

@@ -190,7 +190,7 @@ def inverse_transforms(tf: GridTransforms) -> GridTransforms:
 
 @dataclass(frozen=True)
 class SudokuTransforms:
-    """Test-time augmentation on token sequences (hrm_reason.test_time, docs/training.md "Test-time compute"): the
+    """Test-time augmentation on token sequences (hrm_reason.evaluate.tta, docs/training.md "Test-time compute"): the
     group above acting on tokens (value + 1; PAD and blank stay), one element per row."""
 
     r: int

@@ -16,7 +16,7 @@ from matplotlib.axes import Axes
 from matplotlib.collections import PatchCollection
 from matplotlib.patches import Polygon, Rectangle
 
-from hrm_reason.data import PuzzleDatasetMetadata
+from hrm_reason.data.puzzle import PuzzleDatasetMetadata
 from hrm_reason.errors import UserError
 from hrm_reason.tasks import arc, layout_task, maze, sudoku
 

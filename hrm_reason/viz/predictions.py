@@ -167,7 +167,7 @@ def prediction_figures(
     device_name: str,
 ) -> list[tuple[str, Figure]]:
     """Test examples start..start+count-1 through a checkpoint (mmax default: the trained halt_max_steps)."""
-    from hrm_reason.inference import load_model_for_eval
+    from hrm_reason.evaluate.run import load_model_for_eval
 
     if count < 1:
         raise UserError(f"--count {count}: expected at least 1")

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from hrm_reason.data import PuzzleSplit, load_split
+from hrm_reason.data.puzzle import PuzzleSplit, load_split
 from hrm_reason.errors import UserError
 from hrm_reason.viz.canvas import panel_figure
 from hrm_reason.viz.grids import GridSpec, content_window, draw_grid, grid_spec

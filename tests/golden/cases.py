@@ -8,20 +8,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from hrm_reason.data import PuzzleDatasetMetadata
+from hrm_reason.data.puzzle import PuzzleDatasetMetadata
 from hrm_reason.models.act import act_loss
 from hrm_reason.models.registry import arch_config, build_lm, build_model, model_classes
+from tests.helpers import TINY_HAM, TINY_HRM, TINY_HRM_TEXT
 
-SMALL = dict(
-    hidden_size=32,
-    num_heads=2,
-    H_layers=1,
-    L_layers=1,
-    H_cycles=2,
-    L_cycles=2,
-    halt_max_steps=3,
-    halt_exploration_prob=0.5,
-)
+SMALL = dict(**TINY_HRM, halt_max_steps=3, halt_exploration_prob=0.5)
 PUZZLE_CASES: dict[str, dict[str, Any]] = {
     "hrm": dict(name="hrm"),
     "hrm_next_segment": dict(name="hrm", q_target="next_segment"),
@@ -35,31 +27,13 @@ PUZZLE_CASES: dict[str, dict[str, Any]] = {
 LM_CASES: dict[str, dict[str, Any]] = {
     "hrm_lm": dict(name="hrm_lm", hidden_size=32, num_heads=2, N=2, T=2, S=2, K=2, entropy_weight=0.01, max_seq_len=32),
     "unitf_lm": dict(name="unitf_lm", hidden_size=32, num_heads=2, M=3, K=2, max_seq_len=32),
-    "hrm_text": dict(
-        name="hrm_text",
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        head_dim=16,
-        H_cycles=2,
-        L_cycles=2,
-        max_position_embeddings=32,
-    ),
+    "hrm_text": dict(name="hrm_text", **TINY_HRM_TEXT, max_position_embeddings=32),
     "ham_lm": dict(
         name="ham_lm",
-        hidden_size=32,
-        num_layers=2,
-        qk_dim=16,
-        v_dim=24,
-        rnn_head_qk_dim=8,
-        rnn_head_v_dim=12,
-        kv_head_qk_dim=8,
-        kv_head_v_dim=12,
+        **TINY_HAM,
         router="fit_error",
         threshold_mode="global",
         kv_target=0.5,
-        chunk_size=4,
         max_position_embeddings=32,
     ),
 }

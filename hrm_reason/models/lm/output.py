@@ -33,6 +33,14 @@ class LMHead(nn.Module):
         super().__init__()
         self.config = config
 
+    def compile_core(self) -> None:
+        """torch.compile the head in place (parameter names unchanged)."""
+        self.compile()
+
+    def post_step(self) -> None:
+        """Called after every optimizer step; a head with state of its own updates it here (HAM's threshold
+        controller)."""
+
     def forward(
         self,
         input_ids: torch.Tensor,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from hrm_reason.atomic import atomic_directory
 from hrm_reason.checkpoint import write_weights
+from hrm_reason.data.text import HF_TOKENIZER_FILE
 from hrm_reason.errors import UserError
-from hrm_reason.lm_data import HF_TOKENIZER_FILE
 from hrm_reason.load import is_hf_hrm_text, load
 
 

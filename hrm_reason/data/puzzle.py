@@ -14,13 +14,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from hrm_reason.augment import Augmentation
 from hrm_reason.errors import UserError
 from hrm_reason.jsonfile import read_json_model
 from hrm_reason.losses import IGNORE_LABEL_ID
@@ -72,7 +71,7 @@ ARRAY_NAMES = ("inputs", "labels", "puzzle_identifiers", "puzzle_indices", "grou
 
 def dataset_kind(path: str | Path) -> DatasetKind | None:
     """What a dataset directory holds, from its layout alone (nothing is validated): "text" for one written by
-    `hrm build-data text` (<dir>/dataset.json with kind "text", hrm_reason.lm_data), "puzzle" for the original HRM
+    `hrm build-data text` (<dir>/dataset.json with kind "text", hrm_reason.data.text), "puzzle" for the original HRM
     layout (<dir>/{train,test}/dataset.json), None for anything else. The one test every command dispatches on."""
     path = Path(path)
     try:
@@ -218,12 +217,23 @@ def _collate(
     }
 
 
-AUGMENT_STREAM = 1  # the last entropy word of the augmentation draws of a batch (hrm_reason.augment)
+class Augmentation(Protocol):
+    """A random symmetry of the task applied to every training example drawn (augment=symmetry; the tasks' own
+    groups are in hrm_reason/tasks/augment.py)."""
+
+    def __call__(
+        self, rng: np.random.Generator, inputs: np.ndarray, labels: np.ndarray, rows: slice, count: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Draw `count` group elements (the global batch) and apply elements[rows] to this process's [b, seq_len]
+        token rows; returns new arrays of the inputs' dtype."""
+
+
+AUGMENT_STREAM = 1  # the last entropy word of the augmentation draws of a batch (hrm_reason.tasks.augment)
 
 
 class TrainSampler:
     """Training batches for one rank: iteration i covers `epochs_per_iter` passes over the groups; `augment` applies a
-    fresh random symmetry to every example drawn (augment.py)."""
+    fresh random symmetry to every example drawn (tasks/augment.py)."""
 
     def __init__(
         self,

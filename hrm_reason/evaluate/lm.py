@@ -17,8 +17,8 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
+from hrm_reason.data.text import TokenStream, validation_batches
 from hrm_reason.errors import UserError
-from hrm_reason.lm_data import TokenStream, validation_batches
 from hrm_reason.runtime.device import autocast_context
 
 

@@ -4,13 +4,13 @@ step per batch, no state between batches.
 Step s trains on the windows drawn from (seed, s), so a resumed run reproduces an uninterrupted one, and under
 torchrun each process takes its rows of that global batch (the head's loss is a token mean, DDP averages it).
 Per step: forward with labels (the head shifts them and adds its auxiliary terms to `loss`), backward, gradient
-clipping, the optimizer step under the warmup + cosine schedule, then `model.post_step()` if the head has one (HAM's
-threshold controller). A head with state outside its weights may expose `training_state() -> dict` and
-`load_training_state(dict)`; it is saved in state.pt.
+clipping, the optimizer step under the warmup + cosine schedule, then the head's `post_step()` (HAM's threshold
+controller, whose state lives in buffers and so is saved with the weights).
 Logged: train loss, CE, LR, gradient norm, tokens/s and the head's metrics every step; validation CE, perplexity and
 tokens/s at every evaluation. A puzzle dataset as data_path (the original HRM layout) trains on PrefixLM puzzle
-sequences instead (lm_puzzle.py: puzzle as bidirectional prefix, solution as causal response); its evaluation is the
-exact and token accuracy of greedy decoding on the test split (eval/exact_accuracy, eval/accuracy) and the response CE.
+sequences instead (data/prefix_lm.py: puzzle as bidirectional prefix, solution as causal response); its evaluation is
+the exact and token accuracy of greedy decoding on the test split (eval/exact_accuracy, eval/accuracy) and the response
+CE.
 """
 
 from __future__ import annotations
@@ -27,16 +27,16 @@ from torch import nn
 from hrm_reason.atomic import atomic_write_text
 from hrm_reason.checkpoint import load_weights, read_weights
 from hrm_reason.config import TrainConfig
-from hrm_reason.data import dataset_kind
+from hrm_reason.data.prefix_lm import PuzzleLMData, PuzzleSequences, uses_prefix
+from hrm_reason.data.puzzle import dataset_kind
+from hrm_reason.data.text import TOKENIZER_META, load_text_dataset, save_tokenizer, train_batch
 from hrm_reason.errors import UserError
-from hrm_reason.lm_data import TOKENIZER_META, load_text_dataset, save_tokenizer, train_batch
-from hrm_reason.lm_eval import evaluate_lm
-from hrm_reason.lm_puzzle import PuzzleLMData, PuzzleSequences, evaluate_puzzle_lm, uses_prefix
-from hrm_reason.models.registry import build_lm, flop_count
-from hrm_reason.optim import make_optimizer
+from hrm_reason.evaluate.lm import evaluate_lm
+from hrm_reason.evaluate.prefix_lm import evaluate_puzzle_lm
+from hrm_reason.models.registry import build_lm, flop_count, flops_or_none
 from hrm_reason.runtime.device import autocast_context
 from hrm_reason.runtime.distributed import Processes, sum_over_ranks
-from hrm_reason.train import flops_or_none, scheduled_lr
+from hrm_reason.train.optim import make_optimizer, scheduled_lr
 
 
 class LMTask:
@@ -105,8 +105,7 @@ class LMTask:
             group["lr"] = lr
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        if hasattr(self.model, "post_step"):
-            self.model.post_step()
+        self.model.post_step()
         return {"train/lr": lr, "train/grad_norm": float(grad_norm)}
 
     def record(
@@ -168,11 +167,11 @@ class LMTask:
         load_weights(self.model, weights, ckpt)
 
     def state(self) -> dict[str, Any]:
-        return {"model_state": self.model.training_state() if hasattr(self.model, "training_state") else None}
+        """Nothing beyond the weights (a head's own state is in its buffers); the key keeps state.pt's layout."""
+        return {"model_state": None}
 
     def load_state(self, state: dict[str, Any]) -> None:
-        if state.get("model_state") is not None and hasattr(self.model, "load_training_state"):
-            self.model.load_training_state(state["model_state"])
+        pass
 
     def first_record(self) -> dict[str, Any]:
         sizes = (

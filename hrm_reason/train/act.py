@@ -18,21 +18,20 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from hrm_reason.augment import train_augmentation
 from hrm_reason.checkpoint import load_checkpoint
 from hrm_reason.config import TrainConfig
-from hrm_reason.curriculum import depth_at, flops_at_depth, segment_weights
-from hrm_reason.data import Batch, PuzzleSplit, TrainSampler, dataset_kind, load_split, total_train_steps
+from hrm_reason.data.puzzle import Batch, PuzzleSplit, TrainSampler, dataset_kind, load_split, total_train_steps
 from hrm_reason.errors import UserError
-from hrm_reason.evaluate import EvalResult, evaluate
+from hrm_reason.evaluate.act import EvalResult, evaluate
 from hrm_reason.models.act import act_loss
-from hrm_reason.models.registry import build_model, flop_count
+from hrm_reason.models.registry import build_model, flop_count, flops_or_none
 from hrm_reason.models.sparse_embedding import SparseSignSGD
-from hrm_reason.optim import make_optimizer
 from hrm_reason.runtime.distributed import Processes, sum_over_ranks
 from hrm_reason.runtime.prefetch import prefetch
 from hrm_reason.tasks import task_metrics
-from hrm_reason.train import flops_or_none, scheduled_lr
+from hrm_reason.tasks.augment import train_augmentation
+from hrm_reason.train.curriculum import depth_at, flops_at_depth, segment_weights
+from hrm_reason.train.optim import make_optimizer, scheduled_lr
 
 
 class ACTTask:
@@ -141,8 +140,7 @@ class ACTTask:
         count = stats.pop("count")
         record: dict[str, Any] = {"step": step, **logged, "train/count": count}
         if self.config.depth_curriculum:  # this step's depth, for its FLOPs (curriculum.flops_at_depth)
-            arch = self.config.arch
-            record["train/H_cycles"], record["train/L_cycles"] = self.depth or (arch.H_cycles, arch.L_cycles)
+            record["train/H_cycles"], record["train/L_cycles"] = self.depth or self.config.arch.depth
         for k, v in stats.items():
             if k.endswith("loss"):
                 record[f"train/{k}"] = v / self.config.global_batch_size

@@ -24,10 +24,15 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from hrm_reason.data import PuzzleDatasetMetadata
+from hrm_reason.checkpoint import saved_model_config
+from hrm_reason.data.puzzle import PuzzleDatasetMetadata, dataset_kind
 from hrm_reason.errors import UserError
+from hrm_reason.evaluate.tta import TestTimeOptions, predict, trajectories
+from hrm_reason.jsonfile import read_json_model
+from hrm_reason.load import load_run
+from hrm_reason.models.registry import family_spec
+from hrm_reason.runtime.device import resolve_device
 from hrm_reason.tasks import arc, dihedral, layout_task, maze, sudoku
-from hrm_reason.test_time import TestTimeOptions, predict, trajectories
 
 SUDOKU_SEPARATORS = "|+-"  # box drawing, ignored like whitespace
 SUDOKU_BLANKS = ".0"
@@ -89,7 +94,7 @@ class SolveTask(Protocol):
 
     def answer(self, puzzle: Puzzle, tokens: np.ndarray) -> tuple[str, list[Any], bool | None, str, bool | None]: ...
 
-    transforms: Any  # the task's symmetries for test-time augmentation (test_time.TaskTransforms)
+    transforms: Any  # the task's symmetries for test-time augmentation (tasks/base.py TaskTransforms)
 
 
 def _lines(text: str) -> list[str]:
@@ -396,15 +401,9 @@ class Solver:
 
 def load_solver(path: Path, config_path: Path | None, device_name: str) -> Solver:
     """The model at `path` and the task it solves, read from its dataset's dataset.json (or the weights' header)."""
-    from hrm_reason.checkpoint import saved_model_config
-    from hrm_reason.data import dataset_kind
-    from hrm_reason.jsonfile import read_json_model
-    from hrm_reason.load import load_run
-    from hrm_reason.runtime.device import resolve_device
-
     device = resolve_device(device_name)
     loaded = load_run(path, device, config_path)
-    if loaded.family != "act" or loaded.config is None:
+    if not family_spec(loaded.family).segments or loaded.config is None:
         raise UserError(f"{path}: a language-model head; hrm solve needs an ACT puzzle model (hrm, trm, ...)")
     config = loaded.config
     data = Path(config.data_path)
@@ -459,7 +458,7 @@ def solve(
     progress: bool = True,
 ) -> list[Answer]:
     """Every puzzle through the model in batches, each answer decoded and checked. With `options` beyond the plain
-    ones, each puzzle's answer is chosen over transformed copies and noisy trajectories (hrm_reason.test_time)."""
+    ones, each puzzle's answer is chosen over transformed copies and noisy trajectories (hrm_reason.evaluate.tta)."""
     options = options or TestTimeOptions()
     answers: list[Answer] = []
     transforms = solver.task.transforms if options.tta > 1 else None

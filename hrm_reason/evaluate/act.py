@@ -14,29 +14,15 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from hrm_reason.data import PuzzleSplit, eval_batches
+from hrm_reason.data.puzzle import PuzzleSplit, eval_batches
 from hrm_reason.losses import IGNORE_LABEL_ID, LOSS_FUNCTIONS, LossType
 from hrm_reason.models.act import ACTOutput
-
-
-class SegmentMetric(Protocol):
-    """A task's own score, computed on the fly beside exact accuracy (maze: optimal paths; ARC: votes).
-
-    `update` sees every segment of every batch (segment is 0-based; rows where `valid` is false are padding) and must
-    only reduce, never keep logits. `result` runs once, after all batches, on every rank: it reduces across ranks when
-    world_size > 1 and returns JSON-ready values. A list of length mmax is a per-segment column in the eval table.
-    """
-
-    def update(
-        self, segment: int, preds: torch.Tensor, out: ACTOutput, batch: dict[str, torch.Tensor], valid: torch.Tensor
-    ) -> None: ...
-
-    def result(self, world_size: int) -> dict[str, Any]: ...
+from hrm_reason.tasks.base import SegmentMetric
 
 
 class SegmentSource(Protocol):
-    """Runs a batch's segments in its own way and yields the plain trajectory's outputs (test_time.TestTimeEval); its
-    `result` joins the eval result's extra under "test_time"."""
+    """Runs a batch's segments in its own way and yields the plain trajectory's outputs (evaluate/tta.py
+    TestTimeEval); its `result` joins the eval result's extra under "test_time"."""
 
     def segments(
         self, model: nn.Module, batch: dict[str, torch.Tensor], mmax: int, key: Sequence[int]

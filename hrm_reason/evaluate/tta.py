@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -21,7 +21,8 @@ from torch import nn
 
 from hrm_reason.errors import UserError
 from hrm_reason.losses import IGNORE_LABEL_ID
-from hrm_reason.models.act import ACTOutput, Carry
+from hrm_reason.models.act import ACTOutput
+from hrm_reason.tasks.base import TaskTransforms, vote_order
 
 Batch = dict[str, torch.Tensor]
 BLANK_IDENTIFIER = 0
@@ -68,19 +69,6 @@ class TestTimeOptions:
         return self.tta * self.samples
 
 
-class TaskTransforms(Protocol):
-    """A task's symmetry group acting on token sequences [rows, seq_len], with exact inverses (hrm_reason.tasks).
-
-    `draw` returns the elements of copies 1..copies-1 (copy 0 is the identity), each one element per row; drawn
-    sequentially from `rng`, so the first k copies do not depend on how many are drawn."""
-
-    def draw(self, rng: np.random.Generator, rows: int, copies: int) -> list[Any]: ...
-
-    def apply(self, tokens: np.ndarray, element: Any) -> np.ndarray: ...
-
-    def invert(self, tokens: np.ndarray, element: Any) -> np.ndarray: ...
-
-
 @dataclass
 class Prediction:
     preds: torch.Tensor  # [B, seq_len] predicted tokens in the puzzle's own frame (transforms undone)
@@ -89,14 +77,6 @@ class Prediction:
 
 
 # ---------------------------------------------------------------------------------------------------------- voting
-
-
-def vote_order(counts: torch.Tensor, mean_q: torch.Tensor) -> torch.Tensor:
-    """Candidates best first along the last axis: most votes, then the highest mean confidence, then the earlier
-    candidate. The one ranking of every vote here and in ARC's (tasks/arc.py `rank_candidates`)."""
-    by_q = torch.sort(mean_q, dim=-1, descending=True, stable=True).indices
-    by_count = torch.sort(counts.gather(-1, by_q), dim=-1, descending=True, stable=True).indices
-    return by_q.gather(-1, by_count)
 
 
 def answer_hash(preds: torch.Tensor) -> torch.Tensor:
@@ -138,18 +118,6 @@ class Segment:
     q: torch.Tensor  # [N, B] float64 sigmoid(q_halt)
     halt: torch.Tensor  # [N, B] bool: q_halt > q_continue
     plain: ACTOutput  # trajectory (0, 0): the puzzle as given, no noise
-
-
-def _started_carry(model: nn.Module, batch: Batch) -> Carry:
-    """The carry plain evaluation has after the reset of its first call: every row holds its example and the initial
-    states, so noise added now reaches the first segment (ACTModel.forward resets only halted rows)."""
-    carry = model.initial_carry(batch)
-    return Carry(
-        inner_carry=model.inner.reset_carry(carry.halted, carry.inner_carry),
-        steps=carry.steps,
-        halted=torch.zeros_like(carry.halted),
-        current_data=batch,
-    )
 
 
 def _add_noise(inner: Any, scale: float, generator: torch.Generator) -> Any:
@@ -200,7 +168,7 @@ def trajectories(
     was_training = model.training
     model.eval()
     try:
-        carries = [_started_carry(model, copies[t // S]) for t in range(A * S)]
+        carries = [model.started_carry(copies[t // S]) for t in range(A * S)]
         for m in range(mmax):
             preds, q, halt = [], [], []
             plain: ACTOutput | None = None
@@ -268,8 +236,8 @@ def budgets(k: int) -> list[int]:
 
 
 class TestTimeEval:
-    """The test-time table of an evaluation (evaluate.py `evaluate(..., test_time=...)`): per segment budget m, number
-    of copies a and samples s, the exact and token accuracy of the chosen answer; per (a, s) the ACT result.
+    """The test-time table of an evaluation (evaluate/act.py `evaluate(..., test_time=...)`): per segment budget m,
+    number of copies a and samples s, the exact and token accuracy of the chosen answer; per (a, s) the ACT result.
 
     `segments` runs every trajectory of a batch and hands the plain one (copy 0, sample 0) to the usual metrics."""
 

@@ -104,3 +104,9 @@ def lr_at(schedule: str, step: float, base_lr: float, warmup_steps: int, total_s
         raise ValueError(f"unknown lr_schedule {schedule!r} (expected cosine, linear or constant)")
     progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
     return base_lr * (min_ratio + (1 - min_ratio) * (1 - progress))
+
+
+def scheduled_lr(config: TrainConfig, base_lr: float, position: float, total_steps: int) -> float:
+    """Warmup then config.lr_schedule (cosine decay to lr_min_ratio by default), at schedule position `position` of
+    `total_steps`."""
+    return lr_at(config.lr_schedule, position, base_lr, config.lr_warmup_steps, total_steps, config.lr_min_ratio)

@@ -10,6 +10,7 @@ tokens, and forwards without labels, counted in tokens.
 from __future__ import annotations
 
 import resource
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -17,12 +18,13 @@ from typing import Any
 
 import torch
 
-from hrm_reason.act_train import optimizer_step
+from hrm_reason.load import puzzle_metadata
 from hrm_reason.models import registry
 from hrm_reason.models.act import act_loss
 from hrm_reason.models.sparse_embedding import SparseSignSGD
-from hrm_reason.optim import make_adam_atan2
-from hrm_reason.runtime.device import compile_model
+from hrm_reason.runtime.device import matmul_peak, resolve_device, synchronize
+from hrm_reason.train.act import optimizer_step
+from hrm_reason.train.optim import make_adam_atan2
 
 
 @dataclass
@@ -49,31 +51,32 @@ class BenchResult:
         return asdict(self)
 
 
-def matmul_peak(device: torch.device, dtype: torch.dtype, seconds: float = 2.0) -> float:
-    """Best FLOP/s of a large square matrix product in the model's compute dtype, on this device, now."""
-    n = 4096 if device.type == "cuda" else 1536
-    a = torch.randn(n, n, device=device, dtype=dtype)
-    b = torch.randn(n, n, device=device, dtype=dtype)
-    best, start = 0.0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        _sync(device)
-        t0 = time.perf_counter()
-        for _ in range(4):
-            a @ b
-        _sync(device)
-        best = max(best, 4 * 2 * n**3 / (time.perf_counter() - t0))
-    return best
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def _peak_memory(device: torch.device) -> int:
     if device.type == "cuda":
         return int(torch.cuda.max_memory_allocated(device))
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # Linux reports KiB
+
+
+def bench(config: Any, batch_size: int | None, seq_len: int, vocab_size: int, steps: int, warmup: int) -> BenchResult:
+    """`hrm bench`: time `config`'s model on its device, at its global batch size unless `batch_size` is given."""
+    sizes = bench_sizes(config, seq_len, vocab_size)
+    device = resolve_device(config.device)
+    return run_bench(config, sizes, device, batch_size or config.global_batch_size, steps, warmup)
+
+
+def bench_sizes(config: Any, seq_len: int, vocab_size: int) -> dict[str, int]:
+    """The shape of a puzzle model's dataset when it is built; else (said on stderr) random tokens of `vocab_size`, in
+    sequences of `seq_len` for a puzzle model and in windows of the config's seq_len for a language-model head."""
+    segments = registry.family_spec(config.family).segments
+    meta = puzzle_metadata(config.data_path) if segments else None
+    if meta is not None:
+        return dict(
+            seq_len=meta.seq_len, vocab_size=meta.vocab_size, num_puzzle_identifiers=meta.num_puzzle_identifiers
+        )
+    sizes = dict(seq_len=seq_len if segments else config.seq_len, vocab_size=vocab_size, num_puzzle_identifiers=1)
+    why = f" ({config.data_path} is not built)" if segments else ""
+    print(f"random tokens of seq_len {sizes['seq_len']}, vocab {vocab_size}{why}", file=sys.stderr)
+    return sizes
 
 
 def run_bench(
@@ -81,11 +84,7 @@ def run_bench(
 ) -> BenchResult:
     """Time `config`'s model (any model family) on random tokens of `sizes` (seq_len, vocab_size,
     and num_puzzle_identifiers for a puzzle model)."""
-    bench = (
-        _bench_act
-        if registry.family(config.arch["name"] if isinstance(config.arch, dict) else config.arch.name) == "act"
-        else _bench_lm
-    )
+    bench = _bench_act if registry.family_spec(config.family).segments else _bench_lm
     model, unit, units, dtype, train_step, eval_step, flops, eval_repeat, q_target = bench(
         config, sizes, device, batch_size
     )
@@ -124,7 +123,7 @@ def _bench_act(config: Any, sizes: dict[str, int], device: torch.device, batch_s
     as `hrm train`."""
     model = registry.build(config.arch, sizes, device, seed=config.seed)
     if config.compile:
-        compile_model(model)
+        model.compile_core()
     optimizer = make_adam_atan2(
         model.parameters(),
         lr=config.lr,
@@ -178,7 +177,7 @@ def _bench_act(config: Any, sizes: dict[str, int], device: torch.device, batch_s
 def _bench_lm(config: Any, sizes: dict[str, int], device: torch.device, batch_size: int) -> tuple:
     """Training steps (forward with labels, backward, AdamW) and forwards on windows of seq_len tokens, bf16 autocast
     on CUDA as `hrm train` runs a head."""
-    from hrm_reason.lm_eval import autocast_context
+    from hrm_reason.evaluate.lm import autocast_context
 
     model = registry.build_lm(config.arch, sizes["vocab_size"], device, config.seed)
     optimizer = torch.optim.AdamW(
@@ -221,11 +220,11 @@ def _timed(fn: Callable[[], None], repeats: int, warmup: int, device: torch.devi
     """Seconds per call after `warmup` calls (which also absorb any compile time)."""
     for _ in range(warmup):
         fn()
-    _sync(device)
+    synchronize(device)
     t0 = time.perf_counter()
     for _ in range(repeats):
         fn()
-    _sync(device)
+    synchronize(device)
     return (time.perf_counter() - t0) / repeats
 
 

@@ -8,34 +8,14 @@ rebuilt and the one-step gradient (HRM) or last-recursion gradient (TRM) holds a
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+import numpy as np
+import torch
 
-if TYPE_CHECKING:  # the run config imports this module without torch's start-up cost
-    import torch
-
-    from hrm_reason.models.flops import ACTFlops
-
-
-class DepthStage(BaseModel):
-    """Until the share `until` of the run is done (of the LR schedule's span: steps, or the time budget with
-    schedule_over=seconds), segments run H_cycles x L_cycles; after the last stage, the model's own depth."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    until: float = Field(gt=0, lt=1, description="share of the run at which this stage ends")
-    H_cycles: int = Field(ge=1)
-    L_cycles: int = Field(ge=1)
-
-
-def check_stages(stages: Sequence[DepthStage], arch: Any) -> None:
-    """Raise ValueError (a config error naming depth_curriculum) for stages a model cannot run."""
-    if not hasattr(arch, "H_cycles") or not hasattr(arch, "L_cycles"):
-        raise ValueError(f"arch {getattr(arch, 'name', arch)!r} has no H_cycles/L_cycles (only hrm and trm do)")
-    ends = [s.until for s in stages]
-    if any(b <= a for a, b in zip(ends, ends[1:])):
-        raise ValueError(f"stage ends (until) must increase, got {ends}")
+from hrm_reason.config import DepthStage
+from hrm_reason.models.flops import ACTFlops
+from hrm_reason.models.registry import flop_count
 
 
 def depth_at(stages: Sequence[DepthStage], progress: float) -> tuple[int, int] | None:
@@ -50,8 +30,6 @@ def depth_at(stages: Sequence[DepthStage], progress: float) -> tuple[int, int] |
 def flops_at_depth(config: Any, cycles: tuple[int, int] | None = None) -> ACTFlops:
     """The FLOPs per example of a resolved hrm or trm config at depth `cycles` (H_cycles, L_cycles; None: its own):
     what a curriculum's cheaper steps cost."""
-    from hrm_reason.models.registry import flop_count
-
     if cycles is not None:
         config = config.model_copy(update={"H_cycles": cycles[0], "L_cycles": cycles[1]})
     return flop_count(config)
@@ -61,8 +39,6 @@ def train_flops(config: Any, stages: Sequence[DepthStage], total_steps: int, ste
     """Training FLOPs per example summed over the first `steps` steps (all by default) of a run of `total_steps`
     scheduled over steps, each step at its stage's depth (with schedule_over=seconds the stage follows the clock: sum
     the logged train/H_cycles, train/L_cycles instead)."""
-    import numpy as np
-
     steps = total_steps if steps is None else steps
     progress = np.arange(steps) / total_steps
     per_stage = np.bincount(
@@ -75,8 +51,6 @@ def train_flops(config: Any, stages: Sequence[DepthStage], total_steps: int, ste
 def segment_weights(steps: torch.Tensor, decay: float, halt_max_steps: int) -> torch.Tensor:
     """[B] weight of each row's loss at its segment t = `steps` (1-based): decay^(t-1), normalised to average 1 over
     the halt_max_steps segments, so that decay 1 is the unweighted loss and the loss scale stays that of the original."""
-    import torch
-
     t = steps.clamp(1, halt_max_steps).to(torch.float64) - 1
     norm = sum(decay**k for k in range(halt_max_steps)) / halt_max_steps
     return (decay**t) / norm

@@ -16,34 +16,25 @@ from __future__ import annotations
 
 import math
 from dataclasses import fields
-from typing import Protocol
 
 import numpy as np
 
+from hrm_reason.data.puzzle import Augmentation
 from hrm_reason.errors import UserError
-
-
-class Augmentation(Protocol):
-    def __call__(
-        self, rng: np.random.Generator, inputs: np.ndarray, labels: np.ndarray, rows: slice, count: int
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Draw `count` group elements (the global batch) and apply elements[rows] to this process's [b, seq_len]
-        token rows; returns new arrays of the inputs' dtype."""
+from hrm_reason.tasks.dihedral import DihedralTransforms
+from hrm_reason.tasks.maze import label_paths
+from hrm_reason.tasks.sudoku import BOX_OF_SIDE, BOXES, GridTransforms, SudokuTransforms, vocab_size
 
 
 class SudokuSymmetry:
     """Sudoku's group on token rows: test-time augmentation's `SudokuTransforms`, one element per row."""
 
     def __init__(self, r: int, c: int) -> None:
-        from hrm_reason.tasks.sudoku import SudokuTransforms
-
         self.transforms = SudokuTransforms(r, c)
 
     def __call__(
         self, rng: np.random.Generator, inputs: np.ndarray, labels: np.ndarray, rows: slice, count: int
     ) -> tuple[np.ndarray, np.ndarray]:
-        from hrm_reason.tasks.sudoku import GridTransforms
-
         (drawn,) = self.transforms.draw(rng, count, 2)  # copy 1 of `count` rows: one element per global-batch row
         tf = GridTransforms(**{f.name: getattr(drawn, f.name)[rows] for f in fields(GridTransforms)})
         return tuple(self.transforms.apply(x, tf).astype(x.dtype) for x in (inputs, labels))  # type: ignore[return-value]
@@ -57,16 +48,12 @@ class DihedralSymmetry:
     """
 
     def __init__(self, side: int, relabel: bool = False) -> None:
-        from hrm_reason.tasks.dihedral import DihedralTransforms
-
         self.side, self.relabel = side, relabel
         self.transforms = DihedralTransforms(side)
 
     def __call__(
         self, rng: np.random.Generator, inputs: np.ndarray, labels: np.ndarray, rows: slice, count: int
     ) -> tuple[np.ndarray, np.ndarray]:
-        from hrm_reason.tasks.maze import label_paths
-
         tids = rng.integers(0, 8, count)[rows]
         inputs = self.transforms.apply(inputs, tids)
         if not self.relabel:
@@ -85,8 +72,6 @@ def train_augmentation(kind: str, metadata: object, where: str) -> Augmentation 
     seq_len, vocab = metadata.seq_len, metadata.vocab_size  # type: ignore[attr-defined]
     side = math.isqrt(seq_len)
     if name == "sudoku":
-        from hrm_reason.tasks.sudoku import BOX_OF_SIDE, BOXES, vocab_size
-
         box = BOXES.get(builder.get("box", "")) or BOX_OF_SIDE.get(side)
         if box is not None and side * side == seq_len and box[0] * box[1] == side and vocab == vocab_size(side):
             return SudokuSymmetry(*box)

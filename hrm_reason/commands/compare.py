@@ -36,12 +36,13 @@ from hrm_reason.atomic import atomic_write_text
 from hrm_reason.checkpoint import STATE, find_checkpoint
 from hrm_reason.config import TrainConfig, load_config
 from hrm_reason.errors import UserError
-from hrm_reason.evaluate import evaluate
-from hrm_reason.inference import load_model_for_eval
+from hrm_reason.evaluate.act import evaluate
+from hrm_reason.evaluate.run import load_model_for_eval
+from hrm_reason.models.registry import family_spec
 from hrm_reason.provenance import matmul_peak_of
 from hrm_reason.runtime.logs import read_records
 from hrm_reason.tasks import task_metrics
-from hrm_reason.train import train
+from hrm_reason.train.loop import train
 
 RUN_RESULT = "compare.json"
 RESERVED_KEYS = ("seed", "run_dir")  # set by hrm compare for every run
@@ -80,7 +81,7 @@ def plan_runs(configs: list[Path], seeds: int, out: Path, overrides: list[str]) 
         for seed in range(seeds):
             run_dir = out / "runs" / label / f"seed{seed}"
             config = load_config(path, [*overrides, f"seed={seed}", f"run_dir={run_dir}"])
-            if config.family != "act":
+            if not family_spec(config.family).segments:
                 raise UserError(
                     f"{path}: arch.name={config.model_name}: hrm compare studies the ACT puzzle models only"
                 )
@@ -504,6 +505,13 @@ def plot(summary: dict[str, dict[str, Any]], out_dir: Path, metric: str = "exact
 
 def _init_worker(threads: int) -> None:
     torch.set_num_threads(threads)
+
+
+def split_arguments(items: list[str]) -> tuple[list[Path], list[str]]:
+    """`hrm compare CONFIG... KEY=VALUE...`: the config files, and the overrides (an argument with "=" is a config
+    when it names a file)."""
+    configs = [Path(i) for i in items if "=" not in i or Path(i).is_file()]
+    return configs, [i for i in items if "=" in i and not Path(i).is_file()]
 
 
 def parse_targets(text: str) -> list[float]:

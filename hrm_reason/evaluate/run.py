@@ -1,0 +1,158 @@
+"""The one evaluation entry (`hrm eval`): load a run, a checkpoint (ours or an original HRM one) or a transformers
+HrmText directory through `hrm_reason.load`, and evaluate it the way its model family is evaluated (the family's
+evaluator is named in models/registry.py, FAMILIES).
+
+- ACT puzzle models: accuracy after every segment m = 1..mmax on the test split and the ACT result (evaluate/act.py);
+- LM heads on a text dataset: CE, perplexity and tokens/s on the val split (evaluate/lm.py);
+- LM heads on a puzzle dataset (PrefixLM): exact and token accuracy of greedy decoding on the test split
+  (evaluate/prefix_lm.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from hrm_reason.config import TrainConfig
+from hrm_reason.data.prefix_lm import PuzzleLMData
+from hrm_reason.data.puzzle import PuzzleSplit, dataset_kind, load_split
+from hrm_reason.data.text import load_text_dataset
+from hrm_reason.errors import UserError
+from hrm_reason.evaluate.act import EvalResult, evaluate, format_table
+from hrm_reason.evaluate.lm import LMEvalResult, evaluate_lm, format_lm_result
+from hrm_reason.evaluate.prefix_lm import PuzzleLMEvalResult, evaluate_puzzle_lm, format_puzzle_result
+from hrm_reason.evaluate.tta import TestTimeEval, TestTimeOptions, format_test_time
+from hrm_reason.load import LoadedRun, load_run, run_config
+from hrm_reason.models.registry import family_part, family_spec
+from hrm_reason.runtime.device import resolve_device
+from hrm_reason.tasks import task_metrics, task_transforms
+from hrm_reason.tasks.arc import require_arc_dataset
+
+Result = EvalResult | LMEvalResult | PuzzleLMEvalResult
+
+
+def load_model_for_eval(
+    path: Path, config_path: Path | None, data: Path | None, device_name: str
+) -> tuple[Any, TrainConfig, PuzzleSplit, Any]:
+    """(model, config, test split, device) of an ACT puzzle run, for evaluations that walk the test split."""
+    device = resolve_device(device_name)
+    loaded = load_run(path, device, config_path, data)
+    if not family_spec(loaded.family).segments:
+        raise UserError(f"{path}: a language-model head, not an ACT puzzle model")
+    return (
+        loaded.model,
+        loaded.config,
+        load_split(data if data is not None else loaded.config.data_path, "test"),
+        device,
+    )
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    """What `hrm eval` was asked, the same for every family (so each family's evaluator has one signature); an
+    evaluator reads the fields that apply to its models."""
+
+    path: Path  # what was loaded, for error messages
+    data: Path | None  # replaces the run's dataset
+    mmax: int  # ACT: segments to evaluate
+    batch_size: int | None  # None: the run's eval batch size
+    max_examples: int | None
+    device: torch.device
+    progress: bool
+    max_tokens: int | None  # LM on text: val tokens to read
+    seq_len: int | None  # LM on text: window length (None: the run's)
+    test_time: TestTimeOptions  # ACT: copies, samples and the blank puzzle identifier (evaluate/tta.py)
+
+
+def evaluate_run(
+    path: Path,
+    config_path: Path | None = None,
+    data: Path | None = None,
+    mmax: int = 16,
+    batch_size: int | None = None,
+    max_examples: int | None = None,
+    device_name: str = "auto",
+    progress: bool = True,
+    max_tokens: int | None = None,
+    seq_len: int | None = None,
+    arc_submission: bool = False,
+    test_time: TestTimeOptions | None = None,
+) -> Result:
+    """Evaluate whatever `path` holds with its model family's evaluator. `test_time` (ACT puzzle models only): copies,
+    samples and the blank puzzle identifier (evaluate/tta.py); its table joins the result's extra as "test_time"."""
+    device = resolve_device(device_name)
+    test_time = test_time or TestTimeOptions()
+    if arc_submission:  # before loading: the dataset decides whether there is a submission to write
+        require_arc_dataset(data if data is not None else run_config(path, config_path).data_path, "--submission")
+    loaded = load_run(path, device, config_path, data if data is not None and dataset_kind(data) == "puzzle" else None)
+    if not family_spec(loaded.family).segments and not test_time.plain:
+        raise UserError(
+            f"{path}: a language-model head; --tta, --samples, --noise and --puzzle-id blank are for ACT puzzle models"
+        )
+    options = EvalOptions(path, data, mmax, batch_size, max_examples, device, progress, max_tokens, seq_len, test_time)
+    return family_part(loaded.family, "evaluator")(loaded, options)
+
+
+def evaluate_act_run(loaded: LoadedRun, options: EvalOptions) -> EvalResult:
+    """An ACT puzzle model on its test split, segment by segment, with test-time compute when asked for."""
+    config, mmax, test_time = loaded.config, options.mmax, options.test_time
+    split = load_split(options.data if options.data is not None else config.data_path, "test")
+    bs = options.batch_size or config.eval_global_batch_size or config.global_batch_size
+    source = None if test_time.plain else TestTimeEval(test_time, task_transforms(split, test_time.tta), mmax)
+    return evaluate(
+        loaded.model,
+        split,
+        mmax,
+        bs,
+        options.device,
+        config.arch.loss.loss_type,
+        options.max_examples,
+        progress=options.progress,
+        metrics=task_metrics(split, mmax, announce=True),
+        test_time=source,
+    )
+
+
+def evaluate_lm_run(loaded: LoadedRun, options: EvalOptions) -> LMEvalResult | PuzzleLMEvalResult:
+    """An LM head on the dataset given or its run's: greedy decoding on a puzzle dataset (PrefixLM), else
+    cross-entropy on a text dataset's val split."""
+    model, config, path = loaded.model, loaded.config, options.path
+    if options.data is None and config is None:
+        raise UserError(f"{path}: no run config names its dataset; pass --data DIR (a text or puzzle dataset)")
+    data_path = options.data if options.data is not None else config.data_path
+    forward_dtype = config.forward_dtype if config is not None else "auto"
+    run_bs = config.eval_global_batch_size or config.global_batch_size if config is not None else None
+    if dataset_kind(data_path) == "puzzle":  # PrefixLM on puzzles
+        puzzles = PuzzleLMData(data_path)
+        puzzles.check_model(model, f"--data {puzzles.path}")
+        bs = options.batch_size or (run_bs if config is not None else 64)
+        return evaluate_puzzle_lm(
+            model,
+            puzzles,
+            bs,
+            options.device,
+            options.max_examples,
+            progress=options.progress,
+            forward_dtype=forward_dtype,
+        )
+    dataset = load_text_dataset(data_path)
+    if dataset.vocab_size > model.config.vocab_size:
+        raise UserError(
+            f"--data {dataset.path}: its vocabulary has {dataset.vocab_size} ids, the model only {model.config.vocab_size}"
+        )
+    seq = options.seq_len or (config.seq_len if config is not None else 256)
+    bs = options.batch_size or (run_bs if config is not None else 8)
+    val = dataset.splits["val"]
+    return evaluate_lm(
+        model, val, seq, bs, options.device, options.max_tokens, progress=options.progress, forward_dtype=forward_dtype
+    )
+
+
+def format_result(result: Result) -> str:
+    if isinstance(result, EvalResult):
+        table = result.extra.get("test_time")
+        return format_table(result) + (f"\n{format_test_time(table)}" if table is not None else "")
+    return format_lm_result(result) if isinstance(result, LMEvalResult) else format_puzzle_result(result)
