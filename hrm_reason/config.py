@@ -118,6 +118,7 @@ def _act_forward_dtype(data: dict[str, Any]) -> None:
 
 
 def _lm_legacy_keys(data: dict[str, Any]) -> None:
+    """The keys of LM run configs written before the one run config, under today's names (LEGACY_LM_KEYS)."""
     for old, new in LEGACY_LM_KEYS.items():
         if old in data and data[old] is None:
             del data[old]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import json
 import os
 import shutil
@@ -335,6 +336,11 @@ def halting_output(q_halt: torch.Tensor, q_continue: torch.Tensor | None = None)
     """An ACT output carrying only what the task metrics read (the halting logits), for metrics fed by hand."""
     q_continue = torch.zeros_like(q_halt) if q_continue is None else q_continue
     return ACTOutput(logits=torch.empty(0), q_halt_logits=q_halt, q_continue_logits=q_continue)
+
+
+def output_tensors(out: ACTOutput) -> dict[str, torch.Tensor]:
+    """The tensors of an ACT output that are set, by field name (what the golden files and the lever tests compare)."""
+    return {f.name: v for f in dataclasses.fields(out) if (v := getattr(out, f.name)) is not None}
 
 
 def hrm_in_process(capsys: Any, monkeypatch: Any, *args: str) -> tuple[int, str]:

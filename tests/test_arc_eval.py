@@ -17,7 +17,15 @@ from hrm_reason.evaluate.act import evaluate
 from hrm_reason.models.registry import build_model
 from hrm_reason.tasks import arc as V
 from hrm_reason.tasks import task_metrics
-from tests.helpers import DIHEDRAL_REFERENCE, halting_output, run_hrm, tiny_config, write_original_layout
+from tests.helpers import (
+    DIHEDRAL_REFERENCE,
+    TINY_CLI,
+    halting_output,
+    read_metrics,
+    run_hrm,
+    tiny_config,
+    write_original_layout,
+)
 
 EVAL_IDS = ["00576224", "31d5ba1a", "6ea4a07e"]  # real ARC-AGI-1 evaluation tasks; the last two have two test inputs
 MMAX = 2
@@ -346,21 +354,10 @@ def test_train_and_eval_with_submission_end_to_end(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     run = tmp_path / "run"
-    tiny = [
-        "global_batch_size=8",
-        "arch.hidden_size=32",
-        "arch.num_heads=2",
-        "arch.H_layers=1",
-        "arch.L_layers=1",
-        "arch.halt_max_steps=2",
-        "lr_warmup_steps=2",
-        "epochs=2",
-        "eval_interval=2",
-        "augment=none",  # the default config (6x6 Sudoku) draws Sudoku symmetries
-    ]
+    tiny = [*TINY_CLI, "arch.halt_max_steps=2", "epochs=2", "eval_interval=2"]
     proc = hrm("train", "--data", str(data), "--run-dir", str(run), "--quiet", *tiny)
     assert proc.returncode == 0, proc.stderr
-    evals = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if "eval/count" in line]
+    evals = [r for r in read_metrics(run) if "eval/count" in r]
     assert evals and all(0.0 <= e["eval/pass@2"] <= 1.0 for e in evals)  # the periodic evaluation votes too
     sub, res = tmp_path / "submission.json", tmp_path / "eval.json"
     proc = hrm("eval", "--run", str(run), "--mmax", "3", "--submission", str(sub), "--json", str(res), "--quiet")

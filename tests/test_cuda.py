@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from tests.golden.cases import LM_CASES, PUZZLE_CASES, run_case
-from tests.helpers import bench_args, run_hrm, write_original_layout
+from tests.helpers import bench_args, read_metrics, run_hrm, write_original_layout
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -88,7 +88,7 @@ def test_train_resume_and_eval_on_cuda(arch: str, compile: bool, tmp_path: Path)
         "checkpoint_every_steps=3",
         *TINY,
     )
-    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    records = read_metrics(run)
     losses = [r["train/lm_loss"] for r in records if "train/lm_loss" in r]
     assert len(losses) == 12 and all(torch.isfinite(torch.tensor(losses)))
     assert "eval/exact_accuracy" in records[-1]

@@ -3,7 +3,6 @@ ACT puzzle model and for an LM head, and a puzzle checkpoint resumes on a differ
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -14,7 +13,7 @@ import pytest
 from hrm_reason.checkpoint import read_weights
 from hrm_reason.config import load_config, save_config
 from hrm_reason.train.loop import train
-from tests.helpers import TINY_HRM_TEXT, arch_overrides, rewind, tiny_config, write_original_layout
+from tests.helpers import TINY_HRM_TEXT, arch_overrides, read_metrics, rewind, tiny_config, write_original_layout
 
 REPO = Path(__file__).resolve().parents[1]
 # Exploration off: its draws depend on the rank (seeded by seed, step and rank), everything else must not.
@@ -66,10 +65,6 @@ def torchrun(nproc: int, config_path: Path, *args: str) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
-def records(run: Path) -> list[dict]:
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-
-
 def assert_same_run(a: list[dict], b: list[dict], compared: tuple[str, ...] = COMPARED) -> None:
     assert [r["step"] for r in a] == [r["step"] for r in b]
     for ra, rb in zip(a, b):
@@ -98,7 +93,7 @@ def test_two_gloo_processes_match_one_process(single: tuple[Path, Path], tmp_pat
     config = tmp_path / "config.yaml"
     save_config(tiny_config(data, tmp_path / "run", *SETTINGS), config)
     torchrun(2, config)
-    got, expected = records(tmp_path / "run"), records(single_run)
+    got, expected = read_metrics(tmp_path / "run"), read_metrics(single_run)
     assert len([r for r in expected if "train/lm_loss" in r]) == 12
     assert_same_run(expected, got)
     # The puzzle embedding (sparse, updated from ids and gradients gathered across ranks) and the weights agree too.
@@ -110,8 +105,8 @@ def test_checkpoint_resumes_on_another_world_size(single: tuple[Path, Path], tmp
     data, single_run = single
     resumed = rewind(single_run, tmp_path / "resumed", 6)
     torchrun(2, resumed / "config.yaml", "--resume", "--run-dir", str(resumed))
-    expected = records(single_run)
-    got = records(resumed)
+    expected = read_metrics(single_run)
+    got = read_metrics(resumed)
     assert [r["step"] for r in got if "train/lm_loss" in r] == list(range(1, 13))
     assert_same_run(expected, got)
 
@@ -132,7 +127,7 @@ def test_lm_head_two_gloo_processes_match_one_process(tmp_path: Path) -> None:
     config = tmp_path / "config.yaml"
     save_config(load_config(None, [f"data_path={data}", f"run_dir={tmp_path / 'run'}", *LM_SETTINGS]), config)
     torchrun(2, config)
-    expected, got = records(single), records(tmp_path / "run")
+    expected, got = read_metrics(single), read_metrics(tmp_path / "run")
     assert [r["step"] for r in expected if "train/loss" in r] == list(range(1, 7))
     assert [r["step"] for r in expected if "eval/ce" in r] == [3, 6]
     assert_same_run(expected, got, LM_COMPARED)

@@ -138,7 +138,9 @@ def test_every_name_the_registry_binds_late_resolves() -> None:
 
     from hrm_reason.models.registry import FAMILIES, MODELS
 
-    targets = [f"{spec.module}:{getattr(spec, part)}" for spec in MODELS.values() for part in ("config", "model", "flops")]
+    targets = [
+        f"{spec.module}:{getattr(spec, part)}" for spec in MODELS.values() for part in ("config", "model", "flops")
+    ]
     targets += [spec.adapter for spec in MODELS.values() if spec.adapter is not None]
     targets += [getattr(spec, part) for spec in FAMILIES.values() for part in ("task", "evaluator", "loader")]
     missing = []
@@ -181,3 +183,24 @@ def test_the_checks_see_a_deferred_cycle_and_an_upward_import(tmp_path: Path) ->
 def test_a_module_outside_every_layer_is_named() -> None:
     with pytest.raises(AssertionError, match="hrm_reason.newthing is in no layer"):
         layer_of("hrm_reason.newthing")
+
+
+def test_hrm_reason_load_stays_the_function_once_its_module_is_imported() -> None:
+    """`hrm_reason.load` is both a module and the function the package exports: importing the module from elsewhere
+    (evaluation does) must not replace the package's attribute with the module."""
+    import hrm_reason
+    import hrm_reason.evaluate.run  # noqa: F401  (imports hrm_reason.load's module)
+    from hrm_reason.load import load
+
+    assert hrm_reason.load is load and callable(hrm_reason.load)
+
+
+def test_pyproject_installs_every_subpackage() -> None:
+    """A non-editable install ships only the packages pyproject.toml lists: a new subpackage must be listed."""
+    import re
+
+    line = re.search(r"^packages = \[(.*)\]$", (ROOT / "pyproject.toml").read_text(), flags=re.M)
+    assert line is not None, "pyproject.toml: no packages = [...] line under [tool.setuptools]"
+    listed = set(re.findall(r'"([^"]+)"', line.group(1)))
+    on_disk = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "hrm_reason").rglob("__init__.py")}
+    assert on_disk - listed == set()

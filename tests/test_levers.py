@@ -28,7 +28,14 @@ from hrm_reason.tasks.sudoku import is_valid_solution
 from hrm_reason.train.curriculum import DepthStage, depth_at, flops_at_depth, segment_weights, train_flops
 from hrm_reason.train.loop import run_progress, train
 from hrm_reason.train.optim import cosine_schedule_with_warmup, lr_at
-from tests.helpers import assert_same_trajectory, read_metrics, rewind, tiny_config, write_original_layout
+from tests.helpers import (
+    assert_same_trajectory,
+    output_tensors,
+    read_metrics,
+    rewind,
+    tiny_config,
+    write_original_layout,
+)
 
 
 @pytest.fixture(scope="module")
@@ -211,7 +218,7 @@ def test_cycles_per_call_equal_a_model_built_at_that_depth(make) -> None:
             total = total + loss
         total.backward()
         grads = {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}
-        results.append((out.as_dict(), carry.steps, vars(carry.inner_carry), grads))
+        results.append((output_tensors(out), carry.steps, vars(carry.inner_carry), grads))
     (out_a, steps_a, state_a, grad_a), (out_b, steps_b, state_b, grad_b) = results
     assert steps_a.equal(steps_b) and sorted(grad_a) == sorted(grad_b) and len(grad_a) > 5
     for a, b in ((out_a, out_b), (state_a, state_b), (grad_a, grad_b)):
@@ -366,7 +373,7 @@ def test_weighted_loss_with_decay_one_is_the_loss_and_weights_rows_otherwise(q_t
     weighted, _ = act_loss(*args, w)
     rows = []
     for i in range(4):
-        sub = type(out)(**{k: v[i : i + 1] for k, v in out.as_dict().items()})
+        sub = type(out)(**{k: v[i : i + 1] for k, v in output_tensors(out).items()})
         loss_i, m_i = act_loss(sub, args[1][i : i + 1], args[2][i : i + 1], args[3][i : i + 1], args[4])
         rows.append((loss_i, m_i))
     q_continue = metrics.get("q_continue_loss", torch.tensor(0.0))

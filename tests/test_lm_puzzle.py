@@ -22,7 +22,7 @@ from hrm_reason.evaluate.prefix_lm import evaluate_puzzle_lm, greedy_decode
 from hrm_reason.losses import IGNORE_LABEL_ID
 from hrm_reason.models.lm.output import LMOutput
 from hrm_reason.models.registry import build_lm
-from tests.helpers import write_original_layout
+from tests.helpers import read_metrics, write_original_layout
 
 L = 16  # cells of the helpers' 4x4 grids
 TINY_TEXT = {
@@ -234,6 +234,7 @@ def test_cli_train_then_eval_on_a_puzzle_dataset(data_dir: Path, tmp_path: Path)
                 "eval_interval": 2,
                 "lr_warmup_steps": 1,
                 "optimizer": "adamw",
+                "device": "cpu",  # the CLI's evaluation below must give the training's own numbers
                 "arch": TINY_TEXT,
             }
         )
@@ -242,22 +243,21 @@ def test_cli_train_then_eval_on_a_puzzle_dataset(data_dir: Path, tmp_path: Path)
     runner = CliRunner()
     res = runner.invoke(cli.app, ["train", "-c", str(cfg), "--data", str(data_dir), "--run-dir", str(run), "--quiet"])
     assert res.exit_code == 0, res.output
-    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    records = read_metrics(run)
     assert records[0]["vocab_size"] == 7 and records[0]["sequence_len"] == 2 * L + 1
     evals = [r for r in records if "eval/exact_accuracy" in r]
     assert [r["step"] for r in evals] == [2, 4]
     assert all(0 <= r["eval/exact_accuracy"] <= r["eval/accuracy"] <= 1 and r["eval/count"] == 16 for r in evals)
 
-    res = runner.invoke(cli.app, ["eval", "--run", str(run), "--json", str(tmp_path / "e.json"), "--quiet"])
+    eval_args = ["eval", "--run", str(run), "--device", "cpu", "--quiet"]
+    res = runner.invoke(cli.app, [*eval_args, "--json", str(tmp_path / "e.json")])
     assert res.exit_code == 0, res.output
     assert "exact accuracy" in res.output
     result = json.loads((tmp_path / "e.json").read_text())
     assert result["exact_accuracy"] == evals[-1]["eval/exact_accuracy"]
     assert result["token_accuracy"] == evals[-1]["eval/accuracy"]
     assert result["ce"] == pytest.approx(evals[-1]["eval/ce"], rel=1e-5)
-    res = runner.invoke(
-        cli.app, ["eval", "--run", str(run), "--max-examples", "4", "--json", str(tmp_path / "e4.json"), "--quiet"]
-    )
+    res = runner.invoke(cli.app, [*eval_args, "--max-examples", "4", "--json", str(tmp_path / "e4.json")])
     assert res.exit_code == 0, res.output
     assert json.loads((tmp_path / "e4.json").read_text())["count"] == 4
 

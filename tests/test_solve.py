@@ -74,7 +74,8 @@ def hrm(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, *ar
 
 
 def solve_json(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, *args: str) -> dict:
-    code, out, err = hrm(capsys, monkeypatch, "solve", *args, "--json", "--quiet")
+    """`hrm solve ARGS --json` on the CPU: the tests compare its answers with evaluate's fp32 answers on the CPU."""
+    code, out, err = hrm(capsys, monkeypatch, "solve", *args, "--device", "cpu", "--json", "--quiet")
     assert code == 0, err
     return json.loads(out)
 

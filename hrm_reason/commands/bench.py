@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from hrm_reason.config import TrainConfig
 from hrm_reason.load import puzzle_metadata
 from hrm_reason.models import registry
 from hrm_reason.models.act import act_loss
@@ -57,14 +58,16 @@ def _peak_memory(device: torch.device) -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # Linux reports KiB
 
 
-def bench(config: Any, batch_size: int | None, seq_len: int, vocab_size: int, steps: int, warmup: int) -> BenchResult:
+def bench(
+    config: TrainConfig, batch_size: int | None, seq_len: int, vocab_size: int, steps: int, warmup: int
+) -> BenchResult:
     """`hrm bench`: time `config`'s model on its device, at its global batch size unless `batch_size` is given."""
     sizes = bench_sizes(config, seq_len, vocab_size)
     device = resolve_device(config.device)
     return run_bench(config, sizes, device, batch_size or config.global_batch_size, steps, warmup)
 
 
-def bench_sizes(config: Any, seq_len: int, vocab_size: int) -> dict[str, int]:
+def bench_sizes(config: TrainConfig, seq_len: int, vocab_size: int) -> dict[str, int]:
     """The shape of a puzzle model's dataset when it is built; else (said on stderr) random tokens of `vocab_size`, in
     sequences of `seq_len` for a puzzle model and in windows of the config's seq_len for a language-model head."""
     segments = registry.family_spec(config.family).segments
@@ -84,8 +87,8 @@ def run_bench(
 ) -> BenchResult:
     """Time `config`'s model (any model family) on random tokens of `sizes` (seq_len, vocab_size,
     and num_puzzle_identifiers for a puzzle model)."""
-    bench = _bench_act if registry.family_spec(config.family).segments else _bench_lm
-    model, unit, units, dtype, train_step, eval_step, flops, eval_repeat, q_target = bench(
+    measure = _bench_act if registry.family_spec(config.family).segments else _bench_lm
+    model, unit, units, dtype, train_step, eval_step, flops, eval_repeat, q_target = measure(
         config, sizes, device, batch_size
     )
     train_time = _timed(train_step, steps, warmup, device)

@@ -417,6 +417,66 @@ def plot_time_to_accuracy(records: list[dict[str, Any]], tta: dict[str, Any], ou
     return [save_png(fig, out_dir / "accuracy_vs_time.png")]
 
 
+def _metric_name(entries: dict[str, dict[str, Any]], metric: str) -> str:
+    names = {_series(e, metric)[0] for e in entries.values()}
+    return (names.pop() if len(names) == 1 else "accuracy").replace("_", " ")
+
+
+def _bars(ax: Any, entries: dict[str, dict[str, Any]], metric: str, colours: dict[str, str]) -> None:
+    """Accuracy at the trained segments, mean ± std over seeds, one bar per config."""
+    labels = list(entries)
+    at = [(_series(entries[k], metric)[1], _trained(entries[k]) - 1) for k in labels]
+    means = [100 * seg["mean"][i] for seg, i in at]
+    stds = [100 * (seg["std"][i] or 0.0) for seg, i in at]
+    ax.bar(range(len(labels)), means, yerr=stds, capsize=4, color=[colours[k] for k in labels])
+    ax.set_xticks(
+        range(len(labels)),
+        [f"{k} ({entries[k]['num_params'] / 1e6:.2f}M)" for k in labels],
+        fontsize=7,
+        rotation=20,
+        ha="right",
+    )
+    ax.set_ylabel(f"{_metric_name(entries, metric)} at N_sup segments (%)")
+
+
+def _curves(ax: Any, entries: dict[str, dict[str, Any]], metric: str, colours: dict[str, str]) -> None:
+    """Accuracy against the segments run, mean ± std over seeds; dotted: the trained N_sup."""
+    for label, e in entries.items():
+        seg = _series(e, metric)[1]
+        m = range(1, e["mmax"] + 1)
+        mean = [100 * v for v in seg["mean"]]
+        ax.plot(m, mean, marker="o", ms=3, color=colours[label], label=label)
+        if seg["std"][0] is not None:
+            low = [a - 100 * s for a, s in zip(mean, seg["std"])]
+            ax.fill_between(m, low, [a + 100 * s for a, s in zip(mean, seg["std"])], color=colours[label], alpha=0.15)
+        ax.axvline(e["halt_max_steps"], color=colours[label], ls=":", lw=0.8)
+    ax.set_xlabel("segments m (dotted: trained N_sup)")
+    ax.set_ylabel(f"{_metric_name(entries, metric)} (%)")
+    ax.legend(fontsize=7)
+
+
+def _act(ax: Any, entries: dict[str, dict[str, Any]], metric: str, colours: dict[str, str]) -> None:
+    """ACT (star: its mean segments and accuracy) against fixed segment budgets (line)."""
+    for label, e in entries.items():
+        _, per_m, acc = _series(e, metric)
+        m = range(1, e["mmax"] + 1)
+        ax.plot(m, [100 * v for v in per_m["mean"]], color=colours[label], lw=1, alpha=0.6)
+        seg = e["act_mean_segments"]
+        ax.errorbar(
+            seg["mean"],
+            100 * acc["mean"],
+            xerr=seg["std"] or 0,
+            yerr=100 * (acc["std"] or 0),
+            fmt="*",
+            ms=10,
+            color=colours[label],
+            label=f"{label} ACT",
+        )
+    ax.set_xlabel("segments (line: fixed m; star: ACT mean)")
+    ax.set_ylabel(f"{_metric_name(entries, metric)} (%)")
+    ax.legend(fontsize=7)
+
+
 def plot(summary: dict[str, dict[str, Any]], out_dir: Path, metric: str = "exact_accuracy") -> list[Path]:
     """Accuracy per config (mean ± std), accuracy against segments, ACT segments against fixed segments: one panel
     per dataset. The accuracy is `metric` where the evaluations give it per segment (a maze's optimal paths), else
@@ -428,78 +488,19 @@ def plot(summary: dict[str, dict[str, Any]], out_dir: Path, metric: str = "exact
     datasets = list(dict.fromkeys(e["data_path"] for e in summary.values()))
     colours = {label: f"C{i % 10}" for i, label in enumerate(summary)}
     written = []
-
-    def metric_name(entries: dict[str, dict[str, Any]]) -> str:
-        names = {_series(e, metric)[0] for e in entries.values()}
-        return (names.pop() if len(names) == 1 else "accuracy").replace("_", " ")
-
-    def figure(name: str, draw: Any) -> None:
+    for name, draw in (
+        ("exact_accuracy.png", _bars),
+        ("accuracy_vs_segments.png", _curves),
+        ("act_vs_fixed_segments.png", _act),
+    ):
         fig = new_figure(max(5.5, 1.1 * len(summary)) * len(datasets), 4.6)
         for i, data_path in enumerate(datasets):
             ax = fig.add_subplot(1, len(datasets), i + 1)
-            draw(ax, {k: e for k, e in summary.items() if e["data_path"] == data_path})
+            draw(ax, {k: e for k, e in summary.items() if e["data_path"] == data_path}, metric, colours)
             ax.set_title(Path(data_path).name, fontsize=10)
             ax.grid(alpha=0.3)
         fig.tight_layout()
         written.append(save_png(fig, out_dir / name))
-
-    def bars(ax: Any, entries: dict[str, dict[str, Any]]) -> None:
-        labels = list(entries)
-        at = [(_series(entries[k], metric)[1], _trained(entries[k]) - 1) for k in labels]
-        means = [100 * seg["mean"][i] for seg, i in at]
-        stds = [100 * (seg["std"][i] or 0.0) for seg, i in at]
-        ax.bar(range(len(labels)), means, yerr=stds, capsize=4, color=[colours[k] for k in labels])
-        ax.set_xticks(
-            range(len(labels)),
-            [f"{k} ({entries[k]['num_params'] / 1e6:.2f}M)" for k in labels],
-            fontsize=7,
-            rotation=20,
-            ha="right",
-        )
-        ax.set_ylabel(f"{metric_name(entries)} at N_sup segments (%)")
-
-    def curves(ax: Any, entries: dict[str, dict[str, Any]]) -> None:
-        for label, e in entries.items():
-            seg = _series(e, metric)[1]
-            m = range(1, e["mmax"] + 1)
-            mean = [100 * v for v in seg["mean"]]
-            ax.plot(m, mean, marker="o", ms=3, color=colours[label], label=label)
-            if seg["std"][0] is not None:
-                ax.fill_between(
-                    m,
-                    [a - 100 * s for a, s in zip(mean, seg["std"])],
-                    [a + 100 * s for a, s in zip(mean, seg["std"])],
-                    color=colours[label],
-                    alpha=0.15,
-                )
-            ax.axvline(e["halt_max_steps"], color=colours[label], ls=":", lw=0.8)
-        ax.set_xlabel("segments m (dotted: trained N_sup)")
-        ax.set_ylabel(f"{metric_name(entries)} (%)")
-        ax.legend(fontsize=7)
-
-    def act(ax: Any, entries: dict[str, dict[str, Any]]) -> None:
-        for label, e in entries.items():
-            _, per_m, acc = _series(e, metric)
-            m = range(1, e["mmax"] + 1)
-            ax.plot(m, [100 * v for v in per_m["mean"]], color=colours[label], lw=1, alpha=0.6)
-            seg = e["act_mean_segments"]
-            ax.errorbar(
-                seg["mean"],
-                100 * acc["mean"],
-                xerr=seg["std"] or 0,
-                yerr=100 * (acc["std"] or 0),
-                fmt="*",
-                ms=10,
-                color=colours[label],
-                label=f"{label} ACT",
-            )
-        ax.set_xlabel("segments (line: fixed m; star: ACT mean)")
-        ax.set_ylabel(f"{metric_name(entries)} (%)")
-        ax.legend(fontsize=7)
-
-    figure("exact_accuracy.png", bars)
-    figure("accuracy_vs_segments.png", curves)
-    figure("act_vs_fixed_segments.png", act)
     return written
 
 

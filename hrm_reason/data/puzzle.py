@@ -276,9 +276,6 @@ class TrainSampler:
                 start, consumed = stop, int(ends[stop - 1])
         return plan
 
-    def num_batches(self, iteration: int) -> int:
-        return len(self._plan(iteration))
-
     def batches(self, iteration: int, start_batch: int = 0) -> Iterator[Batch]:
         for b, (set_name, puzzles, take) in enumerate(self._plan(iteration)):
             if b < start_batch:

@@ -7,7 +7,6 @@ a row halts when q_halt > 0 and the loss has no continue term (docs/models.md §
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -135,10 +134,6 @@ class ACTOutput:
     target_q_continue_mask: torch.Tensor | None = None
     q_continue_prediction: torch.Tensor | None = None
 
-    def as_dict(self) -> dict[str, torch.Tensor]:
-        """The tensors that are set, by field name."""
-        return {f.name: v for f in dataclasses.fields(self) if (v := getattr(self, f.name)) is not None}
-
 
 @dataclass
 class Carry:
@@ -199,7 +194,7 @@ class ACTModel(nn.Module):
         cycles: tuple[int, int] | None = None,
     ) -> tuple[Carry, ACTOutput]:
         """`halt_max_steps` overrides the configured cap (evaluation with a larger segment budget, mmax); `cycles`
-        (H_cycles, L_cycles) the depth of a core that has them (HRM, TRM: the depth curriculum, curriculum.py)."""
+        (H_cycles, L_cycles) the depth of a core that has them (HRM, TRM: the depth curriculum, train/curriculum.py)."""
         max_steps = self.config.halt_max_steps if halt_max_steps is None else halt_max_steps
         depth = {} if cycles is None else {"cycles": cycles}
         previous_inner = carry.inner_carry

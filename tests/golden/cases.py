@@ -11,7 +11,7 @@ from torch import nn
 from hrm_reason.data.puzzle import PuzzleDatasetMetadata
 from hrm_reason.models.act import act_loss
 from hrm_reason.models.registry import arch_config, build_lm, build_model, model_classes
-from tests.helpers import TINY_HAM, TINY_HRM, TINY_HRM_TEXT
+from tests.helpers import TINY_HAM, TINY_HRM, TINY_HRM_TEXT, output_tensors
 
 SMALL = dict(**TINY_HRM, halt_max_steps=3, halt_exploration_prob=0.5)
 PUZZLE_CASES: dict[str, dict[str, Any]] = {
@@ -83,7 +83,7 @@ def _puzzle_case(
         loss, metrics = act_loss(outputs, batch["labels"], carry.halted, carry.steps, arch.loss.loss_type)
         model.zero_grad(set_to_none=True)
         loss.backward()
-        out.update({f"train{step}/{k}": v.detach().clone() for k, v in outputs.as_dict().items()})
+        out.update({f"train{step}/{k}": v.detach().clone() for k, v in output_tensors(outputs).items()})
         out.update({f"train{step}/metric/{k}": v.clone() for k, v in metrics.items()})
         out[f"train{step}/loss"] = loss.detach().clone()
         out[f"train{step}/halted"] = carry.halted.clone()
@@ -93,7 +93,7 @@ def _puzzle_case(
         carry = model.initial_carry(batch)
         for step in range(5):
             carry, outputs = model(carry, batch, halt_max_steps=5)
-            out.update({f"eval{step}/{k}": v.clone() for k, v in outputs.as_dict().items()})
+            out.update({f"eval{step}/{k}": v.clone() for k, v in output_tensors(outputs).items()})
     return model, out
 
 
