@@ -222,7 +222,9 @@ def test_trm_halts_on_q_halt_alone_without_extra_forward() -> None:
         core.q_head.bias.fill_(0.5)  # q_halt > 0 everywhere
     carry, out = model(model.initial_carry(b), b)
     assert len(calls) == 1 and carry.halted.all()
-    assert torch.equal(out.q_continue_logits, torch.zeros(8)) and not any(k.startswith("target") for k in output_tensors(out))
+    assert torch.equal(out.q_continue_logits, torch.zeros(8)) and not any(
+        k.startswith("target") for k in output_tensors(out)
+    )
     loss, m = act_loss(out, carry.current_data["labels"], carry.halted, carry.steps, "softmax_cross_entropy")
     assert "q_continue_loss" not in m
     torch.testing.assert_close(loss, m["lm_loss"] + 0.5 * m["q_halt_loss"])
