@@ -13,12 +13,12 @@ from hrm_reason.errors import UserError
 from hrm_reason.models.lm.gated_delta import chunk_gated_delta_rule, sequential_gated_delta_rule
 from hrm_reason.models.lm.ham import (
     HAMLM,
+    HAMCache,
     HAMLMConfig,
-    ham_num_parameters,
-    ham_paper_mixer_formula,
     sparse_causal_attention,
 )
 from tests.helpers import TINY_HAM
+from tests.reference import ham_num_parameters, ham_paper_mixer_formula
 
 TINY = {
     **TINY_HAM,
@@ -39,6 +39,11 @@ def tiny(**overrides) -> HAMLMConfig:
 def build(seed: int = 0, **overrides) -> HAMLM:
     torch.manual_seed(seed)
     return HAMLM(tiny(**overrides))
+
+
+def kv_lengths(cache: HAMCache) -> torch.Tensor:
+    """[num_layers, B]: the number of tokens each layer keeps in its KV cache, per sequence."""
+    return torch.stack([layer.kv_valid.sum(-1) for layer in cache.layers])
 
 
 def random_recurrence_inputs(B=2, H=3, T=37, dk=8, dv=12, seed=0):
@@ -221,8 +226,8 @@ def test_cached_decoding_equals_full_recomputation(overrides, dtype, atol):
     logits.append(out.logits)
     torch.testing.assert_close(torch.cat(logits, dim=1), full.logits, atol=atol, rtol=0)
     # The KV caches hold exactly the selected tokens, per layer and sequence.
-    lengths = out.past_key_values.kv_lengths()
-    assert torch.equal(lengths, full.past_key_values.kv_lengths())
+    lengths = kv_lengths(out.past_key_values)
+    assert torch.equal(lengths, kv_lengths(full.past_key_values))
     rho = torch.stack([full.metrics[f"rho_kv/layer{i}"] for i in range(2)])
     torch.testing.assert_close(lengths.float().mean(-1) / 17, rho)
     assert 0 < lengths.sum() < lengths.numel() * 17  # the test exercises a sparse cache

@@ -12,14 +12,15 @@ from torch import nn
 
 from hrm_reason.errors import UserError
 from hrm_reason.losses import next_token_ce
-from hrm_reason.models.lm.hrm_lm import HRMLM, HRMLMConfig, hrm_lm_param_count
-from hrm_reason.models.lm.lm_blocks import (
-    CausalAttnBlock,
+from hrm_reason.models.lm.hrm_lm import HRMLM, HRMLMConfig
+from hrm_reason.models.lm.lm_blocks import CausalAttnBlock, normal_
+from hrm_reason.models.lm.unitf_lm import UniTFLM, UniTFLMConfig
+from tests.reference import (
     causal_attn_block_param_count,
-    normal_,
+    hrm_lm_param_count,
     transformer_lm_param_count,
+    unitf_lm_param_count,
 )
-from hrm_reason.models.lm.unitf_lm import UniTFLM, UniTFLMConfig, unitf_lm_param_count
 
 V = 23
 

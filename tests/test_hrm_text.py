@@ -12,6 +12,7 @@ from safetensors.torch import load_file, save_file
 from hrm_reason.errors import UserError
 from hrm_reason.models.lm.hrm_text import HRMText, HRMTextConfig
 from hrm_reason.models.lm.hrm_text_convert import config_to_hf_dict, load_hf_hrm_text, save_hf_hrm_text
+from tests.reference import hrm_text_param_count
 
 transformers = pytest.importorskip("transformers")
 from transformers import HrmTextConfig, HrmTextForCausalLM  # noqa: E402
@@ -225,10 +226,10 @@ def test_prefix_masking_through_the_model():
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_parameter_count_formula(name):
     model = _our_model(CONFIGS[name])
-    assert model.config.param_count() == sum(p.numel() for p in model.parameters())
+    assert hrm_text_param_count(model.config) == sum(p.numel() for p in model.parameters())
     torch.manual_seed(0)
     hf = HrmTextForCausalLM(HrmTextConfig(**CONFIGS[name]))  # z_L_init is a frozen Parameter there
-    assert model.config.param_count() == sum(p.numel() for p in hf.parameters() if p.requires_grad)
+    assert hrm_text_param_count(model.config) == sum(p.numel() for p in hf.parameters() if p.requires_grad)
 
 
 def test_defaults_and_config_round_trip_match_transformers():

@@ -7,7 +7,18 @@ import torch
 import torch.nn.functional as F
 
 from hrm_reason.errors import UserError
-from hrm_reason.models.masks import build_mask, dense_mask
+from hrm_reason.models.masks import build_mask
+
+
+def dense_mask(mask: torch.Tensor | None, is_causal: bool, batch: int, q_len: int, kv_len: int) -> torch.Tensor:
+    """Materialise build_mask's `(attn_mask, is_causal)` as a bool (batch, 1, q_len, kv_len) tensor."""
+    if mask is not None:
+        return mask.expand(batch, 1, q_len, kv_len)
+    if is_causal:
+        past = kv_len - q_len
+        allowed = torch.arange(kv_len)[None, :] <= torch.arange(past, kv_len)[:, None]
+        return allowed[None, None].expand(batch, 1, q_len, kv_len)
+    return torch.ones(batch, 1, q_len, kv_len, dtype=torch.bool)
 
 
 def _dense(kind, q_len, kv_len=None, batch=1, **kw):

@@ -33,6 +33,7 @@ from hrm_reason.load import load_run
 from hrm_reason.models.registry import family_spec
 from hrm_reason.runtime.device import resolve_device
 from hrm_reason.tasks import arc, dihedral, layout_task, maze, sudoku
+from hrm_reason.tasks.base import TaskTransforms
 
 SUDOKU_SEPARATORS = "|+-"  # box drawing, ignored like whitespace
 SUDOKU_BLANKS = ".0"
@@ -89,12 +90,13 @@ class SolveTask(Protocol):
     """A task as `hrm solve` meets it: parse the user's text into puzzles, and read an answer back."""
 
     kind: str
+    transforms: TaskTransforms  # the task's symmetries for test-time augmentation
 
-    def parse(self, text: str, source: str, stem: str | None) -> list[Puzzle]: ...
+    def describe(self) -> str: ...
+
+    def parse(self, text: str, source: str, stem: str | None = None) -> list[Puzzle]: ...
 
     def answer(self, puzzle: Puzzle, tokens: np.ndarray) -> tuple[str, list[Any], bool | None, str, bool | None]: ...
-
-    transforms: Any  # the task's symmetries for test-time augmentation (tasks/base.py TaskTransforms)
 
 
 def _lines(text: str) -> list[str]:
@@ -347,9 +349,7 @@ class ArcSolve:
 # ------------------------------------------------------------------------------------------------------ the model
 
 
-def task_for(
-    meta: PuzzleDatasetMetadata, names: Sequence[str] | None, where: str
-) -> SudokuSolve | MazeSolve | ArcSolve:
+def task_for(meta: PuzzleDatasetMetadata, names: Sequence[str] | None, where: str) -> SolveTask:
     """The task a model of this dataset solves: `builder.name`, else the token layout (tasks.layout_task)."""
     builder = meta.builder or {}
     name = builder.get("name")
@@ -393,7 +393,7 @@ def task_for(
 @dataclass
 class Solver:
     model: nn.Module
-    task: SudokuSolve | MazeSolve | ArcSolve
+    task: SolveTask
     halt_max_steps: int
     batch_size: int
     device: torch.device
@@ -425,9 +425,7 @@ def load_solver(path: Path, config_path: Path | None, device_name: str) -> Solve
     return Solver(loaded.model, task, config.arch.halt_max_steps, batch, device)
 
 
-def read_puzzles(
-    task: SudokuSolve | MazeSolve | ArcSolve, puzzle: str | None, file: Path | None, stdin: Any
-) -> list[Puzzle]:
+def read_puzzles(task: SolveTask, puzzle: str | None, file: Path | None, stdin: Any) -> list[Puzzle]:
     """The puzzles of the argument (`-`: stdin) or of --file, exactly one of them."""
     if (puzzle is None) == (file is None):
         raise UserError("give exactly one puzzle source: a PUZZLE argument, - for stdin, or --file PATH")

@@ -83,14 +83,3 @@ def build_mask(
         mask = mask & padding[:, None, None, :]
     batch = next((t.shape[0] for t in (attention_mask, token_type_ids) if t is not None), 1)
     return mask.expand(batch, 1, q_len, kv_len), False
-
-
-def dense_mask(mask: torch.Tensor | None, is_causal: bool, batch: int, q_len: int, kv_len: int) -> torch.Tensor:
-    """Materialise `(attn_mask, is_causal)` as a bool (batch, 1, q_len, kv_len) tensor (for tests and eager code)."""
-    if mask is not None:
-        return mask.expand(batch, 1, q_len, kv_len)
-    if is_causal:
-        past = kv_len - q_len
-        allowed = torch.arange(kv_len)[None, :] <= torch.arange(past, kv_len)[:, None]
-        return allowed[None, None].expand(batch, 1, q_len, kv_len)
-    return torch.ones(batch, 1, q_len, kv_len, dtype=torch.bool)

@@ -58,14 +58,10 @@ SUBMISSION_ATTEMPTS = 2
 # ------------------------------------------------------------------------------------------------ augmentation
 
 
-def augment_grid(grid: np.ndarray, t: int, colours: np.ndarray) -> np.ndarray:
-    """Colour map, then dihedral transform t (they commute): `dihedral_transform(colours[grid], t)`."""
-    return dihedral_transform(colours[grid], t)
-
-
-def inverse_augment(grid: np.ndarray, t: int, colours: np.ndarray) -> np.ndarray:
-    """Undo `augment_grid(., t, colours)`: the inverse transform, then the inverse colour map."""
-    return np.argsort(colours).astype(np.uint8)[inverse_dihedral_transform(grid, t)]
+def inverse_augment(grid: np.ndarray, t: int, inverse_colours: np.ndarray) -> np.ndarray:
+    """Undo the augmentation `dihedral_transform(colours[grid], t)`: the inverse transform, then the inverse colour
+    map `inverse_colours = argsort(colours)` (voting keeps one per identifier)."""
+    return inverse_colours[inverse_dihedral_transform(grid, t)]
 
 
 def augmentation_name(name: str, t: int, colours: np.ndarray) -> str:
@@ -453,12 +449,12 @@ class ArcVoting:
                 self.unmatched += 1
                 continue
             t, inv = int(ts.transform_of[ident]), ts.inverse_colours[ident]
-            original_input = inv[inverse_dihedral_transform(x[i, : xh[i], : xw[i]] - 2, t)]
+            original_input = inverse_augment(x[i, : xh[i], : xw[i]] - 2, t, inv)
             ks = ts.test_inputs[g].get(grid_key(original_input))
             if ks is None:
                 self.unmatched += 1
                 continue
-            prediction = grid_key(inv[inverse_dihedral_transform(y[i, : yh[i], : yw[i]] - 2, t)])
+            prediction = grid_key(inverse_augment(y[i, : yh[i], : yw[i]] - 2, t, inv))
             for k in ks:
                 entry = self.votes.setdefault((g, k), {}).setdefault(prediction, [0, 0.0])
                 entry[0] += 1

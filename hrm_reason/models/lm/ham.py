@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any, Literal
 
 import torch
@@ -160,36 +159,6 @@ class HAMLMConfig(BaseModel):
         return self.intermediate_size if self.intermediate_size is not None else round(10 * self.hidden_size / 7)
 
 
-def ham_num_parameters(config: HAMLMConfig) -> int:
-    """The paper's parameter-count table, in general form, for the shallow/fit_error routers.
-
-    Per layer: (d + 2 d_conv + 2)(2 d_QK + d_V) + d (3 h_RNN + h_KV + 2 d_V + 1) + 2 h_RNN + d_v^RNN + d_v^KV
-    + 1[learnable tau] + d 1[learned router]; the FFN adds 3 d I + d; the model adds (2V + 1) d.
-    EDA adds one gamma per layer after the first.
-    """
-    if config.router == "input_deep":
-        raise ValueError("the paper's table has no deep router")
-    d, dqk, dv, c = config.hidden_size, config.qk_dim, config.v_dim, config.conv_size
-    h_rnn, h_kv = config.num_rnn_heads, config.num_kv_heads
-    mixer = (
-        (d + 2 * c + 2) * (2 * dqk + dv)
-        + d * (3 * h_rnn + h_kv + 2 * dv + 1)
-        + 2 * h_rnn
-        + config.rnn_head_v_dim
-        + config.kv_head_v_dim
-        + int(config.threshold_mode != "fixed")
-        + d * int(config.router == "input_shallow")
-    )
-    ffn = 3 * d * config.ffn_size + d
-    eda = (config.num_layers - 1) if config.eda else 0
-    return config.num_layers * (mixer + ffn) + eda + (2 * config.vocab_size + 1) * d
-
-
-def ham_paper_mixer_formula(d: int) -> Fraction:
-    """(8345/1792) d^2 + (23301/896) d + 576: the paper's simplified per-layer mixer count (fit_error, fixed tau)."""
-    return Fraction(8345, 1792) * d * d + Fraction(23301, 896) * d + 576
-
-
 # ----------------------------------------------------------------------------------------------------------------------
 # Pieces
 
@@ -269,10 +238,6 @@ class HAMLayerCache:
 class HAMCache:
     layers: list[HAMLayerCache]
     seen_tokens: int
-
-    def kv_lengths(self) -> torch.Tensor:
-        """[num_layers, B]: the number of tokens each layer keeps in its KV cache, per sequence."""
-        return torch.stack([layer.kv_valid.sum(-1) for layer in self.layers])
 
 
 @dataclass

@@ -18,7 +18,7 @@ Inconsistencies of the paper (docs/models.md §HRM-LM) and how this file resolve
 8. Table 22 labels the K=2 result as K/M=67%: our K is the step count itself; default K=2 of M=12 (17%).
 9. EqualFLOPs' S(M+2K)C rule does not hold for its configs: we count block calls, S*(M+N)+1 (`block_calls`).
 10. KV cache counted as M slots: every attention call caches, so S*(M+N)+1 slots, which is what we store.
-11. Weight-memory claims mix bf16 and fp32: we only state parameter counts (`hrm_lm_param_count`), never bytes.
+11. Weight-memory claims mix bf16 and fp32: we state parameter counts only (Vd + 61d^2 + 23d + 3), never bytes.
 12. The stated slow-down varies (2-5x): no claim here; the latency model is the block-call count.
 """
 
@@ -40,18 +40,9 @@ from hrm_reason.models.lm.lm_blocks import (
     CausalAttnBlock,
     CausalAttnLMConfig,
     CausalLMHead,
-    causal_attn_block_param_count,
     normal_,
 )
 from hrm_reason.models.lm.output import LMOutput
-
-
-def hrm_lm_param_count(V: int, d: int, fast_ctx_norm: bool = True, out_proj: bool = True) -> int:
-    """Vd + 3(16d^2+2d) + (7d^2+3d+1) + (5d^2+2d+1) + (d^2+12d+1) = Vd + 61d^2 + 23d + 3 with both flags on."""
-    P_L = 6 * d * d + d * d + 1 + (3 * d if fast_ctx_norm else 0)  # W_g, W_in (3d x d each), W_out, alpha, [ctx norm]
-    P_H = 4 * d * d + d * d + 1 + 2 * d  # W_g^H, W_in^H (2d x d each), W_out^H, alpha_H, ctx norm over 2d
-    P_out = 3 * d + 9 * d + 1 + (d * d if out_proj else 0)  # three norm scales, W_og (3d x 3), tau, [projection]
-    return V * d + 3 * causal_attn_block_param_count(d) + P_L + P_H + P_out
 
 
 class HRMLMConfig(CausalAttnLMConfig):

@@ -136,17 +136,6 @@ class HRMTextConfig(BaseModel):
         bp = padded[h] if h < len(padded) else 1
         return l >= self.L_cycles - bp
 
-    def param_count(self) -> int:
-        """sum(p.numel()) by formula: per layer 4*d*h*d_h (q, k, v, gate) + h*d_h*d (o) + 3*d*I (MLP)."""
-        d, i, hd = self.hidden_size, self.intermediate_size, self.num_attention_heads * self.head_dim
-        per_layer = 5 * d * hd + 3 * d * i
-        if self.attention_bias:
-            per_layer += 4 * hd + d
-        if self.mlp_bias:
-            per_layer += 2 * i + d
-        embeddings = self.vocab_size * d * (1 if self.tie_word_embeddings else 2)
-        return embeddings + 2 * self.num_layers_per_stack * per_layer
-
 
 @dataclass
 class HRMTextCache:

@@ -1,5 +1,5 @@
 """Pieces shared by HRM-LM and its UniTF control (docs/models.md §HRM-LM): the post-norm `CausalAttnBlock`
-with learnable RMSNorm scales, a per-call KV cache, the paper's parameter-count formulas and next-token CE.
+with learnable RMSNorm scales, a per-call KV cache and next-token CE.
 
 The block is the HRM-LM paper's Eq. 8: fused W_qkv (d x 3d), W_o, RoPE, a SwiGLU of width exactly 4d, and two
 RMSNorms with learnable scales (post-norm), no biases: 16d^2 + 2d parameters.
@@ -19,18 +19,6 @@ from torch import nn
 from hrm_reason.errors import UserError
 from hrm_reason.models.layers import Attention, RMSNorm, RotaryEmbedding, SwiGLU
 from hrm_reason.models.lm.output import LMHead, LMOutput
-
-# --- parameter-count formulas; tests tie them to sum(p.numel()) of the modules --------------------------------
-
-
-def causal_attn_block_param_count(d: int) -> int:
-    """W_qkv 3d^2 + W_o d^2 + W_1, W_2 8d^2 + W_3 4d^2 + gamma_1, gamma_2 2d (the paper's Eq. 28 says 14d^2: a slip)."""
-    return 16 * d * d + 2 * d
-
-
-def transformer_lm_param_count(V: int, d: int, L: int) -> int:
-    """T-L baseline: tied embedding plus L independent blocks."""
-    return V * d + L * causal_attn_block_param_count(d)
 
 
 def rope_heads(cls: type, num_heads: int, info: ValidationInfo) -> int:

@@ -28,14 +28,8 @@ from hrm_reason.models.lm.lm_blocks import (
     CausalAttnBlock,
     CausalAttnLMConfig,
     CausalLMHead,
-    transformer_lm_param_count,
 )
 from hrm_reason.models.lm.output import LMOutput
-
-
-def unitf_lm_param_count(V: int, d: int) -> int:
-    """Vd + 16d^2 + 2d: the tied embedding plus one block, as a one-layer transformer."""
-    return transformer_lm_param_count(V, d, L=1)
 
 
 class UniTFLMConfig(CausalAttnLMConfig):
