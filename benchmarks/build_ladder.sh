@@ -2,7 +2,7 @@
 # The CPU ladder (docs/data.md, "The CPU ladder"): one `hrm build-data` command per rung, each with a strict split and
 # its class counts in dataset.json. Builds every rung into DIR/<rung> (default data/ladder) and prints its build time.
 # Usage: bash benchmarks/build_ladder.sh [--overwrite] [DIR]   |   bash benchmarks/build_ladder.sh --list
-# HRM=/path/to/hrm runs another `hrm`. tests/test_ladder.py runs these very commands with small sizes, twice, and
+# HRM=/path/to/hrm runs another `hrm`. tests/builders/test_ladder.py runs these very commands with small sizes, twice, and
 # checks the bytes, the class counts and the strictness.
 set -euo pipefail
 

@@ -28,7 +28,7 @@ from hrm_reason.data.text import (
 from hrm_reason.errors import UserError
 from tests.helpers import write_original_layout
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 WORDS = ["alpha", "beta", "gamma", "delta", "épsilon", "ζeta", "日本", "🙂", "omega", "\t", "\n"]
 
 

@@ -267,7 +267,7 @@ def test_sudoku_preset_loads_and_matches_the_seq2seq_preset_size() -> None:
     from hrm_reason.config import load_config
     from hrm_reason.models.registry import lm_config
 
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     config = load_config(repo / "configs" / "hrm_text_sudoku_quick.yaml")
     arch = lm_config(config.arch, PuzzleLayout(puzzle_len=16, puzzle_vocab=6).vocab_size)
     assert arch.max_position_embeddings >= 2 * 16 + 1

@@ -17,7 +17,7 @@ from hrm_reason.tasks.dihedral import DIHEDRAL_INVERSE, dihedral_transform, inve
 from tests.helpers import DIHEDRAL_REFERENCE
 from tests.reference import augment_grid
 
-PACKAGE = Path(__file__).resolve().parents[1] / "hrm_reason"
+PACKAGE = Path(__file__).resolve().parents[2] / "hrm_reason"
 
 
 def _imported_modules(path: Path) -> list[str]:

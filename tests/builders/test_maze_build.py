@@ -22,7 +22,7 @@ from hrm_reason.errors import UserError
 from hrm_reason.tasks.dihedral import inverse_dihedral_transform
 from tests.helpers import fake_hub, ref_distances, run_hrm, write_csv_file
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 WALL, OPEN, START, GOAL, PATH = 1, 2, 3, 4, 5
 CHARS = {1: "#", 2: " ", 3: "S", 4: "G", 5: "o"}
 

@@ -229,7 +229,7 @@ def test_original_checkpoint_loads_and_gives_same_outputs(data: Path, tmp_path: 
 def test_shipped_configs_load_and_the_paper_one_matches_the_paper() -> None:
     from hrm_reason.config import load_config
 
-    configs = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
+    configs = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.yaml"))
     assert {p.name for p in configs} >= {"sudoku.yaml", "sudoku_quick.yaml"}
     for path in configs:
         load_config(path)

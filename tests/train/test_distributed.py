@@ -15,7 +15,7 @@ from hrm_reason.config import load_config, save_config
 from hrm_reason.train.loop import train
 from tests.helpers import TINY_HRM_TEXT, arch_overrides, read_metrics, rewind, tiny_config, write_original_layout
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 # Exploration off: its draws depend on the rank (seeded by seed, step and rank), everything else must not.
 SETTINGS = ("epochs=4", "eval_interval=2", "arch.halt_exploration_prob=0.0", "device=cpu", "puzzle_emb_lr=0.1")
 COMPARED = (

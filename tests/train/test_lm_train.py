@@ -37,7 +37,7 @@ from hrm_reason.runtime.clock import KEYS as CLOCK_KEYS
 from hrm_reason.train.loop import train
 from tests.helpers import TINY_HAM, TINY_HRM_TEXT, arch_overrides, assert_same_trajectory, read_metrics, rewind
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 # -------------------------------------------------------------------------------------------- a tiny contract model

@@ -35,7 +35,7 @@ from tests.helpers import (
 )
 
 CPU = torch.device("cpu")
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def meta(vocab: int = 6, seq_len: int = 16, identifiers: int = 3) -> PuzzleDatasetMetadata:

@@ -26,7 +26,7 @@ from hrm_reason.train.act import ACTTask
 from hrm_reason.train.loop import train
 from tests.helpers import read_metrics, rewind, tiny_config, torch_threads, write_original_layout
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 # One round (epochs and eval_interval far past the step cap), which the cap ends mid-round.
 MAX_STEPS = 8
 LONG = ("epochs=4000", "eval_interval=4000", f"max_steps={MAX_STEPS}")

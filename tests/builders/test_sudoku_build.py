@@ -20,7 +20,7 @@ from hrm_reason.data.puzzle import PuzzleDatasetMetadata
 from hrm_reason.errors import UserError
 from tests.helpers import fake_hub, run_hrm, write_csv_file
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BOXES = [(2, 2), (2, 3), (3, 3)]
 
 

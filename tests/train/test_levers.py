@@ -231,7 +231,7 @@ def test_cycles_per_call_equal_a_model_built_at_that_depth(make) -> None:
 
 
 def test_shallow_segment_keeps_the_one_step_gradient() -> None:
-    """At depth (2, 1) the segment runs L, H without gradient, then L and H with it (tests/test_model.py at full
+    """At depth (2, 1) the segment runs L, H without gradient, then L and H with it (tests/models/test_model.py at full
     depth)."""
     model = _hrm(H_cycles=3, L_cycles=3)
     model.train()
@@ -403,7 +403,7 @@ def test_curriculum_progress_follows_the_schedule_measure(sudoku_data: Path, tmp
 # --------------------------------------------------------------------------------------------- the lever study
 
 
-LEVERS_SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "levers.sh"
+LEVERS_SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "levers.sh"
 
 
 def _lever_arms() -> dict[str, str]:
@@ -425,7 +425,7 @@ def test_every_lever_arm_changes_exactly_what_it_overrides() -> None:
 
     arms = _lever_arms()
     assert arms["base"] == "" and len(arms) >= 12
-    levers_base = Path(__file__).resolve().parents[1] / "configs" / "levers_base.yaml"
+    levers_base = Path(__file__).resolve().parents[2] / "configs" / "levers_base.yaml"
     base = load_config(levers_base, ["eval_interval=4"]).model_dump()
     for arm, overrides in arms.items():
         if arm == "base":
@@ -448,7 +448,7 @@ def test_a_preset_is_its_frozen_base_plus_the_adopted_arm(preset: str, base: str
     """A base is a frozen copy of a preset before the lever study; the preset must be that base with the overrides of
     the arm it adopted, or the study's figures stop describing the recipe users run."""
     adopted = _lever_arms()["next-segment-ema0.99-wd1"].split()
-    configs = Path(__file__).resolve().parents[1] / "configs"
+    configs = Path(__file__).resolve().parents[2] / "configs"
     preset_config = load_config(configs / preset).model_dump()
     assert preset_config == load_config(configs / base, adopted).model_dump()
     base_config = load_config(configs / base).model_dump()

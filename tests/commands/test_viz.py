@@ -419,7 +419,7 @@ def test_viz_errors_are_one_line(trained_run: tuple[Path, Path], tmp_path: Path,
 def test_missing_matplotlib_is_one_line(trained_run: tuple[Path, Path], tmp_path: Path) -> None:
     data, _ = trained_run
     code = "import sys; sys.modules['matplotlib'] = None; import cli; cli.main()"
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     proc = subprocess.run(
         [sys.executable, "-c", code, "viz", "puzzle", "--data", str(data), "--out", str(tmp_path)],
         capture_output=True,
