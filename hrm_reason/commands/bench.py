@@ -23,7 +23,7 @@ from hrm_reason.load import puzzle_metadata
 from hrm_reason.models import registry
 from hrm_reason.models.act import act_loss
 from hrm_reason.models.sparse_embedding import SparseSignSGD
-from hrm_reason.runtime.device import matmul_peak, resolve_device, synchronize
+from hrm_reason.runtime.device import autocast_context, matmul_peak, resolve_device, synchronize
 from hrm_reason.train.act import optimizer_step
 from hrm_reason.train.optim import make_adam_atan2
 
@@ -180,8 +180,6 @@ def _bench_act(config: Any, sizes: dict[str, int], device: torch.device, batch_s
 def _bench_lm(config: Any, sizes: dict[str, int], device: torch.device, batch_size: int) -> tuple:
     """Training steps (forward with labels, backward, AdamW) and forwards on windows of seq_len tokens, bf16 autocast
     on CUDA as `hrm train` runs a head."""
-    from hrm_reason.evaluate.lm import autocast_context
-
     model = registry.build_lm(config.arch, sizes["vocab_size"], device, config.seed)
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=config.lr, betas=(config.beta1, config.beta2), weight_decay=config.weight_decay

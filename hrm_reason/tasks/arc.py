@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from hrm_reason.data.puzzle import PuzzleSplit
+from hrm_reason.data.puzzle import PuzzleSplit, load_split
 from hrm_reason.errors import UserError
 from hrm_reason.jsonfile import read_json
 from hrm_reason.tasks.base import vote_order
@@ -505,8 +505,6 @@ def require_arc_dataset(data_dir: str | Path, flag: str) -> None:
         return
     name = (record.get("builder") or {}).get("name")
     if record.get("builder") is None:  # built by the original code: ARC when its layout is
-        from hrm_reason.data.puzzle import load_split
-
         try:
             layout_record(load_split(data_dir, "test"))
             return

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from hrm_reason.errors import UserError
+
 BOXES: dict[str, tuple[int, int]] = {"2x2": (2, 2), "2x3": (2, 3), "3x3": (3, 3)}
 BOX_OF_SIDE: dict[int, tuple[int, int]] = {r * c: (r, c) for r, c in BOXES.values()}
 PAD, BLANK = 0, 1  # tokens; a digit d is d + 1
@@ -215,8 +217,6 @@ def _on_tokens(tf: GridTransforms) -> GridTransforms:
 
 def tta_transforms(metadata: Any) -> SudokuTransforms:
     """The hook of hrm_reason.tasks for datasets whose builder is "sudoku": the box shape from the builder record."""
-    from hrm_reason.errors import UserError
-
     box = BOXES.get(str((metadata.builder or {}).get("box")))
     n = math.isqrt(metadata.seq_len)
     if box is None or box[0] * box[1] != n or n * n != metadata.seq_len or metadata.vocab_size != vocab_size(n):

@@ -18,6 +18,7 @@ from matplotlib.figure import Figure
 from torch import nn
 
 from hrm_reason.errors import UserError
+from hrm_reason.evaluate.run import load_model_for_eval
 from hrm_reason.viz.canvas import panel_figure
 from hrm_reason.viz.grids import (
     GridSpec,
@@ -167,8 +168,6 @@ def prediction_figures(
     device_name: str,
 ) -> list[tuple[str, Figure]]:
     """Test examples start..start+count-1 through a checkpoint (mmax default: the trained halt_max_steps)."""
-    from hrm_reason.evaluate.run import load_model_for_eval
-
     if count < 1:
         raise UserError(f"--count {count}: expected at least 1")
     if mmax is not None and mmax < 1:
