@@ -51,30 +51,6 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
-# What differs per family is a default, never a meaning: keys a config leaves out take these values.
-FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
-    "act": {
-        "data_path": "data/sudoku-extreme-1k-aug-1000",
-        "global_batch_size": 768,
-        "epochs": 100000,
-        "eval_interval": 10000,
-        "lr": 1e-4,
-        "lr_min_ratio": 1.0,
-        "lr_warmup_steps": 2000,
-    },
-    "lm": {
-        "data_path": "data/text-stdlib",
-        "seq_len": 256,
-        "global_batch_size": 16,
-        "max_steps": 1000,
-        "eval_every_steps": 250,
-        "eval_max_tokens": 65536,
-        "lr": 1e-3,
-        "lr_min_ratio": 0.1,
-        "lr_warmup_steps": 100,
-        "grad_clip": 1.0,
-    },
-}
 # Keys of LM run configs written before the one run config (eval_interval counted steps there), read as today's.
 LEGACY_LM_KEYS = {"eval_interval": "eval_every_steps", "eval_batch_size": "eval_global_batch_size"}
 
@@ -154,22 +130,53 @@ def _lm_checks(config: TrainConfig) -> None:
 
 @dataclass(frozen=True)
 class FamilyRules:
-    """How a run config of one model family is read and checked, besides its FAMILY_DEFAULTS."""
+    """How a run config of one model family is read, completed and checked. What differs per family is a default,
+    never a meaning."""
 
+    defaults: dict[str, Any]  # the values of the keys a config leaves out
     arch: Callable[[dict[str, Any], str], Any]  # the `arch` mapping validated (errors name `source`)
     migrate: Callable[[dict[str, Any]], None]  # keys that configs written before mean today's, rewritten in place
     check: Callable[[TrainConfig], None]  # the budgets the family needs, the options it refuses (ValueError)
 
 
 FAMILY_RULES: dict[Family, FamilyRules] = {
-    "act": FamilyRules(arch=_act_arch, migrate=_act_forward_dtype, check=_act_checks),
-    "lm": FamilyRules(arch=_lm_arch, migrate=_lm_legacy_keys, check=_lm_checks),
+    "act": FamilyRules(
+        defaults={
+            "data_path": "data/sudoku-extreme-1k-aug-1000",
+            "global_batch_size": 768,
+            "epochs": 100000,
+            "eval_interval": 10000,
+            "lr": 1e-4,
+            "lr_min_ratio": 1.0,
+            "lr_warmup_steps": 2000,
+        },
+        arch=_act_arch,
+        migrate=_act_forward_dtype,
+        check=_act_checks,
+    ),
+    "lm": FamilyRules(
+        defaults={
+            "data_path": "data/text-stdlib",
+            "seq_len": 256,
+            "global_batch_size": 16,
+            "max_steps": 1000,
+            "eval_every_steps": 250,
+            "eval_max_tokens": 65536,
+            "lr": 1e-3,
+            "lr_min_ratio": 0.1,
+            "lr_warmup_steps": 100,
+            "grad_clip": 1.0,
+        },
+        arch=_lm_arch,
+        migrate=_lm_legacy_keys,
+        check=_lm_checks,
+    ),
 }
 
 
 class TrainConfig(StrictModel):
     """The one run config of every model family: run, data, optimizer and schedule fields; `arch` is the model's own
-    section. Every key means the same for every family; a default may differ (FAMILY_DEFAULTS)."""
+    section. Every key means the same for every family; a default may differ (FAMILY_RULES)."""
 
     arch: Any = Field(
         default_factory=lambda: registry.arch_config({"name": "hrm"}),
@@ -297,7 +304,7 @@ class TrainConfig(StrictModel):
         data = dict(data)
         family = family_of(data.get("arch"))
         FAMILY_RULES[family].migrate(data)
-        for key, value in FAMILY_DEFAULTS[family].items():
+        for key, value in FAMILY_RULES[family].defaults.items():
             data.setdefault(key, value)
         return data
 

@@ -128,7 +128,7 @@ def evaluate_lm_run(loaded: LoadedRun, options: EvalOptions) -> LMEvalResult | P
     if dataset_kind(data_path) == "puzzle":  # PrefixLM on puzzles
         puzzles = PuzzleLMData(data_path)
         puzzles.check_model(model, f"--data {puzzles.path}")
-        bs = options.batch_size or (run_bs if config is not None else 64)
+        bs = options.batch_size or run_bs or 64
         return evaluate_puzzle_lm(
             model,
             puzzles,
@@ -144,7 +144,7 @@ def evaluate_lm_run(loaded: LoadedRun, options: EvalOptions) -> LMEvalResult | P
             f"--data {dataset.path}: its vocabulary has {dataset.vocab_size} ids, the model only {model.config.vocab_size}"
         )
     seq = options.seq_len or (config.seq_len if config is not None else 256)
-    bs = options.batch_size or (run_bs if config is not None else 8)
+    bs = options.batch_size or run_bs or 8
     val = dataset.splits["val"]
     return evaluate_lm(
         model, val, seq, bs, options.device, options.max_tokens, progress=options.progress, forward_dtype=forward_dtype

@@ -139,3 +139,12 @@ def test_arc_crop_undoes_the_canvas_encoding() -> None:
         inputs, labels = arc.encode_pairs([(grid, out)], [(t, arc.IDENTITY_COLOURS)], 8, None)
         assert np.array_equal(arc.crop(inputs[0].reshape(8, 8)), dihedral_transform(grid, t))
         assert np.array_equal(arc.crop(labels[0].reshape(8, 8)), out)
+
+
+def test_the_build_options_restate_the_tasks_limits() -> None:
+    """datasets_build/options.py restates two limits so that `hrm --help` does not import the task modules (torch):
+    they must stay the tasks' own."""
+    from datasets_build import options
+    from hrm_reason.tasks import arc, maze
+
+    assert (options.ARC_MAX_GRID, options.MAZE_MAX_SIDE) == (arc.MAX_SIZE, maze.MAX_SIDE)

@@ -31,7 +31,7 @@ from hrm_reason.errors import UserError
 from hrm_reason.evaluate.lm import evaluate_lm
 from hrm_reason.load import load_run
 from hrm_reason.models import registry
-from hrm_reason.models.lm.output import LMOutput
+from hrm_reason.models.lm.output import LMHead, LMOutput
 from hrm_reason.models.lm.sampling import generate
 from hrm_reason.runtime.clock import KEYS as CLOCK_KEYS
 from hrm_reason.train.loop import train
@@ -52,14 +52,11 @@ class TinyLMConfig(BaseModel):
     max_seq_len: int = 256
 
 
-class TinyLM(nn.Module):
+class TinyLM(LMHead):
     """One pre-norm causal attention block with learned positions; its cache is (keys, values) [B, h, T, d_h]."""
 
-    supports_cache = True
-
     def __init__(self, config: TinyLMConfig) -> None:
-        super().__init__()
-        self.config = config
+        super().__init__(config)
         d, v = config.hidden_size, config.vocab_size
         self.embed = nn.Embedding(v, d)
         self.pos = nn.Embedding(config.max_seq_len, d)
@@ -71,14 +68,15 @@ class TinyLM(nn.Module):
         self.register_buffer("post_steps", torch.zeros((), dtype=torch.long))
         self.calls: list[int] = []  # sequence length of every forward (not state: for the cache test)
 
-    def forward(
+    def decode(
         self,
         input_ids: torch.Tensor,
-        token_type_ids: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        past_key_values: Any = None,
-        use_cache: bool = False,
+        token_type_ids: torch.Tensor | None,
+        labels: torch.Tensor | None,
+        past_key_values: Any,
+        use_cache: bool,
     ) -> LMOutput:
+        """Logits and cache; LMHead.forward adds the next-token loss (and its "ce" metric) when labels are given."""
         if token_type_ids is not None and bool((token_type_ids != 0).any()):
             raise UserError("tiny_lm is causal only")
         self.calls.append(input_ids.shape[1])
@@ -97,13 +95,7 @@ class TinyLM(nn.Module):
         x = x + self.o(a.transpose(1, 2).reshape(B, T, -1))
         x = x + self.mlp(self.norm2(x))
         logits = self.head(self.norm_f(x))
-        loss, metrics = None, {}
-        if labels is not None:
-            loss = F.cross_entropy(
-                logits[:, :-1].reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1), ignore_index=-100
-            )
-            metrics["ce"] = loss.detach()
-        return LMOutput(logits=logits, loss=loss, metrics=metrics, past_key_values=(k, v) if use_cache else None)
+        return LMOutput(logits=logits, past_key_values=(k, v) if use_cache else None)
 
     def post_step(self) -> None:
         with torch.no_grad():
