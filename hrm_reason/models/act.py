@@ -233,7 +233,11 @@ class ACTModel(nn.Module):
                 elif self.config.q_target == "next_segment":
                     # This segment's Q values are the target of the previous step's continue prediction, on rows that
                     # went on; that prediction is recomputed from the carried state (its gradient reaches the Q head only).
-                    out.target_q_continue = torch.sigmoid(torch.maximum(q_halt, q_continue))
+                    # On the forced last segment continuing is not an option: the target is q_halt alone, as with
+                    # extra_forward (docs/models.md, "The Q-continue target").
+                    out.target_q_continue = torch.sigmoid(
+                        torch.where(is_last_step, q_halt, torch.maximum(q_halt, q_continue))
+                    )
                     out.target_q_continue_mask = ~carry.halted
         if out.target_q_continue_mask is not None:
             features = torch.where(out.target_q_continue_mask.view(-1, 1), self.inner.q_features(previous_inner), 0)

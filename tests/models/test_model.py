@@ -198,6 +198,7 @@ def test_next_segment_q_target_trains_last_steps_prediction_with_this_steps_valu
     with torch.no_grad():
         prediction = model.inner.q_head(previous.inner_carry.z_H[:, 0])[:, 1]
         target = torch.sigmoid(torch.maximum(out.q_halt_logits, out.q_continue_logits))
+    assert not carry.steps.eq(4).any()  # no row is at its forced last segment yet
     expected = torch.nn.functional.binary_cross_entropy_with_logits(prediction, target, reduction="none")[went_on].sum()
     _, m = act_loss(out, carry.current_data["labels"], carry.halted, carry.steps, "softmax_cross_entropy")
     torch.testing.assert_close(m["q_continue_loss"], expected)
@@ -208,6 +209,24 @@ def test_next_segment_q_target_trains_last_steps_prediction_with_this_steps_valu
     total.backward()
     with_grad = {name for name, p in model.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
     assert with_grad == {"inner.q_head.weight", "inner.q_head.bias"}
+
+
+def test_next_segment_target_on_the_forced_last_segment_is_q_halt_alone() -> None:
+    """As with extra_forward: when the segment the target is read from is the last one allowed, continuing is no choice,
+    so the previous continue prediction is trained towards sigmoid(q_halt), not sigmoid(max(q_halt, q_continue))."""
+    model = tiny_hrm(halt_max_steps=2, q_target="next_segment", halt_exploration_prob=0.0)
+    model.train()
+    with torch.no_grad():
+        # q_continue = q_halt + 1 everywhere: the max would pick q_continue, the last step must pick q_halt.
+        model.inner.q_head.weight.normal_(0, 1.0)
+        model.inner.q_head.weight[1] = model.inner.q_head.weight[0]
+        model.inner.q_head.bias.copy_(torch.tensor([0.0, 1.0]))
+    b = puzzle_batch(n=8)
+    carry, _ = model(model.initial_carry(b), b)
+    carry, out = model(carry, b)
+    assert carry.steps.eq(2).all() and out.target_q_continue_mask.all()
+    torch.testing.assert_close(out.target_q_continue, torch.sigmoid(out.q_halt_logits))
+    assert not torch.allclose(out.target_q_continue, torch.sigmoid(out.q_continue_logits))
 
 
 def test_build_model_is_seeded_and_leaves_global_rng_alone() -> None:
