@@ -11,7 +11,7 @@ Every write is deterministic: the same arrays and metadata give the same bytes, 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -174,6 +174,20 @@ def record_head(
         "source_detail": detail,
         "options": options,
         "seed": seed,
+    }
+
+
+def solution_class_counts(train_keys: Iterable[bytes], test_keys: Sequence[bytes]) -> dict[str, int]:
+    """What the held-out split holds at the level of solutions (docs/data.md, "Held-out splits"), from one solution-class
+    key per original of each split (the canonical form of its solution under the task's symmetry group): the distinct
+    classes of each split, the test classes that also occur in train, and the test originals whose class does."""
+    train = set(train_keys)
+    test = set(test_keys)
+    return {
+        "train_solution_classes": len(train),
+        "test_solution_classes": len(test),
+        "test_solution_classes_in_train": len(test & train),
+        "test_puzzles_with_solution_class_in_train": sum(k in train for k in test_keys),
     }
 
 

@@ -44,7 +44,7 @@ import torch
 from tqdm import tqdm
 
 from datasets_build import sources
-from datasets_build.common import check_out, record_head, write_grid_dataset
+from datasets_build.common import check_out, record_head, solution_class_counts, write_grid_dataset
 from datasets_build.options import MazeBuildOptions
 from hrm_reason.errors import UserError
 from hrm_reason.tasks.dihedral import dihedral_transform
@@ -552,6 +552,11 @@ def _check_options(opts: MazeBuildOptions, source: str) -> None:
         )
     if source != "generate" and opts.wall_density is not None:
         raise UserError(f"--wall-density: only used with --source generate (got --source {source})")
+    if source != "generate" and opts.strict_split != "puzzle":
+        raise UserError(
+            f"--strict-split {opts.strict_split}: only generated mazes can be split so; use --source generate "
+            f"(--source {source} keeps the published split)"
+        )
 
 
 def _default_out(source: str, size: int) -> Path:
@@ -606,6 +611,15 @@ def statistics(rows: MazeRows, lengths: np.ndarray) -> dict[str, Any]:
 def classes(rows: MazeRows) -> int:
     """Distinct mazes up to the 8 dihedral maps (the augmentation group)."""
     return len({canonical_key(x.reshape(rows.side, rows.side)) for x in rows.inputs})
+
+
+def solution_keys(rows: MazeRows) -> list[bytes]:
+    """The class of each maze's solution (its label: the maze with one shortest path marked) up to the 8 dihedral maps.
+
+    A label holds its maze (mark the path cells open again), and that commutes with every dihedral map, so two mazes
+    with solutions of one class are of one class themselves: a split strict on mazes is strict on solutions too
+    (docs/data.md, "Held-out splits")."""
+    return [canonical_key(y.reshape(rows.side, rows.side)) for y in rows.labels]
 
 
 def _examples(rows: MazeRows, aug: bool) -> tuple[np.ndarray, np.ndarray, int]:
@@ -689,6 +703,10 @@ def build_maze(opts: MazeBuildOptions, hub_probe: Callable[[], bool] | None = No
     counts["train_classes"], counts["test_classes"] = classes(train), classes(test)
     if src.csvs is None:
         counts["test_mazes_dropped_for_overlap"] = detail["test_generation"]["dropped_equivalent_to_other_split"]
+    # added after builder version 1, hence last: what the held-out split holds at the level of solutions
+    counts.update(solution_class_counts(solution_keys(train), solution_keys(test)))
+    if src.csvs is None and opts.strict_split == "solution" and counts["test_puzzles_with_solution_class_in_train"]:
+        raise AssertionError("a maze split strict on mazes shares no solution class (see solution_keys)")
 
     train_inputs, train_labels, per = _examples(train, opts.aug)
     options = opts.record()
@@ -698,6 +716,7 @@ def build_maze(opts: MazeBuildOptions, hub_probe: Callable[[], bool] | None = No
             **record_head("maze", BUILDER_VERSION, split, src.name, detail, options, opts.seed),
             "grid_size": size,
             "min_path_moves": min_path,
+            "strict_split": opts.strict_split if src.csvs is None else None,  # None: the published split, kept
             "augmentation": "8 dihedral transforms per maze (train only)" if opts.aug and split == "train" else None,
             "counts": {
                 "mazes": len(rows),

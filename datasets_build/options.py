@@ -37,6 +37,14 @@ Overwrite = Annotated[bool, Field(description="Replace the output if it exists."
 Seed = Annotated[
     int, Field(ge=0, description="Seed of every random choice: same options and seed give byte-identical files.")
 ]
+StrictSplit = Annotated[
+    Literal["puzzle", "solution"],
+    Field(
+        description="--source generate: what no test {thing} may share with a training one up to the task's "
+        "symmetries. puzzle: the {thing} itself; solution: its solution too, so that no test answer is a training "
+        'answer under those symmetries (docs/data.md, "Held-out splits").',
+    ),
+]
 Workers = Annotated[
     int,
     Field(
@@ -51,7 +59,7 @@ class SourceBuildOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    help_words: ClassVar[dict[str, str]] = {}  # {things}, {columns}, {hub} in the help texts
+    help_words: ClassVar[dict[str, str]] = {}  # {things}, {thing}, {columns}, {hub} in the help texts
     # The key order of dataset.json's `options` record in builder version 1, kept so that a rebuild compares equal.
     record_order: ClassVar[tuple[str, ...]] = ()
 
@@ -85,7 +93,7 @@ class SudokuBuildOptions(SourceBuildOptions):
     """Build a Sudoku dataset: Sudoku-Extreme (hf or csv) or generated unique-solution puzzles with a strict
     train/test split."""
 
-    help_words = {"things": "puzzles", "columns": "source,q,a,rating", "hub": ""}
+    help_words = {"things": "puzzles", "thing": "puzzle", "columns": "source,q,a,rating", "hub": ""}
     record_order = (
         *("source", "csv_dir", "subsample_size", "num_aug", "min_difficulty", "max_difficulty", "min_givens"),
         *("seed", "box", "train_size", "test_size"),
@@ -120,6 +128,7 @@ class SudokuBuildOptions(SourceBuildOptions):
     box: Literal["2x2", "2x3", "3x3"] = Field(
         "3x3", description="Box rows x box columns: 2x2 (4x4 board), 2x3 (6x6) or 3x3 (9x9). hf/csv are 3x3 only."
     )
+    strict_split: StrictSplit = "puzzle"
     seed: Seed = 0
     workers: Workers = 0
     overwrite: Overwrite = False
@@ -128,7 +137,12 @@ class SudokuBuildOptions(SourceBuildOptions):
 class MazeBuildOptions(SourceBuildOptions):
     """Build a maze dataset: Maze-Hard 30x30 (hf or csv) or generated random-wall mazes with a long shortest path."""
 
-    help_words = {"things": "mazes", "columns": "source,question,answer,rating", "hub": " (30x30 only)"}
+    help_words = {
+        "things": "mazes",
+        "thing": "maze",
+        "columns": "source,question,answer,rating",
+        "hub": " (30x30 only)",
+    }
     record_order = (
         *("source", "csv_dir", "subsample_size", "aug", "seed", "size", "min_path", "wall_density"),
         *("train_size", "test_size"),
@@ -160,6 +174,7 @@ class MazeBuildOptions(SourceBuildOptions):
         description="Wall fraction of generated mazes, a range LO-HI drawn uniformly or one value (default 0.3-0.5, "
         "as Lehnert et al.).",
     )
+    strict_split: StrictSplit = "puzzle"
     seed: Seed = 0
     workers: Workers = 0
     overwrite: Overwrite = False

@@ -6,7 +6,8 @@ What it adds over the original `dataset/build_sudoku_dataset.py` (docs/data.md, 
 - every CSV row is checked (81 cells, legal characters, the answer is a complete grid that agrees with every given);
 - a generator of unique-solution puzzles for 2x2, 2x3 and 3x3 boxes (4x4, 6x6, 9x9 boards), rated by search effort;
 - for generated data a strict split: no test puzzle can be turned into a training puzzle (or back) by the augmentation
-  group, tested exactly with a canonical form.
+  group, tested exactly with a canonical form; with `--strict-split solution` no test puzzle's solution can be turned
+  into a training puzzle's solution either.
 
 The grid conventions, tokens, augmentation group and rules are those of `hrm_reason.tasks.sudoku`.
 """
@@ -31,7 +32,7 @@ import numpy as np
 from tqdm import tqdm
 
 from datasets_build import sources
-from datasets_build.common import check_out, record_head, write_grid_dataset
+from datasets_build.common import check_out, record_head, solution_class_counts, write_grid_dataset
 from datasets_build.options import SudokuBuildOptions
 from hrm_reason.errors import UserError
 from hrm_reason.tasks.sudoku import (
@@ -348,6 +349,15 @@ def canonical_key(puzzle: np.ndarray, solution: np.ndarray, r: int, c: int) -> b
     return bytes([r, c]) + grids[best].astype(np.uint8).tobytes() + np.packbits(masks[best]).tobytes()
 
 
+def solution_key(key: bytes) -> bytes:
+    """The class of a puzzle's solution under the same group, read off its `canonical_key`: the key starts with the
+    box shape and the solution's canonical grid (its smallest image over the whole group), which is a function of the
+    solution alone. Two puzzles of one class have solutions of one class; the converse fails (docs/data.md, "Held-out
+    splits")."""
+    n = key[0] * key[1]
+    return key[: 2 + n * n]
+
+
 # ----------------------------------------------------------------------------------------------------------- sources
 
 
@@ -489,11 +499,18 @@ def _generate_split(opts: SudokuBuildOptions, r: int, c: int, train_size: int, t
     classes practically never repeat; for 4x4 (36 classes of minimal puzzles) this is what keeps test unseen.
     `dropped_for_overlap` counts the puzzles whose class's split was full: placing them in the other split would put
     one class on both sides (docs/data.md, "The CPU ladder").
+
+    With `--strict-split solution` the class that is owned by one split is the solution's (solution_key) instead: a
+    coarser partition (every puzzle class lies in one solution class), so the puzzle split stays strict as well, and a
+    puzzle whose solution class belongs to a full split is dropped, whichever split came first. `train_classes`,
+    `test_classes` and `duplicates_within_split` still count puzzle classes.
     """
     n = r * c
     sizes = {"train": train_size, "test": test_size}
     rows: dict[str, list[tuple[GeneratedPuzzle, bytes]]] = {"train": [], "test": []}
-    owner: dict[bytes, str] = {}
+    by_solution = opts.strict_split == "solution"
+    owner: dict[bytes, str] = {}  # the split of each class that decides it: puzzle classes, or solution classes
+    seen: set[bytes] = set()  # puzzle classes placed
     classes = {"train": 0, "test": 0}
     stats = {
         "attempts": 0,
@@ -517,16 +534,18 @@ def _generate_split(opts: SudokuBuildOptions, r: int, c: int, train_size: int, t
                 low = opts.min_difficulty is not None and puzzle.rating < opts.min_difficulty
                 stats["below_min_difficulty" if low else "above_max_difficulty"] += 1
             else:
-                split = owner.get(key)
+                owned = solution_key(key) if by_solution else key
+                split = owner.get(owned)
                 if split is None:
                     left = {s: sizes[s] - len(rows[s]) for s in sizes}
                     split = "test" if split_rng.random() * (left["train"] + left["test"]) < left["test"] else "train"
-                    owner[key] = split
-                    classes[split] += 1
-                    rows[split].append((puzzle, key))  # the drawn split always has room
-                    bar.update(1)
-                elif len(rows[split]) < sizes[split]:
-                    stats["duplicates_within_split"] += 1
+                    owner[owned] = split  # the drawn split always has room
+                if len(rows[split]) < sizes[split]:
+                    if key in seen:
+                        stats["duplicates_within_split"] += 1
+                    else:
+                        seen.add(key)
+                        classes[split] += 1
                     rows[split].append((puzzle, key))
                     bar.update(1)
                 else:  # its class's split is full, and the other split would leak it
@@ -537,7 +556,7 @@ def _generate_split(opts: SudokuBuildOptions, r: int, c: int, train_size: int, t
             if attempts >= max_attempts or (
                 attempts >= 2000 and attempts % 500 == 0 and not _on_course(attempts, max_attempts, rows, needed)
             ):
-                raise _generation_error(opts, n, stats, rows, sizes, len(owner))
+                raise _generation_error(opts, n, stats, rows, sizes, len(seen), len(owner) if by_solution else None)
     finally:
         gen.close()
         bar.close()
@@ -563,7 +582,13 @@ def _on_course(attempts: int, max_attempts: int, rows: dict[str, list], needed: 
 
 
 def _generation_error(
-    opts: SudokuBuildOptions, n: int, stats: dict[str, int], rows: dict, sizes: dict, n_classes: int
+    opts: SudokuBuildOptions,
+    n: int,
+    stats: dict[str, int],
+    rows: dict,
+    sizes: dict,
+    n_classes: int,
+    n_solution_classes: int | None = None,
 ) -> UserError:
     got = {s: len(rows[s]) for s in rows}
     off = stats["below_min_difficulty"] + stats["above_max_difficulty"]
@@ -577,6 +602,13 @@ def _generation_error(
         return UserError(
             f"--max-difficulty {opts.max_difficulty}: only {kept} of {stats['attempts']} generated {n}x{n} puzzles "
             f"were rated within --min-difficulty/--max-difficulty; raise it, or use a smaller --box"
+        )
+    if n_solution_classes is not None:
+        return UserError(
+            f"--strict-split solution: after {stats['attempts']} attempts only {got['train']} train and {got['test']} "
+            f"test {n}x{n} puzzles fit a split with no solution class on both sides ({n_solution_classes} solution "
+            f"classes seen); lower --train-size {sizes['train']} / --test-size {sizes['test']}, use a larger --box, "
+            f"or --strict-split puzzle"
         )
     return UserError(
         f"--train-size {sizes['train']} / --test-size {sizes['test']}: after {stats['attempts']} attempts only "
@@ -605,6 +637,11 @@ def _check_options(opts: SudokuBuildOptions, source: str) -> None:
         n = math.prod(parse_box(opts.box))
         if opts.min_givens >= n * n:
             raise UserError(f"--min-givens {opts.min_givens}: a {n}x{n} puzzle has {n * n} cells; give fewer")
+    if source != "generate" and opts.strict_split != "puzzle":
+        raise UserError(
+            f"--strict-split {opts.strict_split}: only generated puzzles can be split so; use --source generate "
+            f"(--source {source} keeps the published split)"
+        )
     if source in ("hf", "csv") and opts.box != "3x3":
         raise UserError(
             f"--box {opts.box}: --source {source} holds 9x9 puzzles only; use --box 3x3 or --source generate"
@@ -715,8 +752,10 @@ def build_sudoku(opts: SudokuBuildOptions, hub_probe: Callable[[], bool] | None 
         if v is not None
     ]
     train = sources.subsample_train(train, test, opts, " / ".join(why) or None, "puzzles")
-    if train.keys is not None:
+    if train.keys is not None and test.keys is not None:
         stats["train_classes"] = train.classes()  # --subsample-size may have dropped some
+        # added after builder version 1, hence last: what the held-out split holds at the level of solutions
+        stats.update(solution_class_counts(map(solution_key, train.keys), [solution_key(k) for k in test.keys]))
 
     train_inputs, train_labels = _examples(
         train, r, c, opts.num_aug, np.random.default_rng([opts.seed, _STREAM_AUGMENT]), "augmenting train"
@@ -729,6 +768,7 @@ def build_sudoku(opts: SudokuBuildOptions, hub_probe: Callable[[], bool] | None 
             **record_head("sudoku", BUILDER_VERSION, split, src.name, detail, options, opts.seed),
             "box": opts.box,
             "grid_size": n,
+            "strict_split": opts.strict_split if src.csvs is None else None,  # None: the published split, kept
             "counts": {
                 "originals": len(rows),
                 "examples": examples,
