@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 import hrm_reason.commands.compare as compare_module
-from hrm_reason.commands.compare import compare, compare_runs, parse_targets, reach, time_to_accuracy
+import hrm_reason.commands.report as report
+from hrm_reason.commands.compare import compare, compare_runs, parse_targets
+from hrm_reason.commands.report import reach, time_to_accuracy
 from hrm_reason.config import save_config
 from hrm_reason.errors import UserError
 from hrm_reason.evaluate.run import evaluate_run
@@ -68,17 +70,21 @@ def test_summary_statistics_are_those_of_the_runs(study) -> None:
     for label, entry in results["summary"].items():
         runs = [r for r in results["runs"] if r["label"] == label]
         trained = [r["eval"]["exact_accuracy"][2] for r in runs]  # after halt_max_steps = 3 segments
-        assert entry["exact_accuracy"]["mean"] == pytest.approx(statistics.fmean(trained))
-        assert entry["exact_accuracy"]["std"] == pytest.approx(statistics.stdev(trained))
+        assert entry["segments"] == 3 and entry["per_seed"] == trained
+        assert entry["at_trained"]["mean"] == pytest.approx(statistics.fmean(trained))
+        assert entry["at_trained"]["std"] == pytest.approx(statistics.stdev(trained))
+        assert entry["at_mmax"]["mean"] == pytest.approx(statistics.fmean(r["eval"]["exact_accuracy"][5] for r in runs))
         segments = [r["eval"]["act_mean_segments"] for r in runs]
-        assert entry["act_mean_segments"]["mean"] == pytest.approx(statistics.fmean(segments))
+        assert entry["act_segments"]["mean"] == pytest.approx(statistics.fmean(segments))
+        per_step = [r["curve"][-1]["train_cpu_seconds"] / r["steps"] for r in runs]
+        assert entry["cpu_seconds_per_step"]["mean"] == pytest.approx(statistics.fmean(per_step))
         for m in range(6):
             column = [r["eval"]["token_accuracy"][m] for r in runs]
             assert entry["token_accuracy_per_segment"]["mean"][m] == pytest.approx(statistics.fmean(column))
             assert entry["token_accuracy_per_segment"]["std"][m] == pytest.approx(statistics.stdev(column))
         assert entry["num_params"] == runs[0]["num_params"] > 0 and entry["seeds"] == [0, 1]
     assert results["summary"]["trm_tiny"]["arch"] == "trm" and results["summary"]["hrm_tiny"]["arch"] == "hrm"
-    one = compare_module.mean_std([0.25])
+    one = report.mean_std([0.25])
     assert one == {"mean": 0.25, "std": None}
 
 
@@ -87,11 +93,13 @@ def test_tables_and_plots(study) -> None:
     text = (out / "results.md").read_text()
     e = results["summary"]["trm_tiny"]
     row = next(line for line in text.splitlines() if line.startswith("| trm_tiny | trm |"))
-    assert (
-        f"{e['num_params']:,}" in row
-        and f"{100 * e['exact_accuracy']['mean']:.1f} ± {100 * e['exact_accuracy']['std']:.1f}% (3)" in row
-    )
+    seeds = " / ".join(f"{100 * v:.1f}" for v in e["per_seed"])
+    assert f"| {e['num_params']:,} | 2 | 6 ± 0 |" in row and f"| {seeds}% (@3) |" in row
+    assert f"| {100 * e['at_trained']['mean']:.1f} ± {100 * e['at_trained']['std']:.1f}% |" in row
+    assert f"% (@6) | {100 * e['act']['mean']:.1f} ± " in row
     assert "| config | 1 | 2 | 3 | 4 | 5 | 6 |" in text
+    assert results["tables"]["final"] in text and results["tables"]["segments"] in text
+    assert results["tables"]["time"] in text
     assert "hrm compare (test)" in text
     names = sorted(Path(p).name for p in results["plots"])
     assert names == [
@@ -122,14 +130,14 @@ def test_study_reports_time_to_accuracy(study) -> None:
         assert point["train_flops"] == 6 * metrics[0]["train_flops_per_step"] and point["examples_seen"] == 48
         assert point["train_wall_seconds"] == evals[0]["train_wall_seconds"] > 0
         for target in ("0.5", "0.8"):
-            reached = compare_module.reach(record["curve"], float(target))
+            reached = reach(record["curve"], float(target))
             assert run["reached"][target] == reached
     for label, entry in tta["per_config"].items():
         for target in ("0.5", "0.8"):
             hits = [r["reached"][target] for r in tta["per_run"] if r["label"] == label and r["reached"][target]]
             assert entry["runs"] == 2 and entry[target]["reached"] == len(hits)
     text = (out / "results.md").read_text()
-    assert "## Time to exact_accuracy" in text and "| hrm_tiny | 50% |" in text and "| trm_tiny | 80% |" in text
+    assert "## Time to exact accuracy" in text and "| hrm_tiny | 50% |" in text and "| trm_tiny | 80% |" in text
 
 
 def test_runs_are_summarised_without_training(study, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -150,13 +158,27 @@ def test_runs_are_summarised_without_training(study, tmp_path: Path, monkeypatch
             out / "runs" / "hrm_tiny" / f"seed{seed}", plain[-1], ignore=shutil.ignore_patterns("compare.json")
         )
     loose = compare_runs(plain, tmp_path / "loose", targets=[0.1], metric="accuracy")
-    assert loose["summary"] == {} and [(r["label"], r["seed"]) for r in loose["runs"]] == [
-        ("sudoku4-hrm", 0),
-        ("sudoku4-hrm", 1),
-    ]
+    assert [(r["label"], r["seed"]) for r in loose["runs"]] == [("sudoku4-hrm", 0), ("sudoku4-hrm", 1)]
+    # Their final evaluation is the last one they logged: at the trained segments and with ACT, not after each m.
+    final = loose["summary"]["sudoku4-hrm"]
+    last = [r["curve"][-1] for r in loose["runs"]]
+    assert final["per_seed"] == [p["eval/accuracy"] for p in last] and "per_segment" not in final
+    assert final["act_segments"]["mean"] == pytest.approx(statistics.fmean(p["eval/steps"] for p in last))
+    assert (
+        final["steps"] == {"mean": 6, "std": 0.0}
+        and final["num_params"] == results["summary"]["hrm_tiny"]["num_params"]
+    )
+    assert "segments" not in loose["tables"]
+    # A run of another config under the same name is another experiment, not a third seed.
+    other = tmp_path / "elsewhere" / "sudoku4-hrm-seed2"
+    shutil.copytree(out / "runs" / "trm_tiny" / "seed0", other, ignore=shutil.ignore_patterns("compare.json"))
+    mixed = compare_runs([*plain, other], tmp_path / "mixed", targets=[0.1], metric="accuracy")
+    assert list(mixed["summary"]) == ["sudoku4-hrm", "sudoku4-hrm [2]"]
+    assert mixed["summary"]["sudoku4-hrm [2]"]["arch"] == "trm" and mixed["summary"]["sudoku4-hrm"]["seeds"] == [0, 1]
     entry = loose["time_to_accuracy"]["per_config"]["sudoku4-hrm"]["0.1"]
     assert entry["reached"] == 2 and entry["step"] == {"mean": 6, "std": 0.0}  # token accuracy is over 10% at once
-    assert "| sudoku4-hrm | 10% | 2/2 |" in (tmp_path / "loose" / "results.md").read_text()
+    text = (tmp_path / "loose" / "results.md").read_text()
+    assert "| sudoku4-hrm | 10% | 2/2 |" in text and "| sudoku4-hrm | hrm |" in text
     assert (tmp_path / "loose" / "plots" / "accuracy_vs_time.png").read_bytes()[:4] == b"\x89PNG"
     with pytest.raises(UserError, match="--metric nope: no evaluation of these runs logs eval/nope"):
         compare_runs(plain, tmp_path / "bad", metric="nope")
@@ -180,6 +202,16 @@ def test_runs_are_summarised_without_training(study, tmp_path: Path, monkeypatch
     assert_one_line_error(
         run_hrm("compare", "--runs", str(plain[0]), "--out", str(tmp_path / "cli"), "--targets", "x"), "--targets x"
     )
+    # Flags that only a study that trains uses are refused with --runs, not ignored.
+    for flags, named in ((["--mmax", "8"], "--mmax"), (["--seeds", "7", "--jobs", "4"], "--seeds, --jobs")):
+        proc = run_hrm("compare", "--runs", str(plain[0]), "--out", str(tmp_path / "cli"), *flags)
+        assert_one_line_error(proc, named, "trains and evaluates nothing")
+    # A run that has logged no evaluation yet is named, not reported as nothing.
+    empty = tmp_path / "empty-seed0"
+    shutil.copytree(plain[0], empty)
+    (empty / "metrics.jsonl").write_text((plain[0] / "metrics.jsonl").read_text().splitlines()[0] + "\n")
+    with pytest.raises(UserError, match="empty-seed0: its metrics.jsonl has no evaluation yet"):
+        compare_runs([empty], tmp_path / "bad")
 
 
 def test_rerun_skips_finished_runs_and_resumes_interrupted_ones(study, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -203,9 +235,7 @@ def test_rerun_skips_finished_runs_and_resumes_interrupted_ones(study, monkeypat
     (partial / "compare.json").unlink()
     again = compare(configs, seeds=2, out=out, overrides=TINY, progress=False, command="hrm compare (test)")
     assert calls == [(str(partial), False), (str(out / "runs" / "trm_tiny" / "seed1"), True)]
-    assert again["summary"]["trm_tiny"]["exact_accuracy"] == pytest.approx(
-        results["summary"]["trm_tiny"]["exact_accuracy"]
-    )
+    assert again["summary"]["trm_tiny"]["at_trained"] == pytest.approx(results["summary"]["trm_tiny"]["at_trained"])
     first, rerun = results["runs"][0]["eval"], again["runs"][0]["eval"]  # same seed: the same run again
     assert rerun["exact_accuracy"] == first["exact_accuracy"] and rerun["token_accuracy"] == pytest.approx(
         first["token_accuracy"]
@@ -237,9 +267,15 @@ def test_compare_command(study, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "| trm_tiny | trm |" in proc.stdout and f"wrote {tmp_path / 'o' / 'results.json'}" in proc.stdout
     results = json.loads((tmp_path / "o" / "results.json").read_text())
-    assert (
-        results["summary"]["trm_tiny"]["mmax"] == 4 and results["summary"]["trm_tiny"]["exact_accuracy"]["std"] is None
+    entry = results["summary"]["trm_tiny"]
+    assert entry["mmax"] == 4 and entry["at_trained"]["std"] is None
+    assert "(@3) |" in proc.stdout and "(@4) |" in proc.stdout  # trained with 3, evaluated up to 4
+    low = run_hrm(
+        "compare", str(configs[1]), "--seeds", "1", "--out", str(tmp_path / "low"), "--mmax", "2", "--quiet", *TINY
     )
+    assert low.returncode == 0, low.stderr
+    low_entry = json.loads((tmp_path / "low" / "results.json").read_text())["summary"]["trm_tiny"]
+    assert low_entry["segments"] == 2 and "(@2) |" in low.stdout and "(@3)" not in low.stdout  # labelled as computed
     assert results["command"].startswith("hrm compare ") and "epochs=2" in results["command"]
 
 
@@ -309,8 +345,12 @@ def test_time_to_accuracy_over_seeds() -> None:
     assert slow["0.5"]["step"] is None and slow["matmul_peak_flops"] is None
     assert fast["matmul_peak_flops"] == {"mean": 1e11, "std": None}
     assert [r["reached"]["0.5"] is not None for r in tta["per_run"]] == [True, True, False, False]
-    text = compare_module.time_markdown(tta)
-    assert "| fast | 50% | 2/3 | 6.25 ± 1.8 | 12.5 ± 3.5 | 12.5 ± 3.5 |" in text and "| slow | 50% | 0/1 | - |" in text
+    text = report.time_table(tta)
+    assert "| fast | 50% | 2/3 | 12 ± 4 | 12 ± 4 | 0.0 ± 0.0 | 6 ± 2 | 100 |" in text
+    assert "| slow | 50% | 0/1 | - | - | - | - | - |" in text
+    # Numbers for people: thousands separators, fixed decimals.
+    assert report.num({"mean": 1234567.8, "std": 2345.6}) == "1,234,568 ± 2,346"
+    assert report.num({"mean": 3.2e13, "std": None}, 1, 1e12) == "32.0" and report.pct(None) == "-"
 
 
 def test_a_per_segment_metric_gets_its_own_table_and_the_plots(tmp_path: Path) -> None:
@@ -341,23 +381,31 @@ def test_a_per_segment_metric_gets_its_own_table_and_the_plots(tmp_path: Path) -
             },
         }
 
-    records = [record("maze", 0, [0.4, 0.6, 0.5]), record("maze", 1, [0.5, 0.8, 0.7]), record("sudoku", 0, None)]
-    summary = compare_module.summarise(records)
+    records = [record("maze", 0, [0.4, 0.6, 0.5]), record("maze", 1, [0.5, 0.8, 0.7])]
+    for r in records:
+        r["curve"] = [{**point(10, None), "eval/optimal_path_accuracy": r["eval"]["extra"]["optimal_path_accuracy"][1]}]
+    summary = report.summarise(records, "optimal_path_accuracy")
     paths = summary["maze"]["extra"]["optimal_path_accuracy"]
     assert paths["mean"] == pytest.approx([0.45, 0.7, 0.6]) and paths["std"][1] == pytest.approx(
         statistics.stdev([0.6, 0.8])
     )
-    text = compare_module.markdown(summary, "hrm compare (test)")
-    row = next(line for line in text.splitlines() if line.startswith("| maze | 70.0 ± 14.1% |"))
-    assert row.startswith("| maze | 70.0 ± 14.1% | 60.0 ± 14.1% | 71.0 ± 14.1% | 45.0 | 70.0 | 60.0 |")
-    assert "| sudoku |" in text and "| sudoku |" not in text.split("optimal_path_accuracy (mean ± sd")[1]
-    # The plots draw the metric where an entry has it, and exact accuracy where it has not.
-    assert compare_module._series(summary["maze"], "optimal_path_accuracy")[0] == "optimal_path_accuracy"
-    assert compare_module._series(summary["sudoku"], "optimal_path_accuracy")[0] == "exact_accuracy"
-    assert compare_module._series(summary["maze"], "exact_accuracy")[1] is summary["maze"]["exact_accuracy_per_segment"]
-    written = compare_module.plot(summary, tmp_path, "optimal_path_accuracy")
+    assert summary["maze"]["per_segment"] == paths and summary["maze"]["act"]["mean"] == pytest.approx(0.71)
+    tta = time_to_accuracy(records, [0.5], "optimal_path_accuracy")
+    text = report.markdown(summary, tta, "hrm compare (test)")
+    row = next(line for line in text.splitlines() if line.startswith("| maze | hrm |"))
+    # metric at the trained 2 segments per seed, mean ± sd, at mmax 3, ACT (segments), exact accuracy at 2.
+    assert row == (
+        "| maze | hrm | 1,000 | 2 | 10 ± 0 | 1.000 ± 0.000 | 60.0 / 80.0% (@2) | 70.0 ± 14.1% | 60.0 ± 14.1% (@3) | "
+        "71.0 ± 14.1% (2.00 ± 0.00) | 30.0 ± 14.1% |"
+    )
+    assert "| maze | 45.0 | 70.0 | 60.0 |" in text and "## Optimal path accuracy after m segments" in text
+    # A run whose evaluation lacks the metric is named, not silently drawn with another.
+    with pytest.raises(UserError, match="--metric optimal_path_accuracy: the evaluation of sudoku seed 0 has no"):
+        report.summarise([*records, {**record("sudoku", 0, None), "curve": []}], "optimal_path_accuracy")
+    written = compare_module.plot_all(records, summary, tta, tmp_path, "optimal_path_accuracy")
     assert sorted(p.name for p in written) == [
         "accuracy_vs_segments.png",
+        "accuracy_vs_time.png",
         "act_vs_fixed_segments.png",
         "exact_accuracy.png",
     ]
