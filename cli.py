@@ -211,7 +211,9 @@ def train(
 @app.command("eval")
 @_test_time_flags
 def eval_cmd(
-    mmax: int = typer.Option(16, "--mmax", min=1, help="Segments to run (may exceed the trained halt_max_steps)."),
+    mmax: int | None = typer.Option(
+        None, "--mmax", min=1, help="ACT puzzle models: segments to run (default 16; may exceed halt_max_steps)."
+    ),
     run: RunDir = None,
     checkpoint: CheckpointPath = None,
     config: ConfigFile = None,
@@ -221,7 +223,7 @@ def eval_cmd(
         None, "--batch-size", min=1, help="Examples per batch (default: the config's)."
     ),
     max_examples: int | None = typer.Option(
-        None, "--max-examples", min=1, help="Evaluate the first N test examples only."
+        None, "--max-examples", min=1, help="Puzzle datasets: evaluate the first N test examples only."
     ),
     device: Device = "auto",
     quiet: Quiet = False,
@@ -527,7 +529,7 @@ def compare_cmd(
         help="Config files, then key=value overrides applied to every one (e.g. max_steps=500 max_seconds=600); "
         "with --runs: run or study directories.",
     ),
-    seeds: int = typer.Option(3, "--seeds", min=1, help="Train each config with seeds 0..N-1."),
+    seeds: int | None = typer.Option(None, "--seeds", min=1, help="Train each config with seeds 0..N-1 [default: 3]."),
     out: Path = typer.Option(
         ..., "--out", help="Study directory: runs/<config>/seed<k>/, results.json, results.md, plots/."
     ),
@@ -535,17 +537,17 @@ def compare_cmd(
         None, "--mmax", min=1, help="Segments at evaluation (default: twice each config's halt_max_steps)."
     ),
     quiet: Quiet = False,
-    jobs: int = typer.Option(
-        1,
+    jobs: int | None = typer.Option(
+        None,
         "--jobs",
         min=1,
-        help="Runs trained at once, each in its own process with cpu_count/N threads (no progress bars).",
+        help="Runs trained at once, each in its own process with cpu_count/N threads (no progress bars) [default: 1].",
     ),
     runs: bool = typer.Option(
         False,
         "--runs",
-        help="The arguments are run directories of hrm train or study directories of hrm compare: summarise them "
-        "(time to accuracy, and the final evaluation where they have compare.json) without training.",
+        help="The arguments are run directories of hrm train or hrm compare, or study directories: summarise them "
+        "(final evaluation, time to accuracy) without training or evaluating.",
     ),
     targets: str = typer.Option(
         "0.5,0.8", "--targets", help="Accuracies whose time, steps and training FLOPs to reach are reported."
@@ -554,18 +556,20 @@ def compare_cmd(
         "exact_accuracy", "--metric", help="The eval/ metric of the targets (e.g. optimal_path_accuracy for mazes)."
     ),
 ) -> None:
-    """Train several configs (architectures) for several seeds on their data and compare them: exact accuracy mean ±
-    std over seeds, accuracy per segment, ACT segments, time, parameters. A rerun skips finished runs and resumes
-    interrupted ones. Also the training time, steps and FLOPs each run took to reach --targets."""
+    """Train several configs (architectures) for several seeds on their data and compare them: accuracy mean ± std
+    over seeds at the trained segments, after each m and with ACT, parameters, steps, and the CPU time, steps and
+    FLOPs each run took to reach --targets. A rerun skips finished runs and resumes interrupted ones."""
     from hrm_reason.commands.compare import compare, compare_runs, parse_targets, split_arguments
 
     items, command, wanted = items or [], "hrm " + " ".join(sys.argv[1:]), parse_targets(targets)
     if runs:
+        if given := [f for f, v in (("--seeds", seeds), ("--mmax", mmax), ("--jobs", jobs)) if v is not None]:
+            raise UserError(f"{', '.join(given)}: --runs reads finished runs; it trains and evaluates nothing")
         results = compare_runs([Path(i) for i in items], out, wanted, metric, command)
     else:
         configs, overrides = split_arguments(items)
         results = compare(
-            configs, seeds, out, mmax, overrides, not quiet, command, jobs=jobs, targets=wanted, metric=metric
+            configs, seeds or 3, out, mmax, overrides, not quiet, command, jobs=jobs or 1, targets=wanted, metric=metric
         )
     typer.echo((out / "results.md").read_text())
     _echo_written([out / "results.json", out / "results.md", *map(Path, results["plots"])])

@@ -221,7 +221,7 @@ class TrainConfig(StrictModel):
     forward_dtype: Literal["auto", "float32", "bfloat16"] = Field(
         "auto",
         description="the one precision policy: auto/bfloat16 compute in bf16 on CUDA (fp32 master weights); a "
-        "CPU always computes in fp32",
+        "CPU always computes in fp32 (bfloat16 there: one warning line; docs/training.md, Precision)",
     )
     eval_global_batch_size: Count | None = Field(None, description="None: global_batch_size")
     eval_max_examples: Count | None = Field(
@@ -292,9 +292,6 @@ class TrainConfig(StrictModel):
 
     project_name: str | None = None
     run_name: str | None = None
-    # Accepted so that the original code's all_config.yaml loads; not used.
-    checkpoint_path: str | None = None
-    eval_save_outputs: list[str] = []
 
     @model_validator(mode="before")
     @classmethod
@@ -407,12 +404,20 @@ def read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
+# Keys that no code reads, dropped from a config file: the original HRM code's all_config.yaml holds them, and so does
+# every run's config.yaml saved while TrainConfig still accepted them. Given as an override they are unknown keys (an
+# error): accepting a setting that changes nothing would be silent (docs/models.md, "Configs").
+UNREAD_FILE_KEYS = ("checkpoint_path", "eval_save_outputs")
+
+
 def read_config(path: str | Path | None, overrides: list[str] | None = None) -> dict[str, Any]:
     """The config file (if any) with `key=value` overrides applied, before validation."""
     data = read_yaml(Path(path)) if path is not None else {}
     # Hydra leftovers of original configs are not settings.
     data.pop("defaults", None)
     data.pop("hydra", None)
+    for key in UNREAD_FILE_KEYS:
+        data.pop(key, None)
     data = _merge(data, parse_overrides(overrides or []))
     if trm_original.is_original_config(data):  # the original TRM code's all_config.yaml
         data = trm_original.translate_config(data, str(path) if path is not None else "overrides")

@@ -50,28 +50,47 @@ def load_model_for_eval(
     )
 
 
+DEFAULT_MMAX = 16  # segments an ACT puzzle model is evaluated for when --mmax is not given
+
+# The flags of `hrm eval` that only some evaluations read (docs/commands.md, `hrm eval`): (EvalOptions field, flag,
+# what reads it).
+ACT_ONLY = (("mmax", "--mmax", "segments of an ACT puzzle model"),)
+TEXT_ONLY = (
+    ("max_tokens", "--max-tokens", "validation tokens of a language-model head on a text dataset"),
+    ("seq_len", "--seq-len", "window of a language-model head on a text dataset"),
+)
+PUZZLE_ONLY = (("max_examples", "--max-examples", "test examples of a puzzle dataset"),)
+
+
 @dataclass(frozen=True)
 class EvalOptions:
     """What `hrm eval` was asked, the same for every family (so each family's evaluator has one signature); an
-    evaluator reads the fields that apply to its models."""
+    evaluator reads the fields that apply to its models and refuses (`refuse`) those given that do not: a flag
+    accepted and ignored would report a number the user did not ask for (docs/commands.md, `hrm eval`)."""
 
     path: Path  # what was loaded, for error messages
     data: Path | None  # replaces the run's dataset
-    mmax: int  # ACT: segments to evaluate
+    mmax: int | None  # ACT: segments to evaluate (None: DEFAULT_MMAX)
     batch_size: int | None  # None: the run's eval batch size
-    max_examples: int | None
+    max_examples: int | None  # puzzle datasets: the first N test examples
     device: torch.device
     progress: bool
     max_tokens: int | None  # LM on text: val tokens to read
     seq_len: int | None  # LM on text: window length (None: the run's)
     test_time: TestTimeOptions  # ACT: copies, samples and the blank puzzle identifier (evaluate/tta.py)
 
+    def refuse(self, unused: tuple[tuple[str, str, str], ...], what: str) -> None:
+        """A one-line error naming the first flag of `unused` that was given: it has no meaning for `what`."""
+        for field, flag, meaning in unused:
+            if getattr(self, field) is not None:
+                raise UserError(f"{flag}: {self.path} is {what}; {flag} is for the {meaning}")
+
 
 def evaluate_run(
     path: Path,
     config_path: Path | None = None,
     data: Path | None = None,
-    mmax: int = 16,
+    mmax: int | None = None,
     batch_size: int | None = None,
     max_examples: int | None = None,
     device_name: str = "auto",
@@ -82,7 +101,8 @@ def evaluate_run(
     test_time: TestTimeOptions | None = None,
 ) -> Result:
     """Evaluate whatever `path` holds with its model family's evaluator. `test_time` (ACT puzzle models only): copies,
-    samples and the blank puzzle identifier (evaluate/tta.py); its table joins the result's extra as "test_time"."""
+    samples and the blank puzzle identifier (evaluate/tta.py); its table joins the result's extra as "test_time".
+    An option given (not None) that the evaluation does not read is a one-line error naming its flag."""
     device = resolve_device(device_name)
     test_time = test_time or TestTimeOptions()
     if arc_submission:  # before loading: the dataset decides whether there is a submission to write
@@ -98,7 +118,9 @@ def evaluate_run(
 
 def evaluate_act_run(loaded: LoadedRun, options: EvalOptions) -> EvalResult:
     """An ACT puzzle model on its test split, segment by segment, with test-time compute when asked for."""
-    config, mmax, test_time = loaded.config, options.mmax, options.test_time
+    options.refuse(TEXT_ONLY, f"an ACT puzzle model ({loaded.config.model_name})")
+    config, test_time = loaded.config, options.test_time
+    mmax = options.mmax if options.mmax is not None else DEFAULT_MMAX
     split = load_split(options.data if options.data is not None else config.data_path, "test")
     bs = options.batch_size or config.eval_global_batch_size or config.global_batch_size
     source = None if test_time.plain else TestTimeEval(test_time, task_transforms(split, test_time.tta), mmax)
@@ -120,12 +142,17 @@ def evaluate_lm_run(loaded: LoadedRun, options: EvalOptions) -> LMEvalResult | P
     """An LM head on the dataset given or its run's: greedy decoding on a puzzle dataset (PrefixLM), else
     cross-entropy on a text dataset's val split."""
     model, config, path = loaded.model, loaded.config, options.path
+    options.refuse(ACT_ONLY, "a language-model head")
     if options.data is None and config is None:
         raise UserError(f"{path}: no run config names its dataset; pass --data DIR (a text or puzzle dataset)")
     data_path = options.data if options.data is not None else config.data_path
+    kind = dataset_kind(data_path)  # neither: the dataset's reader below says why
+    if kind is not None:
+        unused = TEXT_ONLY if kind == "puzzle" else PUZZLE_ONLY
+        options.refuse(unused, f"a language-model head evaluated on the {kind} dataset {data_path}")
     forward_dtype = config.forward_dtype if config is not None else "auto"
     run_bs = config.eval_global_batch_size or config.global_batch_size if config is not None else None
-    if dataset_kind(data_path) == "puzzle":  # PrefixLM on puzzles
+    if kind == "puzzle":  # PrefixLM on puzzles
         puzzles = PuzzleLMData(data_path)
         puzzles.check_model(model, f"--data {puzzles.path}")
         bs = options.batch_size or run_bs or 64

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch import nn
 
 from hrm_reason.losses import IGNORE_LABEL_ID, LOSS_FUNCTIONS
+from hrm_reason.runtime.device import compute_dtype
 
 Batch = dict[str, torch.Tensor]
 
@@ -47,7 +48,9 @@ class ACTConfig(BaseModel):
     rope_theta: float = Field(10000.0, gt=0)
     halt_max_steps: int = Field(16, ge=1)
     halt_exploration_prob: float = Field(0.1, ge=0, le=1)
-    forward_dtype: Literal["auto", "float32", "bfloat16"] = Field("auto", description="auto: bf16 on CUDA, fp32 on CPU")
+    forward_dtype: Literal["auto", "float32", "bfloat16"] = Field(
+        "auto", description="bf16 on CUDA (auto, bfloat16), fp32 on a CPU"
+    )
     loss: LossConfig = LossConfig()
 
     @property
@@ -71,9 +74,7 @@ class ACTConfig(BaseModel):
     def resolved(self, sizes: dict[str, int], device: torch.device) -> ACTConfig:
         """This config with the dataset's sizes, the compute dtype of `device` and every None default filled: what
         the model reads and what its checkpoints record."""
-        dtype = (
-            self.forward_dtype if self.forward_dtype != "auto" else "bfloat16" if device.type == "cuda" else "float32"
-        )
+        dtype = compute_dtype(self.forward_dtype, device)  # fp32 on a CPU, whatever was asked (the one policy)
         update = {**sizes, "forward_dtype": dtype, "puzzle_emb_ndim": self.emb_ndim}
         return self.model_copy(update=update | self._resolved_defaults())
 

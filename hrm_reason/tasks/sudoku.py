@@ -13,11 +13,14 @@ import itertools
 import math
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from hrm_reason.errors import UserError
+
+if TYPE_CHECKING:  # the builders import this module without torch's start-up cost
+    from hrm_reason.data.puzzle import PuzzleSplit
 
 BOXES: dict[str, tuple[int, int]] = {"2x2": (2, 2), "2x3": (2, 3), "3x3": (3, 3)}
 BOX_OF_SIDE: dict[int, tuple[int, int]] = {r * c: (r, c) for r, c in BOXES.values()}
@@ -126,6 +129,29 @@ def rule_violations(grid: np.ndarray, given: np.ndarray, box: tuple[int, int] | 
         counts = np.bincount(values[is_digit].ravel(), minlength=n + 2)
         bad[unit] |= is_digit & (counts[values] > 1)
     return bad
+
+
+def matches_layout(split: PuzzleSplit, sample: int = 4096) -> tuple[int, int] | None:
+    """The box (r, c) of a split with no builder record whose layout is a Sudoku's (docs/data.md, "Datasets of the
+    original scripts"), else None: a square board of a side with a known box, vocab n + 2, PAD 0, and in the first
+    `sample` examples of each set labels that are solved boards and inputs that hold only blanks and the label's
+    digits. The data decides, not the shapes alone: a 4x4 Sudoku and a small maze share vocabulary and length."""
+    meta = split.metadata
+    n = math.isqrt(meta.seq_len)
+    box = BOX_OF_SIDE.get(n)
+    if box is None or n * n != meta.seq_len or meta.vocab_size != vocab_size(n) or meta.pad_id != PAD:
+        return None
+    units = np.array(geometry(*box).units, dtype=np.intp)  # [3n, n] cells of each row, column and box
+    want = np.arange(BLANK + 1, n + 2)  # the tokens of digits 1..n
+    seen = 0
+    for s in split.sets.values():
+        x, y = np.asarray(s.inputs[:sample]), np.asarray(s.labels[:sample])
+        if not ((x == BLANK) | (x == y)).all():
+            return None
+        if not (np.sort(y[:, units], axis=-1) == want).all():
+            return None
+        seen += x.shape[0]
+    return box if seen > 0 else None
 
 
 # -------------------------------------------------------------------------------------------------- augmentation

@@ -54,7 +54,7 @@ class ACTTask:
                 "(lower global_batch_size)"
             )
         self.total_rounds = config.epochs // config.eval_interval
-        augment = train_augmentation(config.augment, meta, str(self.train_split.path / "dataset.json"))
+        augment = train_augmentation(config.augment, self.train_split)
         self.sampler = TrainSampler(
             self.train_split,
             config.global_batch_size,
