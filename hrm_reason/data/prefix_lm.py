@@ -29,23 +29,19 @@ Choices (documented, not in the reference):
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
-from tqdm import tqdm
 
 from hrm_reason.data.puzzle import load_split
-from hrm_reason.errors import UserError
 from hrm_reason.data.text import step_generator
+from hrm_reason.errors import UserError
 from hrm_reason.losses import IGNORE_LABEL_ID
-from hrm_reason.runtime.device import autocast_context
 
 
 @dataclass(frozen=True)
