@@ -49,7 +49,9 @@ class Puzzle:
     name: str  # "puzzles.txt line 3", "task.json test 1": what errors and answers are called
     tokens: np.ndarray  # [seq_len] int32
     identifier: int  # the puzzle identifier fed to the puzzle embedding
-    rows: bool = False  # Sudoku: written as one row per line (else one line)
+    layout: str | None = (
+        None  # Sudoku: the lines as typed, separators and spacing kept, to write the answer the same way
+    )
     expected: np.ndarray | None = None  # ARC: the test output when the task file gives it
     notes: list[str] = field(default_factory=list)
 
@@ -126,6 +128,7 @@ class SudokuSolve:
         a board written in rows."""
         n, puzzles = self.n, []
         rows: list[str] = []
+        typed: list[str] = []  # the board's lines as written, box-drawing lines between its rows included
         first = 0
         for i, raw in enumerate(_lines(text), 1):
             where = f"{source} line {i}"
@@ -135,16 +138,19 @@ class SudokuSolve:
                 continue
             cells = "".join(ch for ch in raw if not ch.isspace() and ch not in SUDOKU_SEPARATORS)
             if not cells:  # a box-drawing line between bands
+                typed += [raw] if rows else []
                 continue
             self._check_cells(cells, where)
             if len(cells) == n * n and not rows:
-                puzzles.append(self._puzzle(cells, where, rows=False))
+                puzzles.append(self._puzzle(cells, where, raw.strip()))
             elif len(cells) == n:
                 first = first if rows else i
                 rows.append(cells)
+                typed.append(raw.rstrip())
                 if len(rows) == n:
-                    puzzles.append(self._puzzle("".join(rows), f"{source} line {first}", rows=True))
-                    rows = []
+                    layout = "\n".join(typed)
+                    puzzles.append(self._puzzle("".join(rows), f"{source} line {first}", layout))
+                    rows, typed = [], []
             elif rows:
                 raise UserError(f"{where}: a board row of {len(cells)} cells; expected {n} (board from line {first})")
             else:
@@ -171,15 +177,18 @@ class SudokuSolve:
         if high is not None:
             raise UserError(f"{where}: digit {high} is outside 1-{self.n} for a {self.describe()}")
 
-    def _puzzle(self, cells: str, name: str, rows: bool) -> Puzzle:
+    def _puzzle(self, cells: str, name: str, layout: str) -> Puzzle:
         values = np.array([0 if ch in SUDOKU_BLANKS else int(ch) for ch in cells], dtype=np.int32)
-        return Puzzle(name, sudoku.to_tokens(values), self.blank_identifier, rows=rows)
+        return Puzzle(name, sudoku.to_tokens(values), self.blank_identifier, layout=layout)
 
     def answer(self, puzzle: Puzzle, tokens: np.ndarray) -> tuple[str, list[Any], bool | None, str, bool | None]:
         n = self.n
         values = tokens.astype(np.int64) - 1  # blank and PAD (not digits) become 0 and -1
         digits = "".join(str(v) if 1 <= v <= n else "." for v in values)
-        text = "\n".join(digits[i * n : (i + 1) * n] for i in range(n)) if puzzle.rows else digits
+        # The answer written as the puzzle was typed: its cells in order, every other character as the user wrote it.
+        answer = iter(digits)
+        layout = puzzle.layout or digits
+        text = "".join(next(answer) if not ch.isspace() and ch not in SUDOKU_SEPARATORS else ch for ch in layout)
         grid = np.where((values >= 1) & (values <= n), values, 0).reshape(n, n).tolist()
         given = puzzle.tokens.reshape(n, n)
         bad = sudoku.rule_violations(tokens.reshape(n, n), given, (self.r, self.c))

@@ -27,7 +27,7 @@ from hrm_reason.evaluate.prefix_lm import PuzzleLMEvalResult, evaluate_puzzle_lm
 from hrm_reason.evaluate.tta import TestTimeEval, TestTimeOptions, format_test_time
 from hrm_reason.load import LoadedRun, load_run, run_config
 from hrm_reason.models.registry import family_part, family_spec
-from hrm_reason.runtime.device import resolve_device
+from hrm_reason.runtime.device import free_memory, resolve_device
 from hrm_reason.tasks import task_metrics, task_transforms
 from hrm_reason.tasks.arc import require_arc_dataset
 
@@ -51,6 +51,26 @@ def load_model_for_eval(
 
 
 DEFAULT_MMAX = 16  # segments an ACT puzzle model is evaluated for when --mmax is not given
+MAX_EVAL_BATCH = 1024  # past this a CPU gains nothing and a long evaluation's progress bar stalls
+
+
+def act_eval_batch(config: TrainConfig, split: PuzzleSplit, device: torch.device) -> int:
+    """`hrm eval`'s batch for an ACT puzzle model when neither --batch-size nor eval_global_batch_size is given.
+    Evaluation has no backward pass, no optimizer state and keeps one segment's activations, so it fits several
+    training batches: the largest power of two between the training batch and MAX_EVAL_BATCH whose estimated
+    activations (a block's tensors, the attention scores, the logits: 4 bytes each, with room for intermediates) use
+    at most a quarter of the memory free on the device (docs/commands.md, `hrm eval`)."""
+    arch, meta = config.arch, split.metadata
+    tokens = meta.seq_len + getattr(arch, "prefix_len", 0)
+    per_example = 4 * (
+        32 * tokens * arch.hidden_size + 2 * getattr(arch, "num_heads", 1) * tokens**2 + 4 * tokens * meta.vocab_size
+    )
+    fits = max(1, free_memory(device) // 4 // per_example)
+    batch = config.global_batch_size
+    while batch * 2 <= min(fits, MAX_EVAL_BATCH):
+        batch *= 2
+    return batch
+
 
 # The flags of `hrm eval` that only some evaluations read (docs/commands.md, `hrm eval`): (EvalOptions field, flag,
 # what reads it).
@@ -122,7 +142,7 @@ def evaluate_act_run(loaded: LoadedRun, options: EvalOptions) -> EvalResult:
     config, test_time = loaded.config, options.test_time
     mmax = options.mmax if options.mmax is not None else DEFAULT_MMAX
     split = load_split(options.data if options.data is not None else config.data_path, "test")
-    bs = options.batch_size or config.eval_global_batch_size or config.global_batch_size
+    bs = options.batch_size or config.eval_global_batch_size or act_eval_batch(config, split, options.device)
     source = None if test_time.plain else TestTimeEval(test_time, task_transforms(split, test_time.tta), mmax)
     return evaluate(
         loaded.model,

@@ -68,6 +68,21 @@ def autocast_context(device: torch.device, forward_dtype: str = "auto") -> Abstr
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=bf16)
 
 
+def free_memory(device: torch.device) -> int:
+    """Bytes free for tensors on `device` now: the GPU's free memory, or the machine's available memory (Linux's
+    MemAvailable, counting reclaimable caches); 4 GiB where neither can be read."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 4 << 30
+
+
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)

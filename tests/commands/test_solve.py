@@ -24,7 +24,7 @@ from hrm_reason.tasks import maze
 from hrm_reason.tasks.dihedral import DihedralTransforms
 from hrm_reason.tasks.sudoku import SudokuTransforms
 from hrm_reason.train.loop import train
-from tests.helpers import tiny_config
+from tests.helpers import on_cpu, tiny_config
 
 # ---------------------------------------------------------------------------------------------------------- fixtures
 
@@ -64,9 +64,9 @@ def arc_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def hrm(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, *args: str) -> tuple[int, str, str]:
-    """(exit code, stdout, stderr) of `hrm ARGS` run in this process."""
+    """(exit code, stdout, stderr) of `hrm ARGS` run in this process, on the CPU unless ARGS name a device (on_cpu)."""
     capsys.readouterr()
-    monkeypatch.setattr(sys, "argv", ["hrm", *args])
+    monkeypatch.setattr(sys, "argv", ["hrm", *on_cpu(args)])
     with pytest.raises(SystemExit) as exit_info:
         cli.main()
     out = capsys.readouterr()
@@ -327,7 +327,14 @@ def test_stdin_and_a_file_of_boards_in_rows_with_box_drawing(
     out = solve_json(capsys, monkeypatch, "--run", str(sudoku_run), "--file", str(tmp_path / "boards.txt"))
     first, second = out["puzzles"]
     assert first["name"].endswith("boards.txt line 1") and second["name"].endswith("boards.txt line 7")
-    assert len(first["answer"].splitlines()) == 4 and len(second["answer"].splitlines()) == 1  # written as given
+    assert len(first["answer"].splitlines()) == 5 and len(second["answer"].splitlines()) == 1  # written as given
+    # The answer keeps the layout typed: spaces, | and the box-drawing line between bands, the givens in place.
+    lines = first["answer"].splitlines()
+    assert lines[2] == "----+----" and all(line[4] == "|" and line[1] == " " for i, line in enumerate(lines) if i != 2)
+    assert lines[0][0] == "1" and lines[1][8] == "4" and lines[3][2] == "1" and lines[4][6] == "3"
+    assert "".join(ch for ch in first["answer"] if ch.isdigit() or ch == ".") == "".join(
+        str(d) if d else "." for row in first["grid"] for d in row
+    )
     # the board in rows is the same puzzle as its one-line form
     task = load_solver(sudoku_run, None, "cpu").task
     (one_line,) = read_puzzles(task, "1......4.1....3.", None, None)
