@@ -176,6 +176,8 @@ def _overrides(ctx: typer.Context, command: str) -> list[str]:
 def _one_of(run: Path | None, checkpoint: Path | None) -> Path:
     if (run is None) == (checkpoint is None):
         raise UserError("give exactly one of --run DIR or --checkpoint PATH")
+    if run is not None and not run.is_dir():  # a run is a local folder, never a hub repository
+        raise UserError(f"--run {run}: no such run directory")
     return run or checkpoint
 
 

@@ -1,7 +1,8 @@
 """Released checkpoints by name: a Hugging Face repository id (`owner/name`, e.g. sapientinc/HRM-checkpoint-sudoku-
 extreme) given where a checkpoint path is accepted stands for its snapshot in the local Hugging Face cache.
 
-A path that exists on disk always wins, so a run directory `runs/x` is never looked up on the hub. Online, the snapshot
+A path that exists on disk always wins, and so does one whose first folder exists (`runs/x` when `runs/` is here), so
+a run directory, or a typo of one, is never looked up on the hub. Online, the snapshot
 is downloaded (or brought up to date) with `huggingface_hub.snapshot_download`; offline (HRM_OFFLINE or
 HF_HUB_OFFLINE set) only the cache is read, and an unreachable hub falls back to the cache as well. Decisions:
 docs/training.md, "Released checkpoints".
@@ -41,8 +42,8 @@ def resolve_checkpoint(path: str | Path) -> Path:
     the local snapshot directory of that Hugging Face repository, as a one-line error when it is neither cached nor
     reachable."""
     path = Path(path)
-    if path.exists() or not is_repo_id(str(path)):
-        return path
+    if path.exists() or not is_repo_id(str(path)) or Path(path.parts[0]).is_dir():
+        return path  # on disk, or a path whose first folder is here (a typo of a local path, not a repository id)
     return Path(snapshot(str(path)))
 
 

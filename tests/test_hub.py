@@ -18,7 +18,7 @@ import cli
 from hrm_reason.checkpoint import find_checkpoint, read_weights
 from hrm_reason.hub import is_repo_id, resolve_checkpoint
 from hrm_reason.train.loop import train
-from tests.helpers import run_hrm, tiny_config, write_original_layout
+from tests.helpers import on_cpu, run_hrm, tiny_config, write_original_layout
 
 REPO_ID = "someone/HRM-checkpoint-tiny"
 REVISION = "0123456789abcdef0123456789abcdef01234567"
@@ -82,7 +82,7 @@ def hrm_here(
 
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
     monkeypatch.setenv("HRM_OFFLINE", "1")
-    monkeypatch.setattr(sys, "argv", ["hrm", *args])
+    monkeypatch.setattr(sys, "argv", ["hrm", *on_cpu(args)])  # on the CPU unless ARGS name a device
     capsys.readouterr()
     with pytest.raises(SystemExit) as exit_info:
         cli.main()
@@ -132,12 +132,17 @@ def test_a_local_folder_named_like_the_repository_wins(
     monkeypatch.chdir(tmp_path)
     assert resolve_checkpoint("other/released") == Path("other/released")
     assert resolve_checkpoint("not-shaped-like-a-repo") == Path("not-shaped-like-a-repo")
+    # A typo of a local path (its first folder is here) is reported missing, never looked up on the hub.
+    assert resolve_checkpoint("other/relaesed") == Path("other/relaesed")
     empty = tmp_path / "empty-cache"
     empty.mkdir()
     args = ("eval", "--checkpoint", "other/released", "--data", str(data), "--mmax", "2", "--device", "cpu", "--quiet")
     code, err = hrm_here(capsys, monkeypatch, empty, *args)
     assert code in (0, None), err
     assert "->" not in err  # read from the folder, not resolved on the hub
+    # --run is a run directory: a missing one is named at once, without a hub lookup.
+    code, err = hrm_here(capsys, monkeypatch, empty, "eval", "--run", "./runs/nope", "--device", "cpu")
+    assert code == 2 and err.strip() == "error: --run runs/nope: no such run directory"
 
 
 def test_an_uncached_repository_offline_is_one_line_naming_it(
