@@ -222,7 +222,10 @@ def eval_cmd(
     data: Path | None = typer.Option(None, "--data", help="Dataset directory (default: the config's data_path)."),
     json_out: Path | None = typer.Option(None, "--json", help="Also write the results as JSON to this file."),
     batch_size: int | None = typer.Option(
-        None, "--batch-size", min=1, help="Examples per batch (default: the config's eval batch, else as many as fit, up to 1024; docs/commands.md)."
+        None,
+        "--batch-size",
+        min=1,
+        help="Examples per batch (default: the config's eval batch, else as many as fit, up to 1024; docs/commands.md).",
     ),
     max_examples: int | None = typer.Option(
         None, "--max-examples", min=1, help="Puzzle datasets: evaluate the first N test examples only."
