@@ -49,6 +49,7 @@ class EvalResult:
     lm_loss: float  # after mmax segments, per-sequence mean token loss averaged over sequences
     q_halt_accuracy: float  # after mmax segments
     extra: dict[str, Any] = field(default_factory=dict)  # SegmentMetric results, by name
+    provenance: dict[str, Any] | None = None  # hrm eval: what was evaluated, on what, by what (evaluate/run.py)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -30,6 +30,7 @@ class LMEvalResult:
     seconds: float
     tokens_per_s: float
     metrics: dict[str, float] = field(default_factory=dict)  # the head's own metrics, token-weighted means
+    provenance: dict[str, Any] | None = None  # hrm eval: what was evaluated, on what, by what (evaluate/run.py)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

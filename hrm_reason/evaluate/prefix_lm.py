@@ -41,6 +41,7 @@ class PuzzleLMEvalResult:
     ce: float  # teacher-forced response cross-entropy, nats per scored cell
     seconds: float
     examples_per_s: float
+    provenance: dict[str, Any] | None = None  # hrm eval: what was evaluated, on what, by what (evaluate/run.py)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

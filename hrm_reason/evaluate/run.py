@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from hrm_reason.checkpoint import STATE
 from hrm_reason.config import TrainConfig
 from hrm_reason.data.prefix_lm import PuzzleLMData
 from hrm_reason.data.puzzle import PuzzleSplit, dataset_kind, load_split
@@ -27,6 +28,7 @@ from hrm_reason.evaluate.prefix_lm import PuzzleLMEvalResult, evaluate_puzzle_lm
 from hrm_reason.evaluate.tta import TestTimeEval, TestTimeOptions, format_test_time
 from hrm_reason.load import LoadedRun, load_run, run_config
 from hrm_reason.models.registry import family_part, family_spec
+from hrm_reason.provenance import provenance
 from hrm_reason.runtime.device import free_memory, resolve_device
 from hrm_reason.tasks import task_metrics, task_transforms
 from hrm_reason.tasks.arc import require_arc_dataset
@@ -133,7 +135,23 @@ def evaluate_run(
             f"{path}: a language-model head; --tta, --samples, --noise and --puzzle-id blank are for ACT puzzle models"
         )
     options = EvalOptions(path, data, mmax, batch_size, max_examples, device, progress, max_tokens, seq_len, test_time)
-    return family_part(loaded.family, "evaluator")(loaded, options)
+    result = family_part(loaded.family, "evaluator")(loaded, options)
+    result.provenance = {
+        "evaluated": str(path),
+        "checkpoint": str(loaded.checkpoint),
+        "step": checkpoint_step(loaded.checkpoint),
+        "data_path": str(data if data is not None else loaded.config.data_path if loaded.config else None),
+        **{k: v for k, v in provenance().items() if k != "event"},
+    }
+    return result
+
+
+def checkpoint_step(checkpoint: Path) -> int | None:
+    """The training step of one of our checkpoints (its state.pt), or of an original one (named step_N)."""
+    if (checkpoint / STATE).is_file():
+        return int(torch.load(checkpoint / STATE, map_location="cpu", weights_only=False)["step"])
+    digits = checkpoint.name.removeprefix("step_")
+    return int(digits) if digits.isdigit() else None
 
 
 def evaluate_act_run(loaded: LoadedRun, options: EvalOptions) -> EvalResult:

@@ -1,9 +1,10 @@
 """`hrm eval`'s own batch size (issue #36): without --batch-size or eval_global_batch_size an ACT puzzle model is
 evaluated at the largest power-of-two multiple of its training batch that fits a quarter of the free memory, up to
-1,024; the batch changes the time, never the numbers."""
+1,024; the batch changes the time, never the numbers. And `--json` records what was evaluated, on what, by what."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from hrm_reason.config import load_config
 from hrm_reason.data.puzzle import load_split
 from hrm_reason.evaluate.run import MAX_EVAL_BATCH, act_eval_batch, evaluate_run
 from hrm_reason.train.loop import train
-from tests.helpers import tiny_config, write_original_layout
+from tests.helpers import hrm_in_process, tiny_config, write_original_layout
 
 
 @pytest.fixture(scope="module")
@@ -47,3 +48,18 @@ def test_the_batch_changes_no_number(run: Path) -> None:
     assert small.count == default.count > 2
     assert small.exact_accuracy == default.exact_accuracy and small.act_mean_segments == default.act_mean_segments
     assert small.token_accuracy == pytest.approx(default.token_accuracy, abs=1e-6)
+
+
+def test_eval_json_records_what_was_evaluated(
+    run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "eval.json"
+    code, err = hrm_in_process(
+        capsys, monkeypatch, "eval", "--run", str(run), "--mmax", "2", "--json", str(out), "--quiet"
+    )
+    assert code in (0, None), err
+    record = json.loads(out.read_text())["provenance"]
+    config = load_config(run / "config.yaml")
+    assert record["evaluated"] == str(run) and record["data_path"] == str(config.data_path)
+    assert record["step"] == 12 and record["checkpoint"].endswith("step_12")  # 4 epochs of 24 groups, batch 8
+    assert record["argv"][1:3] == ["eval", "--run"] and record["torch"] == torch.__version__
