@@ -135,7 +135,7 @@ TINY_HAM: dict[str, Any] = dict(
     chunk_size=4,
 )
 # `hrm train` overrides of a tiny HRM (the default config's symmetries need a builder record that the datasets
-# written by write_original_layout lack).
+# written by write_original_layout lack), on the CPU as tiny_config's (tests/conftest.py, the device guard).
 TINY_CLI = [
     "global_batch_size=8",
     "arch.hidden_size=32",
@@ -145,6 +145,7 @@ TINY_CLI = [
     "arch.halt_max_steps=3",
     "lr_warmup_steps=2",
     "augment=none",
+    "device=cpu",
 ]
 
 
@@ -274,6 +275,19 @@ def write_csv_file(path: Path, header: list[str], rows: list) -> None:
         w.writerows(rows)
 
 
+# The `hrm` commands that take --device (default auto: CUDA in bf16 where there is a GPU).
+DEVICE_COMMANDS = (("eval",), ("solve",), ("generate",), ("viz", "predictions"), ("viz", "html"))
+
+
+def on_cpu(args: Collection[str]) -> list[str]:
+    """`hrm ARGS` with `--device cpu` added when the command takes --device and ARGS name none: the suite's numbers are
+    the CPU's fp32 ones (tests/conftest.py, the device guard). `hrm train` takes its device from the config
+    (`device=cpu`, in TINY_CLI and tiny_config)."""
+    args = list(args)
+    takes = tuple(args[:1]) in DEVICE_COMMANDS or tuple(args[:2]) in DEVICE_COMMANDS
+    return [*args, "--device", "cpu"] if takes and "--device" not in args else args
+
+
 def run_hrm(
     *args: str,
     timeout: float = 300,
@@ -282,11 +296,11 @@ def run_hrm(
     env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
     """`hrm ARGS` in a fresh process (this checkout first on the path, `env` added to this one's environment), its
-    output captured as text."""
+    output captured as text; on the CPU unless ARGS name a device (on_cpu)."""
     env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     if offline:
         env |= {"HRM_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
-    cmd = [sys.executable, "-c", "import cli; cli.main()", *args]
+    cmd = [sys.executable, "-c", "import cli; cli.main()", *on_cpu(args)]
     return subprocess.run(cmd, check=False, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
@@ -344,11 +358,12 @@ def output_tensors(out: ACTOutput) -> dict[str, torch.Tensor]:
 
 
 def hrm_in_process(capsys: Any, monkeypatch: Any, *args: str) -> tuple[int, str]:
-    """(exit code, stderr) of `hrm ARGS` run in this process (capsys and monkeypatch: the test's fixtures)."""
+    """(exit code, stderr) of `hrm ARGS` run in this process (capsys and monkeypatch: the test's fixtures), on the CPU
+    unless ARGS name a device (on_cpu)."""
     import cli
 
     capsys.readouterr()
-    monkeypatch.setattr(sys, "argv", ["hrm", *args])
+    monkeypatch.setattr(sys, "argv", ["hrm", *on_cpu(args)])
     try:
         cli.main()
     except SystemExit as stop:

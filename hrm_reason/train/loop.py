@@ -7,7 +7,7 @@ A run is a sequence of rounds, each a stream of batches, one optimizer step per 
 checkpoints) after each round, every `eval_every_steps` steps, and when a budget (max_steps, max_seconds) ends the run
 inside a round. The puzzle family's rounds are the original's iterations of `eval_interval` epochs; an LM run is one
 round. Under torchrun each process takes its slice of the global batch and DDP averages the gradients; every process
-takes the same path through the loop (its decisions go through `any_rank`), so the collectives match.
+takes the same path through the loop (its decisions go through `max_over_ranks`), so the collectives match.
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ from hrm_reason.models.registry import family_part
 from hrm_reason.provenance import record_peak, record_provenance
 from hrm_reason.runtime.clock import RunClock
 from hrm_reason.runtime.device import matmul_peak, resolve_device
-from hrm_reason.runtime.distributed import Processes, any_rank, processes
+from hrm_reason.runtime.distributed import Processes, barrier, lost_process, max_over_ranks, processes
 from hrm_reason.runtime.lock import LOCK, RunLock, is_stale_temporary
 from hrm_reason.runtime.logs import RunLog
-from hrm_reason.runtime.stop import StopRequest, signal_name
+from hrm_reason.runtime.stop import FORWARDED_WITHIN, StopRequest, signal_name
 from hrm_reason.train.ema import EMA, ema_for_training, ema_weights
 
 
@@ -185,7 +185,17 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> P
     directory's lock for the whole run, so a second process on it refuses instead of mixing two runs."""
     run_dir = Path(config.run_dir) if config.run_dir else default_run_dir(config)
     with processes(config.device) as procs, RunLock(run_dir) if procs.is_main else contextlib.nullcontext():
-        return _train(config, resume, progress, procs)
+        try:
+            return _train(config, resume, progress, procs)
+        except Exception as e:
+            lost = lost_process(e) if procs.distributed else None
+            if lost is None:
+                raise
+            # Another process died or hangs: every process that is left says so in one line and exits (exit 2).
+            raise UserError(
+                f"process {procs.rank} of {procs.world_size} lost the others ({lost}): one died or stopped answering, "
+                f"see its log. Resume from the last checkpoint with: hrm train --run-dir {run_dir} --resume"
+            ) from None
 
 
 def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) -> Path:
@@ -207,9 +217,18 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) 
             return run_dir
         task.optimizer.load_state_dict(saved["optimizer"])
         task.load_state(saved)
+        saved_world = saved.get("world_size", procs.world_size)
+        if saved_world != procs.world_size and procs.is_main:
+            print(
+                f"resuming on {procs.world_size} process(es) a run saved on {saved_world}: the global batch stays "
+                f"{config.global_batch_size} ({config.global_batch_size // procs.world_size} per process), so the "
+                "batches are the same; what each process draws for itself (the ACT models' halting exploration, seeded "
+                "by rank) differs from a run without the change",
+                file=sys.stderr,
+            )
     run = start(config, task, procs, run_dir, device, saved, state.step, progress and procs.is_main)
     try:
-        with StopRequest() as stop:
+        with StopRequest(FORWARDED_WITHIN if procs.distributed else 0.0) as stop:
             while not state.stopped and not state.at_end(task):
                 train_round(run, state, stop)
             if state.stopped:
@@ -222,6 +241,9 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) 
                         f"Resume with: hrm train --run-dir {run_dir} --resume",
                         file=sys.stderr,
                     )
+                # No process exits before the checkpoint is whole: torchrun stops the others when one exits with
+                # the signal's code, and a second signal would cut rank 0's save short.
+                barrier(procs.world_size, device)
             elif (state.step >= task.total_steps or state.out_of_time) and state.in_round > 0:
                 # The step cap or the time budget ended the run inside a round: evaluate and save the final state.
                 evaluate(run, state)
@@ -336,7 +358,7 @@ def train_round(run: Run, state: RunState, stop: StopRequest) -> None:
 
 
 def train_step(run: Run, state: RunState, batch: Any, stop: StopRequest) -> None:
-    """One optimizer step and its record. Every process agrees (any_rank) on whether the loss diverged, a stop was
+    """One optimizer step and its record. Every process agrees (max_over_ranks) on whether the loss diverged, a stop was
     requested or the time budget ran out, so that all take the same path on."""
     config, task = run.config, run.task
     step_start = run.budget_clock()
@@ -347,8 +369,11 @@ def train_step(run: Run, state: RunState, batch: Any, stop: StopRequest) -> None
     loss, outputs = task.forward(run.train_model, batch, state.step, progress_done)
     elapsed = state.train_seconds + run.budget_clock() - step_start
     time_up = config.max_seconds is not None and elapsed >= config.max_seconds
-    diverged, stop_now, time_up = any_rank(
-        [~torch.isfinite(loss.detach()), stop.requested, time_up], run.procs.world_size, loss.device
+    # The stop's signal number, not a flag: every process stops with the same signal, hence the same exit code.
+    diverged, stop_signum, time_up = max_over_ranks(
+        [~torch.isfinite(loss.detach()), (stop.signum or -1) if stop.requested else 0, time_up],
+        run.procs.world_size,
+        loss.device,
     )
     if diverged:
         kept = (
@@ -374,7 +399,8 @@ def train_step(run: Run, state: RunState, batch: Any, stop: StopRequest) -> None
         rate = (state.step - run.first_step) / (time.perf_counter() - run.started_at)
         run.bar.set_postfix(**task.postfix(record, rate), refresh=False)
         run.bar.update(1)
-    if stop_now:
+    if stop_signum:
+        stop.join(max(int(stop_signum), 0))
         state.stopped = True
     elif time_up:
         state.out_of_time = True
@@ -416,6 +442,7 @@ def checkpoint(run: Run, state: RunState) -> None:
                 "clock": run.clock.totals(),
                 "train_flops": state.train_flops,
                 "finished": finished,
+                "world_size": run.procs.world_size,  # a resume on another number of processes says what changes
                 **family_state,
                 **(run.ema.checkpoint_state(model) if run.ema else {}),
             }

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from safetensors.torch import load_file
 
 import hrm_reason.atomic
@@ -232,10 +233,25 @@ def test_flipped_weight_bytes_are_detected(
 
 
 def test_checkpoint_without_manifest_still_loads(run_copy: Path) -> None:
+    """Loaded unchecked, and loaded whole: every tensor is the one saved (not the model's fresh initialisation)."""
     ckpt = find_checkpoint(run_copy)
-    (ckpt / MANIFEST).unlink(missing_ok=True)  # as written before the checksums
+    assert (ckpt / MANIFEST).is_file()
+    (ckpt / MANIFEST).unlink()  # as written before the checksums
+    saved = load_file(ckpt / WEIGHTS)
+
+    def assert_saved_weights(model: torch.nn.Module) -> None:
+        state = model.state_dict()
+        assert state.keys() == saved.keys()
+        for key, value in saved.items():
+            assert torch.equal(state[key], value), key
+
     model = load_model_for_eval(run_copy, None, None, "cpu")[0]
+    assert_saved_weights(model)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.zero_()
     load_checkpoint(model, ckpt)
+    assert_saved_weights(model)
 
 
 @pytest.mark.parametrize("damage", ["quote in header", "cut header"])

@@ -64,26 +64,23 @@ def test_bad_config_file_is_one_line(tmp_path: Path) -> None:
 
 
 def test_missing_or_malformed_dataset_is_one_line(data: Path, tmp_path: Path) -> None:
-    assert_one_line_error(
-        run_hrm("train", "--data", str(tmp_path / "nope"), "--run-dir", str(tmp_path / "r")), "nope", "does not exist"
-    )
+    def train_on(dataset: Path) -> subprocess.CompletedProcess:
+        return run_hrm("train", "--data", str(dataset), "--run-dir", str(tmp_path / "r"), "device=cpu")
+
+    assert_one_line_error(train_on(tmp_path / "nope"), "nope", "does not exist")
     broken = tmp_path / "broken"
     (broken / "train").mkdir(parents=True)
     (broken / "train" / "dataset.json").write_text("{not json")
-    assert_one_line_error(
-        run_hrm("train", "--data", str(broken), "--run-dir", str(tmp_path / "r")), "dataset.json", "not valid JSON"
-    )
+    assert_one_line_error(train_on(broken), "dataset.json", "not valid JSON")
     (broken / "train" / "dataset.json").write_text(json.dumps({"pad_id": 0}))
-    assert_one_line_error(
-        run_hrm("train", "--data", str(broken), "--run-dir", str(tmp_path / "r")), "dataset.json", "ignore_label_id"
-    )
+    assert_one_line_error(train_on(broken), "dataset.json", "ignore_label_id")
     # Arrays missing and arrays inconsistent with the metadata.
     import shutil
 
     shutil.copytree(data, tmp_path / "partial")
     (tmp_path / "partial" / "train" / "all__labels.npy").unlink()
     assert_one_line_error(
-        run_hrm("train", "--data", str(tmp_path / "partial"), "--run-dir", str(tmp_path / "r")),
+        train_on(tmp_path / "partial"),
         "all__labels.npy",
         "not found",
     )
@@ -91,9 +88,7 @@ def test_missing_or_malformed_dataset_is_one_line(data: Path, tmp_path: Path) ->
     meta = json.loads((tmp_path / "wrong" / "test" / "dataset.json").read_text())
     meta["seq_len"] = 81
     (tmp_path / "wrong" / "test" / "dataset.json").write_text(json.dumps(meta))
-    assert_one_line_error(
-        run_hrm("train", "--data", str(tmp_path / "wrong"), "--run-dir", str(tmp_path / "r")), "seq_len=81"
-    )
+    assert_one_line_error(train_on(tmp_path / "wrong"), "seq_len=81")
 
 
 def test_eval_table_and_json(run: Path, tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ from hrm_reason.viz.grids import (
 )
 from hrm_reason.viz.predictions import SegmentTrace, predictions_figure, trace_segments
 from hrm_reason.viz.puzzles import Example, get_example, puzzle_figure
-from tests.helpers import assert_one_line_error, latin_4x4, tiny_config, write_original_layout
+from tests.helpers import assert_one_line_error, latin_4x4, on_cpu, tiny_config, write_original_layout
 
 
 def metadata(seq_len: int, vocab_size: int, builder: dict | None = None) -> PuzzleDatasetMetadata:
@@ -364,7 +364,7 @@ def hrm(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch):
     import cli
 
     def run(*args: str) -> subprocess.CompletedProcess:
-        monkeypatch.setattr(sys, "argv", ["hrm", *args])
+        monkeypatch.setattr(sys, "argv", ["hrm", *on_cpu(args)])  # on the CPU unless ARGS name a device
         with pytest.raises(SystemExit) as exit_info:
             cli.main()
         out = capsys.readouterr()

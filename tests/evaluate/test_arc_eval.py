@@ -360,7 +360,20 @@ def test_train_and_eval_with_submission_end_to_end(tmp_path: Path) -> None:
     evals = [r for r in read_metrics(run) if "eval/count" in r]
     assert evals and all(0.0 <= e["eval/pass@2"] <= 1.0 for e in evals)  # the periodic evaluation votes too
     sub, res = tmp_path / "submission.json", tmp_path / "eval.json"
-    proc = hrm("eval", "--run", str(run), "--mmax", "3", "--submission", str(sub), "--json", str(res), "--quiet")
+    proc = hrm(
+        "eval",
+        "--run",
+        str(run),
+        "--mmax",
+        "3",
+        "--submission",
+        str(sub),
+        "--json",
+        str(res),
+        "--quiet",
+        "--device",
+        "cpu",
+    )
     assert proc.returncode == 0, proc.stderr
     assert "pass@2:" in proc.stdout and f"wrote {sub}" in proc.stdout
     submission = json.loads(sub.read_text())

@@ -324,7 +324,7 @@ def test_eval_flags_end_to_end(
     trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     out = tmp_path / "tt.json"
-    args = ["eval", "--run", str(trained), "--mmax", "2", "--quiet", "--json", str(out)]
+    args = ["eval", "--run", str(trained), "--mmax", "2", "--quiet", "--device", "cpu", "--json", str(out)]
     code, stdout, err = hrm(
         capsys, monkeypatch, *args, "--tta", "2", "--samples", "2", "--noise", "0.2", "--select", "vote"
     )
@@ -346,6 +346,8 @@ def test_eval_flags_end_to_end(
         "--mmax",
         "2",
         "--quiet",
+        "--device",
+        "cpu",
         "--json",
         str(tmp_path / "plain.json"),
     )
@@ -388,7 +390,18 @@ def test_tta_on_a_dataset_without_a_task_is_one_line(
 ) -> None:
     other = write_original_layout(tmp_path / "plain")  # 4x4 Sudoku tokens, no builder record
     code, _, err = hrm(
-        capsys, monkeypatch, "eval", "--run", str(trained), "--data", str(other), "--tta", "2", "--quiet"
+        capsys,
+        monkeypatch,
+        "eval",
+        "--run",
+        str(trained),
+        "--data",
+        str(other),
+        "--tta",
+        "2",
+        "--quiet",
+        "--device",
+        "cpu",
     )
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 2 and len(lines) == 1 and "builder.name" in lines[0], err
