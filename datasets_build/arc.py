@@ -34,13 +34,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from tqdm import tqdm
 
 from datasets_build.common import check_out, open_example_arrays, write_identifiers, write_split
 from datasets_build.options import ArcBuildOptions
 from hrm_reason.atomic import atomic_directory
 from hrm_reason.data.puzzle import PuzzleDatasetMetadata
 from hrm_reason.errors import UserError
+from hrm_reason.runtime.logs import progress_bar
 from hrm_reason.tasks.arc import (
     AUG_NAME,
     COLOUR_OFFSET,
@@ -437,7 +437,7 @@ def _selection(opts: ArcBuildOptions, out: Path) -> tuple[Selection, dict[str, A
 def _plan(opts: ArcBuildOptions, sel: Selection, detail: dict[str, Any]) -> _Plan:
     plans = [
         plan_augmentations(t, opts.num_aug, opts.seed)
-        for t in tqdm(sel.tasks, desc="augmenting", unit="task", dynamic_ncols=True)
+        for t in progress_bar(iterable=sel.tasks, desc="augmenting", unit="task")
     ]
     names = ["<blank>"]
     first_id = []
@@ -521,7 +521,7 @@ def _write_arc_split(split_dir: Path, split: str, plan: _Plan, seen: dict[str, i
     inputs, labels = open_example_arrays(split_dir, "all", n_examples, size * size)
     puzzle_ids, puzzle_index, group_index = [], [0], [0]
     pos = 0
-    with tqdm(total=n_examples, desc=f"writing {split}", unit="ex", unit_scale=True, dynamic_ncols=True) as bar:
+    with progress_bar(total=n_examples, desc=f"writing {split}", unit="ex", unit_scale=True) as bar:
         for i, pairs in members:
             task, augmentations = plan.sel.tasks[i], plan.plans[i]
             translate = split == "train"

@@ -41,12 +41,12 @@ from typing import Any
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from datasets_build import sources
 from datasets_build.common import check_out, record_head, solution_class_counts, write_grid_dataset
 from datasets_build.options import MazeBuildOptions
 from hrm_reason.errors import UserError
+from hrm_reason.runtime.logs import progress_bar
 from hrm_reason.tasks.dihedral import dihedral_transform
 from hrm_reason.tasks.maze import (
     CHARSET,
@@ -372,11 +372,10 @@ def generate_split(
     pairs: list[int] = []
     layouts = duplicates = overlap = 0
     max_layouts = 20_000 * count + 100_000  # acceptance below 1 in 20,000 layouts is treated as "cannot reach"
-    bar = tqdm(
+    bar = progress_bar(
         total=count,
         desc=f"generating {split} {size}x{size} mazes (path >= {min_path})",
         unit="maze",
-        dynamic_ncols=True,
     )
     gen = _chunks(opts.seed, split, size, min_path, density, workers)
     try:

@@ -29,12 +29,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
 from datasets_build import sources
 from datasets_build.common import check_out, record_head, solution_class_counts, write_grid_dataset
 from datasets_build.options import SudokuBuildOptions
 from hrm_reason.errors import UserError
+from hrm_reason.runtime.logs import progress_bar
 from hrm_reason.tasks.sudoku import (
     BOXES,
     Geometry,
@@ -525,7 +525,7 @@ def _generate_split(opts: SudokuBuildOptions, r: int, c: int, train_size: int, t
     workers = opts.workers
     if workers == 0:  # auto: one per core, but small jobs finish before worker processes would have started
         workers = 1 if needed * n**3 < 200 * 9**3 else min(os.cpu_count() or 1, 32)
-    bar = tqdm(total=needed, desc=f"generating {n}x{n}", unit="puzzle", dynamic_ncols=True)
+    bar = progress_bar(total=needed, desc=f"generating {n}x{n}", unit="puzzle")
     gen = _attempts(opts, r, c, workers)
     try:
         for puzzle, key in gen:
@@ -697,7 +697,7 @@ def _examples(
     if num_aug == 0 or len(rows) == 0:
         return inputs, labels
     chunk = max(1, 65536 // num_aug)  # originals per vectorized step (bounds memory at ~65k grids)
-    with tqdm(total=len(rows), desc=desc, unit="puzzle", dynamic_ncols=True) as bar:
+    with progress_bar(total=len(rows), desc=desc, unit="puzzle") as bar:
         for s in range(0, len(rows), chunk):
             e = min(s + chunk, len(rows))
             tf = random_transforms(rng, r, c, (e - s) * num_aug)

@@ -24,13 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
 from datasets_build.common import check_out, dumps_json
 from datasets_build.options import STDLIB, TextBuildOptions
 from hrm_reason.atomic import atomic_directory
 from hrm_reason.data.text import DATASET_FILE, ByteTokenizer, HFTokenizer, Tokenizer, save_tokenizer
 from hrm_reason.errors import UserError
+from hrm_reason.runtime.logs import progress_bar
 
 BUILDER_VERSION = "1"
 DOCUMENTS_FILE = "documents.json"
@@ -210,13 +210,12 @@ def build_text(opts: TextBuildOptions, progress: bool = True) -> Path:
 
     with atomic_directory(out, overwrite=opts.overwrite) as tmp:
         splits: dict[str, Any] = {}
-        bar = tqdm(
+        bar = progress_bar(
             total=sum(len(d) for _, d in kept),
             desc="tokenizing",
             unit="B",
             unit_scale=True,
-            disable=not progress,
-            dynamic_ncols=True,
+            enabled=progress,
         )
         with bar:
             for split, items in split_docs.items():

@@ -22,7 +22,6 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 from torch import nn
-from tqdm import tqdm
 
 from hrm_reason.checkpoint import saved_model_config
 from hrm_reason.data.puzzle import PuzzleDatasetMetadata, dataset_kind
@@ -32,6 +31,7 @@ from hrm_reason.jsonfile import read_json_model
 from hrm_reason.load import load_run
 from hrm_reason.models.registry import family_spec
 from hrm_reason.runtime.device import resolve_device
+from hrm_reason.runtime.logs import progress_bar
 from hrm_reason.tasks import arc, dihedral, layout_task, maze, sudoku
 from hrm_reason.tasks.base import TaskTransforms
 
@@ -470,7 +470,7 @@ def solve(
     answers: list[Answer] = []
     transforms = solver.task.transforms if options.tta > 1 else None
     bs = solver.batch_size
-    bar = tqdm(total=len(puzzles), desc=f"solve (mmax={mmax})", unit="puzzle", disable=not progress, leave=False)
+    bar = progress_bar(total=len(puzzles), desc=f"solve (mmax={mmax})", unit="puzzle", enabled=progress, leave=False)
     for start in range(0, len(puzzles), bs):
         chunk = puzzles[start : start + bs]
         batch = {

@@ -12,11 +12,11 @@ from typing import Any, Protocol
 
 import torch
 from torch import nn
-from tqdm import tqdm
 
 from hrm_reason.data.puzzle import PuzzleSplit, eval_batches
 from hrm_reason.losses import IGNORE_LABEL_ID, LOSS_FUNCTIONS, LossType
 from hrm_reason.models.act import ACTOutput
+from hrm_reason.runtime.logs import progress_bar
 from hrm_reason.tasks.base import SegmentMetric
 
 
@@ -76,9 +76,7 @@ def evaluate(
     # Rows: exact and token accuracy per segment; then ACT exact, ACT segments, lm loss, q_halt accuracy, count.
     sums = torch.zeros(2 * mmax + 5, dtype=torch.float64, device=device)
     total = split.num_examples if max_examples is None else min(max_examples * len(split.sets), split.num_examples)
-    bar = tqdm(
-        total=total, desc=f"eval (mmax={mmax})", unit="ex", disable=not progress, leave=False, dynamic_ncols=True
-    )
+    bar = progress_bar(total=total, desc=f"eval (mmax={mmax})", unit="ex", enabled=progress, leave=False)
     batches = eval_batches(split, global_batch_size, rank, world_size, max_examples)
     for number, (_set_name, batch) in enumerate(batches):
         batch = {k: v.to(device) for k, v in batch.items()}

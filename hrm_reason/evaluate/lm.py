@@ -15,11 +15,11 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm import tqdm
 
 from hrm_reason.data.text import TokenStream, validation_batches
 from hrm_reason.errors import UserError
 from hrm_reason.runtime.device import autocast_context
+from hrm_reason.runtime.logs import progress_bar
 
 
 @dataclass
@@ -56,9 +56,7 @@ def evaluate_lm(
     if total < 1:
         raise UserError("the validation split has fewer than 2 tokens: nothing to predict")
     start = time.perf_counter()
-    bar = tqdm(
-        total=total, desc="eval", unit="tok", unit_scale=True, disable=not progress, dynamic_ncols=True, leave=False
-    )
+    bar = progress_bar(total=total, desc="eval", unit="tok", unit_scale=True, enabled=progress, leave=False)
     try:
         for ids in validation_batches(stream, seq_len, batch_size, max_tokens):
             ids = ids.to(device)

@@ -10,13 +10,13 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm import tqdm
 
 from hrm_reason.data.prefix_lm import PuzzleLayout, PuzzleLMData, forward_sequences, response_grid, uses_prefix
 from hrm_reason.errors import UserError
 from hrm_reason.losses import IGNORE_LABEL_ID
 from hrm_reason.models.lm.sampling import generate
 from hrm_reason.runtime.device import autocast_context
+from hrm_reason.runtime.logs import progress_bar
 
 
 @torch.no_grad()
@@ -85,13 +85,12 @@ def evaluate_puzzle_lm(
     exact = token = ce_sum = 0.0
     count = cells = examples = 0
     start = time.perf_counter()
-    bar = tqdm(
+    bar = progress_bar(
         total=data.num_test_examples(max_examples),
         desc="eval (greedy)",
         unit="ex",
-        disable=not progress,
+        enabled=progress,
         leave=False,
-        dynamic_ncols=True,
     )
     try:
         for seqs in data.test_batches(batch_size, max_examples):

@@ -1,14 +1,44 @@
-"""Where a run's numbers go: metrics.jsonl in the run directory, and wandb or tensorboard when asked for."""
+"""Where a run's numbers go: metrics.jsonl in the run directory, and wandb or tensorboard when asked for; and the
+progress bars of long work, on a terminal or in a log file."""
 
 from __future__ import annotations
 
+import io
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from hrm_reason.atomic import atomic_write_text, disk_error
 from hrm_reason.errors import UserError
+
+ESCAPES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # cursor moves and colours of nested bars
+LOG_INTERVAL = 30.0  # seconds between a bar's lines when the output is a file, not a terminal
+
+
+class PlainLines(io.TextIOBase):
+    """Where a bar writes when stderr is not a terminal: each refresh becomes a line of its own, without the carriage
+    returns and cursor moves that make a log file of nested bars unreadable."""
+
+    def write(self, text: str) -> int:
+        for line in ESCAPES.sub("", text).replace("\r", "\n").split("\n"):
+            if line.strip():
+                sys.stderr.write(line.rstrip() + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+def progress_bar(enabled: bool = True, **options: Any) -> tqdm:
+    """A tqdm bar with its rates: redrawn in place on a terminal; in a log file a plain line every LOG_INTERVAL
+    seconds and one at the end; nothing when not `enabled` (--quiet)."""
+    if sys.stderr.isatty():
+        return tqdm(disable=not enabled, dynamic_ncols=True, **options)
+    return tqdm(disable=not enabled, file=PlainLines(), mininterval=LOG_INTERVAL, ncols=100, **options)
 
 
 def read_records(path: Path) -> list[str]:

@@ -54,6 +54,8 @@ class ACTTask:
                 "(lower global_batch_size)"
             )
         self.total_rounds = config.epochs // config.eval_interval
+        # The bar's exact and segs: those of the last step on which examples halted (postfix).
+        self.exact_shown, self.segments_shown = "-", "-"
         augment = train_augmentation(config.augment, self.train_split)
         self.sampler = TrainSampler(
             self.train_split,
@@ -149,10 +151,15 @@ class ACTTask:
         return record
 
     def postfix(self, record: dict[str, Any], rate: float) -> dict[str, str]:
+        """A step on which no example halted has no exact accuracy or segment count of its own: the bar keeps the last
+        step's that had, instead of showing 0."""
+        if record.get("train/count", 0) > 0:
+            self.segments_shown = f"{record['train/steps']:.1f}"
+            self.exact_shown = f"{record['train/exact_accuracy']:.3f}"
         return {
             "loss": f"{record['train/lm_loss']:.3f}",
-            "exact": f"{record.get('train/exact_accuracy', 0):.3f}",
-            "segs": f"{record.get('train/steps', 0):.1f}",
+            "exact": self.exact_shown,
+            "segs": self.segments_shown,
             "ex_s": f"{rate * self.config.global_batch_size:.0f}",
         }
 

@@ -27,7 +27,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
 from hrm_reason.checkpoint import find_checkpoint, prune_checkpoints, read_state, save_checkpoint
-from hrm_reason.config import TrainConfig, save_config
+from hrm_reason.config import TrainConfig, load_config, save_config
 from hrm_reason.errors import UserError
 from hrm_reason.models.registry import family_part
 from hrm_reason.provenance import record_peak, record_provenance
@@ -35,7 +35,7 @@ from hrm_reason.runtime.clock import RunClock
 from hrm_reason.runtime.device import matmul_peak, resolve_device
 from hrm_reason.runtime.distributed import Processes, barrier, lost_process, max_over_ranks, processes
 from hrm_reason.runtime.lock import LOCK, RunLock, is_stale_temporary
-from hrm_reason.runtime.logs import RunLog
+from hrm_reason.runtime.logs import RunLog, progress_bar
 from hrm_reason.runtime.stop import FORWARDED_WITHIN, StopRequest, signal_name
 from hrm_reason.train.ema import EMA, ema_for_training, ema_weights
 
@@ -274,7 +274,34 @@ def resumed_state(task: TrainTask, procs: Processes, run_dir: Path, resume: bool
         return None
     ckpt = find_checkpoint(run_dir)
     task.load_weights(ckpt)  # first: a checkpoint of another config is an error even when the run is finished
-    return read_state(ckpt)
+    state = read_state(ckpt)
+    if procs.is_main:
+        print(resume_line(run_dir, ckpt, state, task.saved_config()), file=sys.stderr)
+    return state
+
+
+def resume_line(run_dir: Path, ckpt: Path, state: dict[str, Any], config: TrainConfig) -> str:
+    """What a resume says first: the step and checkpoint it continues from, and the keys it changes from the
+    config the run was saved with (the overrides given with --resume)."""
+    line = f"resuming {run_dir} at step {state['step']} from {ckpt.relative_to(run_dir)}"
+    try:
+        before = flat(load_config(run_dir / "config.yaml").model_dump(mode="json"))
+    except UserError:
+        return line  # config.yaml unreadable: the resume config came from elsewhere and says so itself
+    after = flat(config.model_dump(mode="json"))
+    changed = [f"{k} {before.get(k)} -> {v}" for k, v in after.items() if before.get(k) != v and k != "run_dir"]
+    return line + ("; changed: " + ", ".join(changed) if changed else "; config unchanged")
+
+
+def flat(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{"arch": {"hidden_size": 8}} as {"arch.hidden_size": 8}: a config's keys as overrides name them."""
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out.update(flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
 
 
 def start(
@@ -325,9 +352,7 @@ def start(
                 **task.first_record(),
             }
         )
-    bar = tqdm(
-        total=task.total_steps, initial=step, desc="train", unit="step", disable=not progress, dynamic_ncols=True
-    )
+    bar = progress_bar(total=task.total_steps, initial=step, desc="train", unit="step", enabled=progress)
     run = Run(config, task, procs, run_dir, progress, train_model, ema, log, run_clock, bar, step, time.perf_counter())
     run_clock.start()
     model.train()

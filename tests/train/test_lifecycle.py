@@ -227,10 +227,13 @@ def test_resume_of_a_finished_run_does_nothing(data: Path, tmp_path: Path, capsy
         train(tiny_config(data, run, *overrides), resume=True, progress=False)
         assert (run / "metrics.jsonl").read_text() == before
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
-    assert err == [err[0], err[0]] and "already finished at step 5" in err[0]
-    # Raising the cap trains on.
+    # Each resume says where it continues from, then that there is nothing left to do.
+    assert err == [err[0], err[1]] * 2 and "already finished at step 5" in err[1]
+    assert err[0] == f"resuming {run} at step 5 from checkpoints/step_5; config unchanged"
+    # Raising the cap trains on, and the resume names what changed.
     train(tiny_config(data, run, "epochs=4", "eval_interval=4", "max_steps=7"), resume=True, progress=False)
     assert max(r["step"] for r in read_metrics(run)) == 7
+    assert f"resuming {run} at step 5 from checkpoints/step_5; changed: max_steps 5 -> 7" in capsys.readouterr().err
 
 
 def test_stop_on_the_last_step_is_evaluated_by_the_resume(data: Path, tmp_path: Path) -> None:
