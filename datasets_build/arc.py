@@ -437,7 +437,7 @@ def _selection(opts: ArcBuildOptions, out: Path) -> tuple[Selection, dict[str, A
 def _plan(opts: ArcBuildOptions, sel: Selection, detail: dict[str, Any]) -> _Plan:
     plans = [
         plan_augmentations(t, opts.num_aug, opts.seed)
-        for t in progress_bar(iterable=sel.tasks, desc="augmenting", unit="task")
+        for t in progress_bar(enabled=not opts.quiet, iterable=sel.tasks, desc="augmenting", unit="task")
     ]
     names = ["<blank>"]
     first_id = []
@@ -477,7 +477,7 @@ def _record(plan: _Plan, split: str, examples: int, puzzles: int, seen: dict[str
         "split": split,
         "source": opts.source,
         "source_detail": plan.detail,
-        "options": opts.model_dump(mode="json", exclude={"out", "overwrite"}),
+        "options": opts.model_dump(mode="json", exclude={"out", "overwrite", "quiet"}),
         "seed": opts.seed,
         "grid_size": opts.max_grid_size,
         "tokens": {"pad": PAD, "eos": EOS, "colour_offset": COLOUR_OFFSET},
@@ -521,7 +521,9 @@ def _write_arc_split(split_dir: Path, split: str, plan: _Plan, seen: dict[str, i
     inputs, labels = open_example_arrays(split_dir, "all", n_examples, size * size)
     puzzle_ids, puzzle_index, group_index = [], [0], [0]
     pos = 0
-    with progress_bar(total=n_examples, desc=f"writing {split}", unit="ex", unit_scale=True) as bar:
+    with progress_bar(
+        enabled=not opts.quiet, total=n_examples, desc=f"writing {split}", unit="ex", unit_scale=True
+    ) as bar:
         for i, pairs in members:
             task, augmentations = plan.sel.tasks[i], plan.plans[i]
             translate = split == "train"

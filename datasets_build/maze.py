@@ -373,6 +373,7 @@ def generate_split(
     layouts = duplicates = overlap = 0
     max_layouts = 20_000 * count + 100_000  # acceptance below 1 in 20,000 layouts is treated as "cannot reach"
     bar = progress_bar(
+        enabled=not opts.quiet,
         total=count,
         desc=f"generating {split} {size}x{size} mazes (path >= {min_path})",
         unit="maze",

@@ -1,7 +1,7 @@
 """The options of every builder, one pydantic model each. `hrm build-data TASK` makes one flag of each field (cli.py,
 `_flag`): `--train-size` for `train_size`, with the field's type, default and `description` as its help; the model's
 docstring is the command's help. Adding an option is adding a field here; a `Flag` in the field's metadata says what
-its type does not (a positional argument, a short flag). Every field but out, overwrite and workers decides the bytes
+its type does not (a positional argument, a short flag). Every field but out, overwrite, quiet and workers decides the bytes
 of the dataset, and is recorded in its dataset.json (`builder.options`).
 
 Only pydantic is imported here, so that `hrm` reads these models without loading the builders (numpy, torch); hence
@@ -34,6 +34,7 @@ class Flag:
 
 # Options several builders share, declared once.
 Overwrite = Annotated[bool, Field(description="Replace the output if it exists.")]
+Quiet = Annotated[bool, Field(description="No progress bars.")]
 Seed = Annotated[
     int, Field(ge=0, description="Seed of every random choice: same options and seed give byte-identical files.")
 ]
@@ -83,9 +84,9 @@ class SourceBuildOptions(BaseModel):
     )
 
     def record(self) -> dict[str, Any]:
-        """The `options` of the builder record: what decides the bytes (not out, overwrite, workers); a field added
-        after builder version 1 comes last."""
-        options = self.model_dump(mode="json", exclude={"out", "overwrite", "workers"})
+        """The `options` of the builder record: what decides the bytes (not out, overwrite, quiet, workers); a field
+        added after builder version 1 comes last."""
+        options = self.model_dump(mode="json", exclude={"out", "overwrite", "quiet", "workers"})
         return {name: options.pop(name) for name in self.record_order} | options
 
 
@@ -132,6 +133,7 @@ class SudokuBuildOptions(SourceBuildOptions):
     seed: Seed = 0
     workers: Workers = 0
     overwrite: Overwrite = False
+    quiet: Quiet = False
 
 
 class MazeBuildOptions(SourceBuildOptions):
@@ -178,6 +180,7 @@ class MazeBuildOptions(SourceBuildOptions):
     seed: Seed = 0
     workers: Workers = 0
     overwrite: Overwrite = False
+    quiet: Quiet = False
 
     @field_validator("wall_density", mode="before")
     @classmethod
@@ -258,6 +261,7 @@ class ArcBuildOptions(BaseModel):
         description="Canvas side (seq_len = side^2); tasks with a larger grid are left out. 30 is the original.",
     )
     overwrite: Overwrite = False
+    quiet: Quiet = False
 
     @field_validator("dirs", mode="before")
     @classmethod

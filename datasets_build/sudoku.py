@@ -525,7 +525,7 @@ def _generate_split(opts: SudokuBuildOptions, r: int, c: int, train_size: int, t
     workers = opts.workers
     if workers == 0:  # auto: one per core, but small jobs finish before worker processes would have started
         workers = 1 if needed * n**3 < 200 * 9**3 else min(os.cpu_count() or 1, 32)
-    bar = progress_bar(total=needed, desc=f"generating {n}x{n}", unit="puzzle")
+    bar = progress_bar(enabled=not opts.quiet, total=needed, desc=f"generating {n}x{n}", unit="puzzle")
     gen = _attempts(opts, r, c, workers)
     try:
         for puzzle, key in gen:
@@ -685,7 +685,7 @@ def _row_hashes(grids: np.ndarray) -> np.ndarray:
 
 
 def _examples(
-    rows: SudokuRows, r: int, c: int, num_aug: int, rng: np.random.Generator, desc: str
+    rows: SudokuRows, r: int, c: int, num_aug: int, rng: np.random.Generator, desc: str, progress: bool = True
 ) -> tuple[np.ndarray, np.ndarray]:
     """Tokens of each original followed by its num_aug augmented copies (the original's layout)."""
     n = r * c
@@ -697,7 +697,7 @@ def _examples(
     if num_aug == 0 or len(rows) == 0:
         return inputs, labels
     chunk = max(1, 65536 // num_aug)  # originals per vectorized step (bounds memory at ~65k grids)
-    with progress_bar(total=len(rows), desc=desc, unit="puzzle") as bar:
+    with progress_bar(enabled=progress, total=len(rows), desc=desc, unit="puzzle") as bar:
         for s in range(0, len(rows), chunk):
             e = min(s + chunk, len(rows))
             tf = random_transforms(rng, r, c, (e - s) * num_aug)
@@ -758,7 +758,13 @@ def build_sudoku(opts: SudokuBuildOptions, hub_probe: Callable[[], bool] | None 
         stats.update(solution_class_counts(map(solution_key, train.keys), [solution_key(k) for k in test.keys]))
 
     train_inputs, train_labels = _examples(
-        train, r, c, opts.num_aug, np.random.default_rng([opts.seed, _STREAM_AUGMENT]), "augmenting train"
+        train,
+        r,
+        c,
+        opts.num_aug,
+        np.random.default_rng([opts.seed, _STREAM_AUGMENT]),
+        "augmenting train",
+        not opts.quiet,
     )
     test_inputs, test_labels = _examples(test, r, c, 0, np.random.default_rng(0), "")
     options = opts.record()

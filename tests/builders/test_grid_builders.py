@@ -12,6 +12,7 @@ import pytest
 from datasets_build import common
 from datasets_build import maze as M
 from datasets_build import sudoku as S
+from tests.helpers import run_hrm
 
 
 @pytest.fixture(autouse=True)
@@ -59,3 +60,20 @@ def test_interrupted_build_leaves_nothing(name: str, tmp_path: Path, monkeypatch
     with pytest.raises(KeyboardInterrupt):
         build(tmp_path / "ds", **small)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["sudoku", "--source", "generate", "--box", "2x2", "--train-size", "30", "--test-size", "10", "--num-aug", "2"],
+        ["maze", "--source", "generate", "--size", "6", "--train-size", "20", "--test-size", "5"],
+    ],
+    ids=["sudoku", "maze"],
+)
+def test_quiet_builds_show_no_bar_and_write_the_same_bytes(args: list[str], tmp_path: Path) -> None:
+    loud = run_hrm("build-data", *args, "--out", str(tmp_path / "loud"))
+    quiet = run_hrm("build-data", *args, "--out", str(tmp_path / "quiet"), "--quiet")
+    assert loud.returncode == quiet.returncode == 0, quiet.stderr
+    assert "%|" in loud.stderr and "%|" not in quiet.stderr
+    files = sorted(p.relative_to(tmp_path / "loud") for p in (tmp_path / "loud").rglob("*") if p.is_file())
+    assert files and all((tmp_path / "loud" / f).read_bytes() == (tmp_path / "quiet" / f).read_bytes() for f in files)
