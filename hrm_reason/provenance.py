@@ -87,14 +87,20 @@ def record_provenance(run_dir: Path, resume_step: int | None = None) -> dict[str
     return record
 
 
-def record_peak(run_dir: Path, flops: float) -> None:
-    """Add this machine's fp32 matrix-product peak (FLOP/s, measured now) to this start's record in run.json: the
-    figure that scales the run's times to another machine (docs/training.md, "Time to accuracy")."""
+def record_peak(
+    run_dir: Path, flops: float, samples: list[float] | None = None, load: float | None = None, cpus: int | None = None
+) -> None:
+    """Add this machine's fp32 matrix-product peak (FLOP/s: the median of the samples taken during the run and at its
+    end) to this start's record in run.json, with the samples, the highest load average seen and the cores: the
+    figures that scale the run's times to another machine, and say whether it had the machine to itself
+    (docs/training.md, "Time to accuracy")."""
     path = run_dir / RUN_RECORD
     try:
         loaded = json.loads(path.read_text())
         runs = loaded["runs"]
         runs[-1]["matmul_peak_flops"] = flops
+        if samples is not None:
+            runs[-1].update(matmul_peak_samples=samples, load_average_max=load, cpu_count=cpus)
     except (OSError, json.JSONDecodeError, UnicodeDecodeError, KeyError, IndexError, TypeError):
         return  # best effort, as the rest of run.json
     atomic_write_text(path, json.dumps({"runs": runs}, indent=2) + "\n")

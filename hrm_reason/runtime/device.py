@@ -8,6 +8,7 @@ the original's); the language-model heads run under `autocast_context` (docs/tra
 
 from __future__ import annotations
 
+import statistics
 import sys
 import time
 from contextlib import AbstractContextManager
@@ -89,16 +90,20 @@ def synchronize(device: torch.device) -> None:
 
 
 def matmul_peak(device: torch.device, dtype: torch.dtype, seconds: float = 2.0) -> float:
-    """Best FLOP/s of a large square matrix product in the model's compute dtype, on this device, now."""
+    """FLOP/s of a large square matrix product in the model's compute dtype, on this device, now: the median over
+    repetitions for `seconds` (at least 3), after one warm-up. The median, not the best: on a machine whose cores
+    another job shares, a best-of picks the moments the other job paused and reports an idle machine's figure."""
     n = 4096 if device.type == "cuda" else 1536
     a = torch.randn(n, n, device=device, dtype=dtype)
     b = torch.randn(n, n, device=device, dtype=dtype)
-    best, start = 0.0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
+    a @ b  # warm-up: allocation and kernel selection are not the machine's speed
+    rates: list[float] = []
+    start = time.perf_counter()
+    while len(rates) < 3 or time.perf_counter() - start < seconds:
         synchronize(device)
         t0 = time.perf_counter()
-        for _ in range(4):
+        for _ in range(2):
             a @ b
         synchronize(device)
-        best = max(best, 4 * 2 * n**3 / (time.perf_counter() - t0))
-    return best
+        rates.append(2 * 2 * n**3 / (time.perf_counter() - t0))
+    return statistics.median(rates)

@@ -13,10 +13,12 @@ takes the same path through the loop (its decisions go through `max_over_ranks`)
 from __future__ import annotations
 
 import contextlib
+import os
+import statistics
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -149,6 +151,9 @@ class Run:
     bar: tqdm
     first_step: int  # the step this start began at
     started_at: float  # time.perf_counter() when this start began
+    # The machine as the run found it (sample_machine): matrix-product peaks (FLOP/s) and 1-minute load averages.
+    peaks: list[float] = field(default_factory=list)
+    loads: list[float] = field(default_factory=list)
 
     def budget_clock(self) -> float:
         """The clock of max_seconds: this process's CPU time, or wall time."""
@@ -254,8 +259,23 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) 
     if state.stopped:
         raise stop.stopped()
     if procs.is_main and time.perf_counter() - run.started_at >= PEAK_AFTER_SECONDS:
-        record_peak(run_dir, matmul_peak(device, torch.float32, seconds=1.0))
+        sample_machine(run, device, seconds=1.0)
+        record_peak(run_dir, statistics.median(run.peaks), run.peaks, max(run.loads), os.cpu_count())
+        if max(run.loads) > (os.cpu_count() or 1) + 0.5:
+            print(
+                f"warning: the machine was shared during this run (load average up to {max(run.loads):.1f} on "
+                f"{os.cpu_count()} cores): its wall times and recorded matrix-product peak are those of a loaded "
+                "machine; compare runs by CPU-seconds and FLOPs",
+                file=sys.stderr,
+            )
     return run_dir
+
+
+def sample_machine(run: Run, device: torch.device, seconds: float) -> None:
+    """Measure the matrix-product peak and the load average now, as the run finds the machine: at each evaluation
+    and at the end, so that a peak taken in a quiet moment cannot stand for a run that shared its cores."""
+    run.peaks.append(matmul_peak(device, torch.float32, seconds=seconds))
+    run.loads.append(os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0)
 
 
 def resumed_state(task: TrainTask, procs: Processes, run_dir: Path, resume: bool) -> dict[str, Any] | None:
@@ -437,6 +457,8 @@ def evaluate(run: Run, state: RunState) -> None:
         return
     with run.clock.aside("eval"), ema_weights(run.ema, run.task.model):
         record, message = run.task.evaluate(state.step, run.progress)
+        if run.procs.is_main and time.perf_counter() - run.started_at >= PEAK_AFTER_SECONDS:
+            sample_machine(run, run.task.device, seconds=0.5)
     progress_so_far = {
         **run.clock.totals(),
         "examples_seen": state.step * run.config.global_batch_size,
