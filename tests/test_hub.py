@@ -118,6 +118,8 @@ def test_eval_by_repository_id_equals_eval_by_path(
     )
     assert code in (0, None), err
     a, b = (json.loads((tmp_path / f).read_text()) for f in ("id.json", "p.json"))
+    # The same weights whichever way they were named; the records say which name was given.
+    assert a.pop("provenance")["evaluated"] == REPO_ID and b.pop("provenance")["evaluated"].endswith("checkpoint")
     assert a == b and a["count"] == 16 and len(a["exact_accuracy"]) == 3
 
 

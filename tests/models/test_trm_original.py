@@ -292,6 +292,8 @@ def test_hrm_eval_of_an_original_checkpoint_equals_ours(
         assert code in (0, None), err
         results.append(json.loads(out.read_text()))
     assert len(set(results[1]["token_accuracy"])) > 1  # segments differ: the comparison sees every one
+    origins = [r.pop("provenance") for r in results]  # what was evaluated differs; the numbers must not
+    assert [o["evaluated"] for o in origins] == [str(ckpt_dir), str(ours)]
     assert results[0] == results[1]
 
 
