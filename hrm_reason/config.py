@@ -352,6 +352,18 @@ def parse_overrides(overrides: list[str]) -> dict[str, Any]:
     return out
 
 
+def dotted_keys(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{"arch": {"hidden_size": 8}} as {"arch.hidden_size": 8}: a config's keys as overrides name them (the inverse
+    of `parse_overrides`)."""
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out.update(dotted_keys(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
 def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     merged = dict(base)
     for k, v in extra.items():

@@ -369,3 +369,21 @@ def hrm_in_process(capsys: Any, monkeypatch: Any, *args: str) -> tuple[int, str]
     except SystemExit as stop:
         return stop.code, capsys.readouterr().err  # type: ignore[return-value]
     raise AssertionError(f"hrm {' '.join(args)} returned without exiting")
+
+
+# The state dict of the original code's ACTLossHead (less torch.compile's "_orig_mod." prefix) for one H and one L
+# block with a puzzle embedding.
+ORIGINAL_KEYS_1_LAYER = {
+    "model.inner.H_init",
+    "model.inner.L_init",
+    "model.inner.embed_tokens.embedding_weight",
+    "model.inner.lm_head.weight",
+    "model.inner.q_head.weight",
+    "model.inner.q_head.bias",
+    "model.inner.puzzle_emb.weights",
+    *(
+        f"model.inner.{lvl}_level.layers.0.{p}.weight"
+        for lvl in "HL"
+        for p in ("self_attn.qkv_proj", "self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj")
+    ),
+}

@@ -172,7 +172,7 @@ def write_results(
         "runs": records,
     }
     atomic_write_text(out / "results.json", json.dumps(results, indent=2))
-    atomic_write_text(out / "results.md", markdown(summary, tta, command))
+    atomic_write_text(out / "results.md", markdown(summary, tta, results["tables"], command))
     results["plots"] = [str(p) for p in plot_all(records, summary, tta, out / "plots", metric)]
     return results
 
@@ -278,8 +278,8 @@ def run_record(run_dir: Path) -> dict[str, Any]:
         record = json.loads((run_dir / RUN_RESULT).read_text())
         record = record if "curve" in record else {**record, **run_progress(run_dir)}
         return {**record, "fingerprint": fingerprint}
-    progress = run_progress(run_dir)
-    header = json.loads((run_dir / "metrics.jsonl").open().readline() or "{}")
+    with (run_dir / "metrics.jsonl").open() as f:
+        header = json.loads(f.readline() or "{}")  # the run's first record: its parameter count
     return {
         "label": run_label(run_dir),
         "config": str(run_dir / "config.yaml"),
@@ -288,10 +288,9 @@ def run_record(run_dir: Path) -> dict[str, Any]:
         "seed": config.seed,
         "num_params": header.get("num_params"),
         "halt_max_steps": config.arch.halt_max_steps,
-        "steps": progress["curve"][-1]["step"] if progress["curve"] else None,
         "run_dir": str(run_dir),
         "fingerprint": fingerprint,
-        **progress,
+        **run_progress(run_dir),
     }
 
 

@@ -296,10 +296,10 @@ def tables(summary: dict[str, dict[str, Any]], tta: dict[str, Any]) -> dict[str,
     return out
 
 
-def markdown(summary: dict[str, dict[str, Any]], tta: dict[str, Any], command: str) -> str:
+def markdown(summary: dict[str, dict[str, Any]], tta: dict[str, Any], named: dict[str, str], command: str) -> str:
+    """results.md: the named tables (`tables`) with their headings and what their columns mean."""
     metric = _name(tta["metric"])
     counts = sorted({e["count"] for e in summary.values() if e["count"] is not None})
-    named = tables(summary, tta)
     parts = [
         "# hrm compare",
         "",

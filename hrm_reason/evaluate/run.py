@@ -16,7 +16,6 @@ from typing import Any
 
 import torch
 
-from hrm_reason.checkpoint import STATE
 from hrm_reason.config import TrainConfig
 from hrm_reason.data.prefix_lm import PuzzleLMData
 from hrm_reason.data.puzzle import PuzzleSplit, dataset_kind, load_split
@@ -147,9 +146,8 @@ def evaluate_run(
 
 
 def checkpoint_step(checkpoint: Path) -> int | None:
-    """The training step of one of our checkpoints (its state.pt), or of an original one (named step_N)."""
-    if (checkpoint / STATE).is_file():
-        return int(torch.load(checkpoint / STATE, map_location="cpu", weights_only=False)["step"])
+    """The training step of a checkpoint, from its name: ours and the original code's are both step_N (reading it
+    from state.pt would load the optimizer state for one number)."""
     digits = checkpoint.name.removeprefix("step_")
     return int(digits) if digits.isdigit() else None
 

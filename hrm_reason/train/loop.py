@@ -29,7 +29,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
 from hrm_reason.checkpoint import find_checkpoint, prune_checkpoints, read_state, save_checkpoint
-from hrm_reason.config import TrainConfig, load_config, save_config
+from hrm_reason.config import TrainConfig, dotted_keys, load_config, save_config
 from hrm_reason.errors import UserError
 from hrm_reason.models.registry import family_part
 from hrm_reason.provenance import record_peak, record_provenance
@@ -305,23 +305,12 @@ def resume_line(run_dir: Path, ckpt: Path, state: dict[str, Any], config: TrainC
     config the run was saved with (the overrides given with --resume)."""
     line = f"resuming {run_dir} at step {state['step']} from {ckpt.relative_to(run_dir)}"
     try:
-        before = flat(load_config(run_dir / "config.yaml").model_dump(mode="json"))
+        before = dotted_keys(load_config(run_dir / "config.yaml").model_dump(mode="json"))
     except UserError:
         return line  # config.yaml unreadable: the resume config came from elsewhere and says so itself
-    after = flat(config.model_dump(mode="json"))
+    after = dotted_keys(config.model_dump(mode="json"))
     changed = [f"{k} {before.get(k)} -> {v}" for k, v in after.items() if before.get(k) != v and k != "run_dir"]
     return line + ("; changed: " + ", ".join(changed) if changed else "; config unchanged")
-
-
-def flat(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """{"arch": {"hidden_size": 8}} as {"arch.hidden_size": 8}: a config's keys as overrides name them."""
-    out: dict[str, Any] = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            out.update(flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
 
 
 def start(

@@ -391,7 +391,7 @@ def test_a_per_segment_metric_gets_its_own_table_and_the_plots(tmp_path: Path) -
     )
     assert summary["maze"]["per_segment"] == paths and summary["maze"]["act"]["mean"] == pytest.approx(0.71)
     tta = time_to_accuracy(records, [0.5], "optimal_path_accuracy")
-    text = report.markdown(summary, tta, "hrm compare (test)")
+    text = report.markdown(summary, tta, report.tables(summary, tta), "hrm compare (test)")
     row = next(line for line in text.splitlines() if line.startswith("| maze | hrm |"))
     # metric at the trained 2 segments per seed, mean ± sd, at mmax 3, ACT (segments), exact accuracy at 2.
     assert row == (

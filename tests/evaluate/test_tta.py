@@ -28,7 +28,7 @@ from hrm_reason.models.registry import build_model
 from hrm_reason.tasks import arc, maze, sudoku, task_transforms
 from hrm_reason.tasks.dihedral import DihedralTransforms
 from hrm_reason.train.loop import train
-from tests.helpers import tiny_config, write_original_layout
+from tests.helpers import on_cpu, tiny_config, write_original_layout
 from tests.reference import augment_grid
 
 CPU = torch.device("cpu")
@@ -310,7 +310,7 @@ def test_predict_maps_answers_back_and_reports_act(sudoku_data: Path) -> None:
 
 def hrm(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, *args: str) -> tuple[int, str, str]:
     capsys.readouterr()
-    monkeypatch.setattr(sys, "argv", ["hrm", *args])
+    monkeypatch.setattr(sys, "argv", ["hrm", *on_cpu(args)])
     code = 0
     try:
         cli.main()
@@ -346,8 +346,6 @@ def test_eval_flags_end_to_end(
         "--mmax",
         "2",
         "--quiet",
-        "--device",
-        "cpu",
         "--json",
         str(tmp_path / "plain.json"),
     )
@@ -400,8 +398,6 @@ def test_tta_on_a_dataset_without_a_task_is_one_line(
         "--tta",
         "2",
         "--quiet",
-        "--device",
-        "cpu",
     )
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 2 and len(lines) == 1 and "builder.name" in lines[0], err

@@ -156,14 +156,19 @@ def test_halted_rows_are_reset_and_refilled() -> None:
     assert new.steps.tolist() == [1, 2, 1, 2]
 
 
-def test_q_target_is_next_segments_q_values() -> None:
-    model = tiny_hrm(halt_max_steps=2)
+def continue_above_halt(model: HRM) -> HRM:
+    """`model` in training mode with q_continue = q_halt + 1 everywhere: a max over the two picks q_continue, so a
+    target that must read q_halt alone on the last segment shows whether it does."""
     model.train()
     with torch.no_grad():
-        # q_continue = q_halt + 1 everywhere: the max picks q_continue, the last step must pick q_halt.
         model.inner.q_head.weight.normal_(0, 1.0)
         model.inner.q_head.weight[1] = model.inner.q_head.weight[0]
         model.inner.q_head.bias.copy_(torch.tensor([0.0, 1.0]))
+    return model
+
+
+def test_q_target_is_next_segments_q_values() -> None:
+    model = continue_above_halt(tiny_hrm(halt_max_steps=2))
     b = puzzle_batch(n=16)
     carry = model.initial_carry(b)
     for step in (1, 2):
@@ -214,13 +219,7 @@ def test_next_segment_q_target_trains_last_steps_prediction_with_this_steps_valu
 def test_next_segment_target_on_the_forced_last_segment_is_q_halt_alone() -> None:
     """As with extra_forward: when the segment the target is read from is the last one allowed, continuing is no choice,
     so the previous continue prediction is trained towards sigmoid(q_halt), not sigmoid(max(q_halt, q_continue))."""
-    model = tiny_hrm(halt_max_steps=2, q_target="next_segment", halt_exploration_prob=0.0)
-    model.train()
-    with torch.no_grad():
-        # q_continue = q_halt + 1 everywhere: the max would pick q_continue, the last step must pick q_halt.
-        model.inner.q_head.weight.normal_(0, 1.0)
-        model.inner.q_head.weight[1] = model.inner.q_head.weight[0]
-        model.inner.q_head.bias.copy_(torch.tensor([0.0, 1.0]))
+    model = continue_above_halt(tiny_hrm(halt_max_steps=2, q_target="next_segment", halt_exploration_prob=0.0))
     b = puzzle_batch(n=8)
     carry, _ = model(model.initial_carry(b), b)
     carry, out = model(carry, b)

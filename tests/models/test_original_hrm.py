@@ -17,7 +17,7 @@ import hrm_reason
 from hrm_reason.config import load_config
 from hrm_reason.data.puzzle import load_split
 from hrm_reason.models.registry import build_model
-from tests.helpers import output_tensors, write_original_layout
+from tests.helpers import ORIGINAL_KEYS_1_LAYER, output_tensors, write_original_layout
 
 
 def original_all_config(data: Path) -> dict:
@@ -60,20 +60,7 @@ def original_all_config(data: Path) -> dict:
 
 
 # The state dict of the original code's compiled ACTLossHead for one H and one L block with a puzzle embedding.
-ORIGINAL_KEYS = {
-    "_orig_mod.model.inner.H_init",
-    "_orig_mod.model.inner.L_init",
-    "_orig_mod.model.inner.embed_tokens.embedding_weight",
-    "_orig_mod.model.inner.lm_head.weight",
-    "_orig_mod.model.inner.q_head.weight",
-    "_orig_mod.model.inner.q_head.bias",
-    "_orig_mod.model.inner.puzzle_emb.weights",
-    *(
-        f"_orig_mod.model.inner.{level}_level.layers.0.{part}.weight"
-        for level in "HL"
-        for part in ("self_attn.qkv_proj", "self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj")
-    ),
-}
+ORIGINAL_KEYS = {f"_orig_mod.{key}" for key in ORIGINAL_KEYS_1_LAYER}
 
 
 def test_original_all_config_and_weights_load_through_the_public_loader(tmp_path: Path) -> None:

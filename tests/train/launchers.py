@@ -1,6 +1,6 @@
 """`hrm train` under torchrun as on several machines: one launcher per "node" on this machine (static rendezvous on a
-free port, gloo), and a rank child that reports what each worker did. Used by test_machines, test_ranks and
-test_slurm."""
+free port, gloo), a rank child that reports what each worker did, and what the multi-process tests compare a run with.
+Used by test_distributed, test_machines, test_ranks and test_slurm."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -217,3 +219,28 @@ def launch_nodes(
 def error_lines(stderr: str) -> list[str]:
     """The `error: ...` lines of a launcher's stderr (its workers' one-line errors)."""
     return [line for line in stderr.splitlines() if line.startswith("error: ")]
+
+
+def text_dataset(root: Path) -> Path:
+    """A tiny text dataset of Python-like lines for the language-model heads: 6 documents, a fifth for validation."""
+    from datasets_build.text import TextBuildOptions, build_text
+
+    corpus = root / "corpus"
+    corpus.mkdir()
+    for i in range(6):
+        (corpus / f"{i}.txt").write_text(f"def f{i}(x):\n    return x * {i} + 1\n" * 20)
+    return build_text(TextBuildOptions(input=[str(corpus)], out=root / "text", val_fraction=0.2), progress=False)
+
+
+def assert_same_run(
+    expected: list[dict], got: list[dict], compared: tuple[str, ...], rel: float = 1e-4, abs: float = 1e-5
+) -> None:
+    """The same steps, and at each the `compared` figures of metrics.jsonl within rel/abs (runs in several processes
+    differ from one process only in the order of float additions); at least one figure compared."""
+    assert [r["step"] for r in got] == [r["step"] for r in expected]
+    checked = 0
+    for a, b in zip(expected, got):
+        for key in set(a) & set(compared):
+            assert b[key] == pytest.approx(a[key], rel=rel, abs=abs), (a["step"], key)
+            checked += 1
+    assert checked > 0

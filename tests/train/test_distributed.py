@@ -14,6 +14,7 @@ from hrm_reason.checkpoint import read_weights
 from hrm_reason.config import load_config, save_config
 from hrm_reason.train.loop import train
 from tests.helpers import TINY_HRM_TEXT, arch_overrides, read_metrics, rewind, tiny_config, write_original_layout
+from tests.train.launchers import assert_same_run, text_dataset
 
 REPO = Path(__file__).resolve().parents[2]
 # Exploration off: its draws depend on the rank (seeded by seed, step and rank), everything else must not.
@@ -65,13 +66,6 @@ def torchrun(nproc: int, config_path: Path, *args: str) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
-def assert_same_run(a: list[dict], b: list[dict], compared: tuple[str, ...] = COMPARED) -> None:
-    assert [r["step"] for r in a] == [r["step"] for r in b]
-    for ra, rb in zip(a, b):
-        for key in set(ra) & set(compared):
-            assert rb[key] == pytest.approx(ra[key], rel=1e-4, abs=1e-5), (ra["step"], key)
-
-
 def assert_same_weights(a: Path, b: Path) -> None:
     ours, _ = read_weights(a)
     ref, _ = read_weights(b)
@@ -95,7 +89,7 @@ def test_two_gloo_processes_match_one_process(single: tuple[Path, Path], tmp_pat
     torchrun(2, config)
     got, expected = read_metrics(tmp_path / "run"), read_metrics(single_run)
     assert len([r for r in expected if "train/lm_loss" in r]) == 12
-    assert_same_run(expected, got)
+    assert_same_run(expected, got, COMPARED)
     # The puzzle embedding (sparse, updated from ids and gradients gathered across ranks) and the weights agree too.
     assert_same_weights(tmp_path / "run" / "checkpoints" / "step_12", single_run / "checkpoints" / "step_12")
 
@@ -108,19 +102,13 @@ def test_checkpoint_resumes_on_another_world_size(single: tuple[Path, Path], tmp
     expected = read_metrics(single_run)
     got = read_metrics(resumed)
     assert [r["step"] for r in got if "train/lm_loss" in r] == list(range(1, 13))
-    assert_same_run(expected, got)
+    assert_same_run(expected, got, COMPARED)
 
 
 def test_lm_head_two_gloo_processes_match_one_process(tmp_path: Path) -> None:
     """Each process takes its rows of every step's windows; DDP averages the gradients, the logged losses are the
     mean over processes: the same losses, gradient norms, validation CE and weights as one process."""
-    from datasets_build.text import TextBuildOptions, build_text
-
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    for i in range(6):
-        (corpus / f"{i}.txt").write_text(f"def f{i}(x):\n    return x * {i} + 1\n" * 20)
-    data = build_text(TextBuildOptions(input=[str(corpus)], out=tmp_path / "text", val_fraction=0.2), progress=False)
+    data = text_dataset(tmp_path)
     single = train(
         load_config(None, [f"data_path={data}", f"run_dir={tmp_path / 'single'}", *LM_SETTINGS]), progress=False
     )

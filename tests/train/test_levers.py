@@ -16,7 +16,7 @@ import torch
 
 from datasets_build.sudoku import canonical_key
 from hrm_reason.checkpoint import find_checkpoint, saved_model_config
-from hrm_reason.config import TrainConfig, load_config
+from hrm_reason.config import TrainConfig, dotted_keys, load_config
 from hrm_reason.data.puzzle import PuzzleSplit, TrainSampler, load_split
 from hrm_reason.errors import UserError
 from hrm_reason.models import hrm as hrm_module
@@ -411,8 +411,8 @@ def _lever_arms() -> dict[str, str]:
 
 
 def _changed_keys(config: dict, base: dict) -> set[str]:
-    changed = {k for k, v in config.items() if k != "arch" and v != base[k]}
-    return changed | {f"arch.{k}" for k, v in config["arch"].items() if v != base["arch"][k]}
+    before = dotted_keys(base)
+    return {k for k, v in dotted_keys(config).items() if v != before[k]}
 
 
 def test_every_lever_arm_changes_exactly_what_it_overrides() -> None:

@@ -11,7 +11,7 @@ import pytest
 from hrm_reason.config import load_config, save_config
 from hrm_reason.train.loop import train
 from tests.helpers import read_metrics, tiny_config, write_original_layout
-from tests.train.launchers import launch_nodes
+from tests.train.launchers import assert_same_run, launch_nodes, text_dataset
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # the one-process references: tiny models (conftest.one_thread)
 # One tolerance for every compared figure: the two runs differ only in the order of float additions (DDP's average of
@@ -55,16 +55,6 @@ def two_machines(tmp_path: Path, config: Path) -> Path:
     return Path(load_config(config).run_dir)
 
 
-def assert_same_losses(expected: list[dict], got: list[dict], compared: tuple[str, ...]) -> None:
-    assert [r["step"] for r in got] == [r["step"] for r in expected]
-    checked = 0
-    for a, b in zip(expected, got):
-        for key in set(a) & set(compared):
-            assert b[key] == pytest.approx(a[key], rel=RTOL, abs=1e-9), (a["step"], key)
-            checked += 1
-    assert checked > 0
-
-
 def test_puzzle_model_on_two_machines_matches_one_process(tmp_path: Path) -> None:
     data = write_original_layout(tmp_path / "data", distinct_identifiers=True)
     single = train(tiny_config(data, tmp_path / "single", *PUZZLE_SETTINGS), progress=False)
@@ -72,17 +62,11 @@ def test_puzzle_model_on_two_machines_matches_one_process(tmp_path: Path) -> Non
     save_config(tiny_config(data, tmp_path / "run", *PUZZLE_SETTINGS), config)
     expected, got = read_metrics(single), read_metrics(two_machines(tmp_path, config))
     assert [r["step"] for r in expected if "train/lm_loss" in r] == list(range(1, 7))
-    assert_same_losses(expected, got, PUZZLE_COMPARED)
+    assert_same_run(expected, got, PUZZLE_COMPARED, rel=RTOL, abs=1e-9)
 
 
 def test_lm_head_on_two_machines_matches_one_process(tmp_path: Path) -> None:
-    from datasets_build.text import TextBuildOptions, build_text
-
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    for i in range(6):
-        (corpus / f"{i}.txt").write_text(f"def f{i}(x):\n    return x * {i} + 1\n" * 20)
-    data = build_text(TextBuildOptions(input=[str(corpus)], out=tmp_path / "text", val_fraction=0.2), progress=False)
+    data = text_dataset(tmp_path)
 
     def config_of(run: str) -> object:
         return load_config(None, [f"data_path={data}", f"run_dir={tmp_path / run}", *LM_SETTINGS])
@@ -93,4 +77,4 @@ def test_lm_head_on_two_machines_matches_one_process(tmp_path: Path) -> None:
     expected, got = read_metrics(single), read_metrics(two_machines(tmp_path, config))
     assert [r["step"] for r in expected if "train/loss" in r] == list(range(1, 5))
     assert [r["step"] for r in expected if "eval/ce" in r] == [2, 4]
-    assert_same_losses(expected, got, LM_COMPARED)
+    assert_same_run(expected, got, LM_COMPARED, rel=RTOL, abs=1e-9)

@@ -21,7 +21,14 @@ from hrm_reason.evaluate.run import load_model_for_eval
 from hrm_reason.provenance import matmul_peak_of
 from hrm_reason.train.act import ACTTask
 from hrm_reason.train.loop import train
-from tests.helpers import assert_same_trajectory, read_metrics, rewind, tiny_config, write_original_layout
+from tests.helpers import (
+    ORIGINAL_KEYS_1_LAYER,
+    assert_same_trajectory,
+    read_metrics,
+    rewind,
+    tiny_config,
+    write_original_layout,
+)
 
 
 @pytest.fixture(scope="module")
@@ -220,22 +227,6 @@ def original_state_dict(model: torch.nn.Module, compiled: bool) -> dict[str, tor
         )
         out[prefix + k] = v.to(torch.bfloat16) if k.endswith("_init") else v.clone()
     return out
-
-
-ORIGINAL_KEYS_1_LAYER = {
-    "model.inner.H_init",
-    "model.inner.L_init",
-    "model.inner.embed_tokens.embedding_weight",
-    "model.inner.lm_head.weight",
-    "model.inner.q_head.weight",
-    "model.inner.q_head.bias",
-    "model.inner.puzzle_emb.weights",
-    *(
-        f"model.inner.{lvl}_level.layers.0.{p}.weight"
-        for lvl in "HL"
-        for p in ("self_attn.qkv_proj", "self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj")
-    ),
-}
 
 
 @pytest.mark.parametrize("compiled", [False, True])
