@@ -233,6 +233,12 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) 
             )
     run = start(config, task, procs, run_dir, device, saved, state.step, progress and procs.is_main)
     try:
+        if saved is not None and not saved.get("evaluated", True) and eval_due(config, state):
+            # A stop landed on a step due an evaluation: it saved first, so the evaluation is this start's first
+            # work, and the log holds every record an uninterrupted run's does.
+            evaluate(run, state)
+            if config.checkpoint_every_eval:
+                checkpoint(run, state)
         with StopRequest(FORWARDED_WITHIN if procs.distributed else 0.0) as stop:
             while not state.stopped and not state.at_end(task):
                 train_round(run, state, stop)
@@ -379,7 +385,7 @@ def train_round(run: Run, state: RunState, stop: StopRequest) -> None:
         train_step(run, state, batch, stop)
         if state.stopped or state.out_of_time:
             return
-        if config.eval_every_steps and state.step % config.eval_every_steps == 0:
+        if eval_due(config, state):
             evaluate(run, state)
             if config.checkpoint_every_eval:
                 checkpoint(run, state)
@@ -389,6 +395,11 @@ def train_round(run: Run, state: RunState, stop: StopRequest) -> None:
     evaluate(run, state)
     if config.checkpoint_every_eval or state.round >= task.total_rounds:
         checkpoint(run, state)
+
+
+def eval_due(config: TrainConfig, state: RunState) -> bool:
+    """Whether eval_every_steps asks for an evaluation at this step (the end of a round always has one)."""
+    return bool(config.eval_every_steps) and state.step % config.eval_every_steps == 0
 
 
 def train_step(run: Run, state: RunState, batch: Any, stop: StopRequest) -> None:
@@ -478,6 +489,7 @@ def checkpoint(run: Run, state: RunState) -> None:
                 "clock": run.clock.totals(),
                 "train_flops": state.train_flops,
                 "finished": finished,
+                "evaluated": state.evaluated_at == state.step,  # False: a stop saved before a due evaluation
                 "world_size": run.procs.world_size,  # a resume on another number of processes says what changes
                 **family_state,
                 **(run.ema.checkpoint_state(model) if run.ema else {}),

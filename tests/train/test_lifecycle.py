@@ -27,12 +27,19 @@ from hrm_reason.train.loop import train
 from tests.helpers import read_metrics, rewind, tiny_config, torch_threads, write_original_layout
 
 REPO = Path(__file__).resolve().parents[2]
-# One round (epochs and eval_interval far past the step cap), which the cap ends mid-round.
-MAX_STEPS = 8
-LONG = ("epochs=4000", "eval_interval=4000", f"max_steps={MAX_STEPS}")
 # `hrm` in a child that, inside its training step PAUSE_AT, touches $HRM_TEST_PAUSED and waits until the file
 # $HRM_TEST_SIGNALLED exists: the test's signal lands mid-run however busy the machine is, so the run can be short.
 PAUSE_AT = 3
+# One round (epochs and eval_interval far past the step cap), which the cap ends mid-round. PAUSE_AT is due an
+# evaluation (a stop there saves before evaluating), and a checkpoint at step 2 is what a kill -9 there resumes from.
+MAX_STEPS = 8
+LONG = (
+    "epochs=4000",
+    "eval_interval=4000",
+    f"max_steps={MAX_STEPS}",
+    f"eval_every_steps={PAUSE_AT}",
+    f"checkpoint_every_steps={PAUSE_AT - 1}",
+)
 PAUSING_HRM = f"""
 import os, time
 from pathlib import Path
@@ -111,10 +118,13 @@ def test_stop_request_handles_sigterm_and_sigusr1_like_ctrl_c(signum: int) -> No
         signal.signal(signum, previous)
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGUSR1])
-def test_signal_mid_training_checkpoints_and_resume_matches_uninterrupted(
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGKILL])
+def test_stop_mid_training_resumes_to_the_uninterrupted_records(
     signum: int, data: Path, uninterrupted: Path, tmp_path: Path
 ) -> None:
+    """Ctrl-C, SIGTERM and SIGUSR1 at a step due an evaluation save the step, and the resume evaluates it first; a kill
+    -9 resumes from the checkpoint before. Either way metrics.jsonl ends as the uninterrupted run's, record for
+    record (its clock keys aside)."""
     config = tmp_path / "config.yaml"
     save_config(tiny_config(data, tmp_path / "unused", *LONG), config)
     run, paused, signalled = tmp_path / "run", tmp_path / "paused", tmp_path / "signalled"
@@ -126,13 +136,18 @@ def test_signal_mid_training_checkpoints_and_resume_matches_uninterrupted(
     proc.send_signal(signum)
     signalled.touch()
     _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 128 + signum, err  # 143 for SIGTERM, 138 for SIGUSR1
-    assert "Traceback" not in err and "checkpoint written" in err and "--resume" in err
+    assert proc.returncode in (128 + signum, -signum), err  # 130 for Ctrl-C, 143 SIGTERM, 138 SIGUSR1; -9
     step = int((run / "checkpoints" / "latest").read_text().removeprefix("step_"))
-    assert 2 <= step < MAX_STEPS and str(run / "checkpoints" / f"step_{step}") in err
-    assert not [p for p in run.rglob("*.tmp")]
+    if signum == signal.SIGKILL:
+        assert step == PAUSE_AT - 1
+    else:
+        assert "Traceback" not in err and "checkpoint written" in err and "--resume" in err
+        assert step == PAUSE_AT and str(run / "checkpoints" / f"step_{step}") in err
+        assert not [r for r in read_metrics(run) if r["step"] == PAUSE_AT and "eval/exact_accuracy" in r]
+        assert not [p for p in run.rglob("*.tmp")]
     resumed = train(tiny_config(data, run, *LONG), resume=True, progress=False)
-    assert train_losses(resumed) == train_losses(uninterrupted)
+    assert without_clock(read_metrics(resumed)) == without_clock(read_metrics(uninterrupted))
+    assert [r["step"] for r in read_metrics(resumed) if "eval/exact_accuracy" in r] == [3, 6, MAX_STEPS]
 
 
 def test_second_process_on_a_run_directory_refuses_and_a_dead_holder_is_taken_over(data: Path, tmp_path: Path) -> None:
