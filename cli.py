@@ -76,10 +76,12 @@ ConfigFile = Annotated[
 Tta = Annotated[
     int,
     typer.Option(
-        "--tta", help="Transformed copies per puzzle (Sudoku, maze, ARC symmetries), mapped back and combined."
+        "--tta",
+        help="Transformed copies per puzzle (Sudoku, maze, ARC symmetries), mapped back and combined; at most the "
+        "task's group (a maze has 8), and copies x samples at most 1024.",
     ),
 ]
-Samples = Annotated[int, typer.Option("--samples", help="Trajectories per copy; sample 0 has no noise.")]
+Samples = Annotated[int, typer.Option("--samples", help="Trajectories per copy, at most 256; sample 0 has no noise.")]
 Noise = Annotated[float, typer.Option("--noise", help="Std of the Gaussian noise added to the carried state.")]
 NoiseAt = Annotated[str, typer.Option("--noise-at", help="every (each segment, as PTRM) or initial.")]
 Select = Annotated[str, typer.Option("--select", help="Choose the answer by q (halting confidence) or vote.")]
@@ -95,7 +97,9 @@ def _test_time_flags(command: Any) -> Any:
     """Gives `command` the flags above (after its own); it receives them validated, as one `test_time` argument."""
     flags = {"tta": (Tta, 1), "samples": (Samples, 1), "noise": (Noise, 0.0), "noise_at": (NoiseAt, "every")}
     flags |= {"select": (Select, "q"), "tta_seed": (TtaSeed, 0), "puzzle_id": (PuzzleId, "keep")}
-    own = [p for p in inspect.signature(command).parameters.values() if p.name != "test_time"]
+    # eval_str: the command's annotations are strings (from __future__ import annotations); left so, typer would not
+    # see their typer.Option (help, callbacks such as --device's check) and would read each as a bare flag
+    own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "test_time"]
 
     @functools.wraps(command)
     def with_flags(**fields: Any) -> Any:
@@ -214,7 +218,10 @@ def train(
 @_test_time_flags
 def eval_cmd(
     mmax: int | None = typer.Option(
-        None, "--mmax", min=1, help="ACT puzzle models: segments to run (default 16; may exceed halt_max_steps)."
+        None,
+        "--mmax",
+        min=1,
+        help="ACT puzzle models: segments to run (default 16; may exceed halt_max_steps; at most 1024).",
     ),
     run: RunDir = None,
     checkpoint: CheckpointPath = None,
@@ -299,7 +306,16 @@ def solve_cmd(
         "or an ARC task JSON (its test inputs; the file name is the task id).",
     ),
     mmax: int | None = typer.Option(
-        None, "--mmax", min=1, help="Segments at most (default: the trained halt_max_steps); ACT halts earlier."
+        None,
+        "--mmax",
+        min=1,
+        help="Segments at most (default: the trained halt_max_steps; at most 1024); ACT halts earlier.",
+    ),
+    allow_unsolvable: bool = typer.Option(
+        False,
+        "--allow-unsolvable",
+        help="Run the model on a puzzle with no solution (a repeated given, a cell without a candidate, a maze without "
+        "a path) instead of refusing it; the problem is shown as a note.",
     ),
     json_out: bool = typer.Option(False, "--json", help="Print the answers as JSON instead of text."),
     png: Path | None = typer.Option(
@@ -321,7 +337,7 @@ def solve_cmd(
     solver = load_solver(_one_of(run, checkpoint), config, device)
     puzzles = read_puzzles(solver.task, puzzle, file, sys.stdin)
     budget = mmax or solver.halt_max_steps
-    answers = solve(solver, puzzles, budget, test_time, progress=not quiet)
+    answers = solve(solver, puzzles, budget, test_time, progress=not quiet, allow_unsolvable=allow_unsolvable)
     pngs = write_pngs(solver, answers, png) if png is not None else []
     if json_out:
         typer.echo(answers_json(solver, answers, budget, pngs or None))
@@ -340,10 +356,15 @@ def generate_cmd(
         200, "--max-new-tokens", min=1, help="Tokens to generate at most (stops at the end-of-document token)."
     ),
     temperature: float = typer.Option(
-        0.8, "--temperature", min=0.0, help="Sampling temperature; 0 is greedy decoding."
+        0.8,
+        "--temperature",
+        min=0.0,
+        help="Sampling temperature: 0 is greedy decoding, else finite and at least 1e-06.",
     ),
     top_k: int | None = typer.Option(None, "--top-k", min=1, help="Sample among the k most likely tokens only."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the sampling generator: same seed, same text."),
+    seed: int = typer.Option(
+        0, "--seed", min=0, max=2**63 - 1, help="Seed of the sampling generator: same seed, same text."
+    ),
     prefix: bool = typer.Option(
         False, "--prefix", help="The prompt is a bidirectional prefix (token_type_ids 1; hrm_text PrefixLM)."
     ),
@@ -356,9 +377,10 @@ def generate_cmd(
     device: Device = "auto",
 ) -> None:
     """Continue --prompt with a trained language-model head (KV cache when the head has one)."""
-    from hrm_reason.commands.generate import generate_text, load_for_generation
+    from hrm_reason.commands.generate import check_temperature, generate_text, load_for_generation
     from hrm_reason.runtime.device import resolve_device
 
+    check_temperature(temperature)  # before the model loads
     dev = resolve_device(device)
     model, tokenizer = load_for_generation(run, data, dev)
     cache = False if no_cache else None  # None: the head's KV cache where it has one
@@ -464,7 +486,8 @@ def viz_test_time(
     from hrm_reason.viz.canvas import save_figures
     from hrm_reason.viz.curves import compute_figure, read_eval_json
 
-    _echo_written(save_figures([("test_time.png", compute_figure(read_eval_json(eval_json), eval_json.stem))], out))
+    figure = compute_figure(read_eval_json(eval_json), eval_json.stem, str(eval_json))
+    _echo_written(save_figures([("test_time.png", figure)], out))
 
 
 @viz_app.command("html")

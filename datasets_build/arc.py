@@ -40,6 +40,7 @@ from datasets_build.options import ArcBuildOptions
 from hrm_reason.atomic import atomic_directory
 from hrm_reason.data.puzzle import PuzzleDatasetMetadata
 from hrm_reason.errors import UserError
+from hrm_reason.jsonfile import read_json
 from hrm_reason.runtime.logs import progress_bar
 from hrm_reason.tasks.arc import (
     AUG_NAME,
@@ -160,10 +161,7 @@ def load_json_dirs(dirs: Sequence[Path], force_role: Role | None = None) -> list
             role: Role = force_role or ("evaluation" if folder.name == "evaluation" else "training")
             collection = f"{root.name}/{folder.name}" if folder != root else root.name
             for path in _json_files(folder):
-                try:
-                    data = json.loads(path.read_text(encoding="utf-8"))
-                except (json.JSONDecodeError, UnicodeDecodeError) as e:
-                    raise UserError(f"{path}: not valid JSON ({e})") from None
+                data = read_json(path, None)
                 tasks.append(parse_task(data, path.stem, collection, role, str(path)))
                 found += 1
         if not found:

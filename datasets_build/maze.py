@@ -28,12 +28,11 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import multiprocessing
 import os
 import sys
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +44,7 @@ import torch
 from datasets_build import sources
 from datasets_build.common import check_out, record_head, solution_class_counts, write_grid_dataset
 from datasets_build.options import MazeBuildOptions
+from datasets_build.workers import worker_pool
 from hrm_reason.errors import UserError
 from hrm_reason.runtime.logs import progress_bar
 from hrm_reason.tasks.dihedral import dihedral_transform
@@ -69,6 +69,9 @@ CSV_HEADER = ("source", "question", "answer", "rating")
 PAPER_SIZE, PAPER_MIN_PATH = 30, 110
 LEHNERT_WALL_DENSITY = (0.3, 0.5)
 DEFAULT_GENERATED_SIZES = (1000, 1000)  # the published set: 1000 train, 1000 test
+# Passing layouts in a row that repeat mazes already seen, at least, after which the mazes seen are taken to be all
+# there are (and at least as many as the mazes seen: a coupon collector's wait for a last few grows with their number)
+STALL_REPEATS = 2000
 CHUNK = 512  # layouts per generation step; part of what the seed means, so a constant and not an option
 _STREAM_GENERATE = 1  # independent of datasets_build.sources.STREAM_SUBSAMPLE (3) and STREAM_SIZE (5)
 _SPLIT_CODE = {"train": 0, "test": 1}
@@ -320,8 +323,7 @@ def _chunks(
     """Chunks 0, 1, 2, ... in order; with workers > 1 a few run ahead in worker processes (same results)."""
     start = 0
     if workers > 1:
-        # spawn, not fork: the parent may hold threads (torch, tqdm) that fork would copy in a locked state
-        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        pool = worker_pool(workers)  # its processes die with this one (kill -9 included)
         pending: deque[tuple[int, Future]] = deque()
         try:
             for submit in itertools.count():
@@ -354,6 +356,28 @@ class MazeRows:
         return MazeRows(self.inputs[idx], self.labels[idx], self.ratings[idx], self.side)
 
 
+def _exhausted_error(
+    split: str,
+    count: int,
+    found: int,
+    size: int,
+    min_path: int,
+    density: tuple[float, float],
+    layouts: int,
+    repeats: int,
+    distinct: int,
+) -> UserError:
+    """So many passing layouts in a row were mazes seen before that the mazes seen are taken to be about all there are
+    at this size (up to the 8 rotations and reflections): the split cannot fill."""
+    others = f" besides the {distinct - found:,} of train" if split == "test" else ""
+    return UserError(
+        f"--{split}-size {count}: found only {found:,} distinct {split} {size}x{size} mazes{others} (path >= "
+        f"{min_path} moves, wall density {density[0]:g}-{density[1]:g}, up to rotation and reflection) after "
+        f"{layouts:,} random layouts, the last {repeats:,} that passed all repeats: about all there are; lower "
+        f"--{split}-size or --min-path, or use a larger --size"
+    )
+
+
 def generate_split(
     opts: MazeBuildOptions,
     split: str,
@@ -371,6 +395,7 @@ def generate_split(
     grids: list[np.ndarray] = []
     pairs: list[int] = []
     layouts = duplicates = overlap = 0
+    repeats = 0  # passing layouts in a row that were all mazes seen before (one of this split, or of train)
     max_layouts = 20_000 * count + 100_000  # acceptance below 1 in 20,000 layouts is treated as "cannot reach"
     bar = progress_bar(
         enabled=not opts.quiet,
@@ -388,8 +413,10 @@ def generate_split(
                 key = canonical_key(grid)
                 if key in seen:
                     duplicates += 1
+                    repeats += 1
                     overlap += seen[key] != split  # equivalent to a maze of the other split
                     continue
+                repeats = 0
                 seen[key] = split
                 grids.append(grid)
                 pairs.append(int(n_pairs))
@@ -397,6 +424,8 @@ def generate_split(
             bar.set_postfix(kept=f"{len(grids) + duplicates}/{layouts} layouts", refresh=False)
             if len(grids) >= count:
                 break
+            if repeats >= max(STALL_REPEATS, len(seen)):
+                raise _exhausted_error(split, count, len(grids), size, min_path, density, layouts, repeats, len(seen))
             if layouts >= max_layouts or (layouts >= 100 * CHUNK and not grids and not duplicates):
                 raise UserError(
                     f"--min-path {min_path}: only {len(grids) + duplicates} of {layouts} random {size}x{size} layouts "
@@ -686,6 +715,7 @@ def build_maze(opts: MazeBuildOptions, hub_probe: Callable[[], bool] | None = No
     source, reason = sources.resolve_source(opts, HF_REPO, hub_probe or sources.hub_reachable, _generate_because(opts))
     _check_options(opts, source)
     src = sources.open_source(opts, source, reason, HF_REPO)
+    sources.check_subsample(opts, src.name, DEFAULT_GENERATED_SIZES[0], "mazes")
     size = opts.size or PAPER_SIZE
     out = Path(opts.out) if opts.out is not None else _default_out(src.name, size)
     check_out(out, opts.overwrite)

@@ -74,7 +74,10 @@ class SourceBuildOptions(BaseModel):
         None, description="Folder with train.csv and test.csv (columns {columns}) for --source csv."
     )
     subsample_size: int | None = Field(
-        None, ge=1, description="Keep this many training {things}, sampled without replacement (seeded)."
+        None,
+        ge=1,
+        description="Keep this many training {things}, sampled without replacement (seeded); at most --train-size "
+        "(generate: default 1000); hf/csv without --train-size keep all their rows when they hold fewer.",
     )
     train_size: int | None = Field(
         None, ge=1, description="Training {things}: generated count (default 1000), or a seeded cap on hf/csv rows."

@@ -169,6 +169,26 @@ def sample_splits(train: RowsT, test: RowsT, opts: SourceOptions) -> tuple[RowsT
     )
 
 
+def check_subsample(opts: SourceOptions, source: str, generated_train: int, what: str) -> None:
+    """Refuse a --subsample-size above the training count it samples from, when that count is known before reading:
+    --train-size, or the `generated_train` a generator makes by default. Sampling 50 of 20 cannot be meant; keeping
+    all 20 silently would hide the mistake. Of hf/csv rows without --train-size, it keeps them all when there are
+    fewer (the original's behaviour: the count is the file's)."""
+    if opts.subsample_size is None:
+        return
+    if opts.train_size is not None:
+        limit, flag = opts.train_size, f"--train-size {opts.train_size}"
+    elif source == "generate":
+        limit, flag = generated_train, f"--train-size {generated_train} (the default of --source generate)"
+    else:
+        return
+    if opts.subsample_size > limit:
+        raise UserError(
+            f"--subsample-size {opts.subsample_size}: more than the {limit} training {what} of {flag}; give at most "
+            f"{limit}, or raise --train-size"
+        )
+
+
 def subsample_train(train: RowsT, test: RowsT, opts: SourceOptions, why_empty: str | None, what: str) -> RowsT:
     """The original's train-only --subsample-size (random order), but seeded; then refuse an empty split, naming the
     option that emptied it (`why_empty`) or the CSV file."""

@@ -17,12 +17,11 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import multiprocessing
 import os
 import sys
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +32,7 @@ import numpy as np
 from datasets_build import sources
 from datasets_build.common import check_out, record_head, solution_class_counts, write_grid_dataset
 from datasets_build.options import SudokuBuildOptions
+from datasets_build.workers import worker_pool
 from hrm_reason.errors import UserError
 from hrm_reason.runtime.logs import progress_bar
 from hrm_reason.tasks.sudoku import (
@@ -63,6 +63,13 @@ _STREAM_GENERATE, _STREAM_SPLIT, _STREAM_AUGMENT = 1, 2, 4
 
 
 DEFAULT_GENERATED_SIZES = (1000, 1000)
+# Classes of minimal puzzles and of full grids (solutions) under the augmentation group, where they are few enough to
+# count (tests/builders/test_sudoku_build.py enumerates them): a strict split cannot place more on its two sides.
+MINIMAL_PUZZLE_CLASSES = {"2x2": 36}
+SOLUTION_CLASSES = {"2x2": 2}
+# Attempts without a new class after which the classes seen are taken to be all there are: a split that owns none of
+# them can then never fill (36 minimal 4x4 classes all turn up within a few hundred attempts).
+STALL_ATTEMPTS = 2000
 
 
 def parse_box(box: str) -> tuple[int, int]:
@@ -466,8 +473,7 @@ def _attempts(opts: SudokuBuildOptions, r: int, c: int, workers: int) -> Iterato
     start = 0
     if workers > 1:
         chunk = max(1, 4096 // (r * c) ** 3)  # about 50 ms of work per task
-        # spawn, not fork: the parent may hold threads (torch, tqdm) that fork would copy in a locked state
-        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        pool = worker_pool(workers)  # its processes die with this one (kill -9 included)
         pending: deque[tuple[int, Future]] = deque()
         try:
             for submit in itertools.count(0, chunk):
@@ -512,6 +518,8 @@ def _generate_split(opts: SudokuBuildOptions, r: int, c: int, train_size: int, t
     owner: dict[bytes, str] = {}  # the split of each class that decides it: puzzle classes, or solution classes
     seen: set[bytes] = set()  # puzzle classes placed
     classes = {"train": 0, "test": 0}
+    owned = {"train": 0, "test": 0}  # classes of `owner` per split
+    last_new = 0  # the attempt that last found a new class
     stats = {
         "attempts": 0,
         "below_min_difficulty": 0,
@@ -534,12 +542,14 @@ def _generate_split(opts: SudokuBuildOptions, r: int, c: int, train_size: int, t
                 low = opts.min_difficulty is not None and puzzle.rating < opts.min_difficulty
                 stats["below_min_difficulty" if low else "above_max_difficulty"] += 1
             else:
-                owned = solution_key(key) if by_solution else key
-                split = owner.get(owned)
+                class_key = solution_key(key) if by_solution else key
+                split = owner.get(class_key)
                 if split is None:
                     left = {s: sizes[s] - len(rows[s]) for s in sizes}
                     split = "test" if split_rng.random() * (left["train"] + left["test"]) < left["test"] else "train"
-                    owner[owned] = split  # the drawn split always has room
+                    owner[class_key] = split  # the drawn split always has room
+                    owned[split] += 1
+                    last_new = stats["attempts"]
                 if len(rows[split]) < sizes[split]:
                     if key in seen:
                         stats["duplicates_within_split"] += 1
@@ -553,6 +563,12 @@ def _generate_split(opts: SudokuBuildOptions, r: int, c: int, train_size: int, t
             if all(len(rows[s]) >= sizes[s] for s in sizes):
                 break
             attempts = stats["attempts"]
+            starved = [s for s in sizes if len(rows[s]) < sizes[s] and not owned[s]]
+            if starved and owner and attempts - last_new >= STALL_ATTEMPTS:
+                off = stats["below_min_difficulty"] + stats["above_max_difficulty"]
+                if off > attempts // 2:  # the difficulty range is what leaves so few classes: say that
+                    raise _generation_error(opts, n, stats, rows, sizes, len(seen), len(owner) if by_solution else None)
+                raise _exhausted_error(opts, n, stats, rows, sizes, starved[0], len(owner), STALL_ATTEMPTS)
             if attempts >= max_attempts or (
                 attempts >= 2000 and attempts % 500 == 0 and not _on_course(attempts, max_attempts, rows, needed)
             ):
@@ -579,6 +595,35 @@ def _on_course(attempts: int, max_attempts: int, rows: dict[str, list], needed: 
     """Fail fast rather than after max_attempts: would the rate so far fill both splits within the cap?"""
     placed = sum(len(v) for v in rows.values())
     return placed > 0 and placed / attempts * (max_attempts - attempts) >= needed - placed
+
+
+def _exhausted_error(
+    opts: SudokuBuildOptions,
+    n: int,
+    stats: dict[str, int],
+    rows: dict,
+    sizes: dict,
+    starved: str,
+    n_classes: int,
+    stall: int,
+) -> UserError:
+    """The generator keeps finding classes it has seen, and every one of them belongs to the other split: `starved`
+    can never fill (a strict split keeps each class on one side)."""
+    other = "train" if starved == "test" else "test"
+    kind = "solution" if opts.strict_split == "solution" else "puzzle"
+    if kind == "solution":
+        known, what = SOLUTION_CLASSES.get(opts.box), "solutions"
+        more = "use --strict-split puzzle or a larger --box"
+    else:
+        known, what = MINIMAL_PUZZLE_CLASSES.get(opts.box) if opts.min_givens is None else None, "minimal puzzles"
+        more = "or use a larger --box" if known is None else "pass --min-givens (more puzzles) or use a larger --box"
+    bound = f", and {n}x{n} {what} fall into {known} classes in all" if known is not None else ""
+    return UserError(
+        f"--{starved}-size {sizes[starved]}: only {len(rows[starved])} {starved} {n}x{n} puzzles after "
+        f"{stats['attempts']:,} attempts: all {n_classes} {kind} classes found went to {other} "
+        f"({len(rows[other]):,} of --{other}-size {sizes[other]}) and none new came in the last {stall:,} attempts; a "
+        f"strict split keeps each class on one side{bound}; lower --{other}-size, {more}"
+    )
 
 
 def _generation_error(
@@ -719,6 +764,7 @@ def build_sudoku(opts: SudokuBuildOptions, hub_probe: Callable[[], bool] | None 
     source, reason = sources.resolve_source(opts, HF_REPO, hub_probe or sources.hub_reachable, forced)
     _check_options(opts, source)
     src = sources.open_source(opts, source, reason, HF_REPO)
+    sources.check_subsample(opts, src.name, DEFAULT_GENERATED_SIZES[0], "puzzles")
     out = Path(opts.out) if opts.out is not None else _default_out(src.name, opts.box)
     check_out(out, opts.overwrite)
     print(f"sudoku: source {src.name} ({src.reason}), {n}x{n} boards, output {out}", flush=True)

@@ -30,12 +30,17 @@ DISK_ERRORS = {
     errno.EROFS: "read-only file system",
 }
 
+# numpy's ndarray.tofile (np.save into a real file) reports a full disk as a short write without an errno.
+SHORT_WRITE = re.compile(r"\d+ requested and \d+ written")
+
 
 def disk_error(e: BaseException, path: str | os.PathLike, inside: str | os.PathLike | None = None) -> UserError | None:
     """The one-line error for an out-of-space or permission OSError met while writing `path`, else None.
 
     `inside`: the temporary folder the writer fills; a permission error on a file outside it (an input being read) is
     reported under that file's own name, not as a failure to write `path`."""
+    if isinstance(e, OSError) and e.errno is None and SHORT_WRITE.fullmatch(str(e)):
+        return UserError(f"{DISK_ERRORS[errno.ENOSPC]} writing {path}")
     if not isinstance(e, OSError) or e.errno not in DISK_ERRORS:
         return None
     what = DISK_ERRORS[e.errno]

@@ -25,6 +25,7 @@ from torch import nn
 
 from hrm_reason.atomic import atomic_directory, atomic_write_text
 from hrm_reason.errors import UserError
+from hrm_reason.jsonfile import read_json, read_jsonl, read_text
 from hrm_reason.models.registry import MODELS, checkpoint_adapter
 
 WEIGHTS = "model.safetensors"
@@ -89,18 +90,14 @@ _STEP_DIR = re.compile(r"step_(\d+)")
 def _best_evaluated_step(run_dir: Path, steps: set[int]) -> int | None:
     """Among `steps`, the one whose evaluation in metrics.jsonl is best: highest `eval/exact_accuracy` (puzzle
     runs), else lowest `eval/ce` (text runs). Read from the log, not kept in memory, so it survives resumes; a line
-    that does not parse (one cut by a crash) is skipped."""
+    that does not parse (one cut by a crash) is skipped: a damaged log never stops a training at its save."""
     scores: dict[int, tuple[float, str]] = {}
     try:
-        lines = (run_dir / "metrics.jsonl").read_text().splitlines()
-    except OSError:
+        records = read_jsonl(run_dir / "metrics.jsonl", int_key="step", skip_damaged=True)
+    except UserError:  # no log, or one that cannot be read: no best step to keep
         return None
-    for line in lines:
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if not isinstance(record, dict) or record.get("step") not in steps:
+    for record in records:
+        if record["step"] not in steps:
             continue
         if isinstance(record.get("eval/exact_accuracy"), (int, float)):
             scores[record["step"]] = (float(record["eval/exact_accuracy"]), "acc")
@@ -123,9 +120,8 @@ def prune_checkpoints(run_dir: Path, keep: int | None, keep_best: bool = False) 
     ckpt_root = run_dir / "checkpoints"
     steps = {int(m.group(1)): d for d in ckpt_root.glob("step_*") if d.is_dir() and (m := _STEP_DIR.fullmatch(d.name))}
     kept = set(sorted(steps)[-keep:])
-    latest = ckpt_root / "latest"
-    if latest.is_file() and (m := _STEP_DIR.fullmatch(latest.read_text().strip())):
-        kept.add(int(m.group(1)))
+    if (pointed := latest_pointer(ckpt_root)) is not None:
+        kept.add(int(pointed.name.removeprefix("step_")))
     if keep_best and (best := _best_evaluated_step(run_dir, set(steps))) is not None:
         kept.add(best)
     removed = []
@@ -137,6 +133,25 @@ def prune_checkpoints(run_dir: Path, keep: int | None, keep_best: bool = False) 
     return removed
 
 
+def latest_pointer(ckpt_root: Path) -> Path | None:
+    """The checkpoint directory that `ckpt_root/latest` names (None without that file). A pointer that is not
+    `step_N` (damaged bytes, a hand edit) or names no directory is a one-line error: loading another checkpoint than
+    the one it names would silently evaluate or resume the wrong step; deleting it selects the newest complete one."""
+    latest = ckpt_root / "latest"
+    if not latest.is_file():
+        return None
+    fix = "delete it to use the newest complete checkpoint"
+    try:
+        text = read_text(latest, expected="a checkpoint pointer").strip()
+    except UserError as e:
+        raise UserError(f"{e}; {fix}") from None
+    if _STEP_DIR.fullmatch(text) is None:
+        raise UserError(f"{latest}: not a checkpoint pointer (expected step_N, got {text[:40]!r}); {fix}")
+    if not (ckpt_root / text).is_dir():
+        raise UserError(f"{latest}: names {text}, which is not a directory in {ckpt_root}; {fix}")
+    return ckpt_root / text
+
+
 # The weights file of a released HRM checkpoint (a Hugging Face repository: `checkpoint` beside `all_config.yaml`).
 RELEASED_WEIGHTS = "checkpoint"
 
@@ -146,8 +161,8 @@ def find_checkpoint(path: Path) -> Path:
     `checkpoint` file), or a weights file."""
     if not path.exists():
         raise UserError(f"checkpoint or run directory {path} not found")
-    if path.is_dir() and (path / "checkpoints" / "latest").is_file():
-        return path / "checkpoints" / (path / "checkpoints" / "latest").read_text().strip()
+    if path.is_dir() and (pointed := latest_pointer(path / "checkpoints")) is not None:
+        return pointed
     if path.is_dir() and (path / "checkpoints").is_dir():
         # Killed between writing a checkpoint and pointing `latest` at it: the newest complete one.
         steps = [
@@ -185,15 +200,20 @@ def verify_file(file: Path) -> None:
     if not manifest.is_file():
         return
     try:
-        expected = json.loads(manifest.read_text(encoding="utf-8"))["sha256"].get(file.name)
-    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, AttributeError):
+        expected = read_json(manifest, None)["sha256"].get(file.name)
+    except UserError as e:
+        raise UserError(f"{e}; not a readable checkpoint manifest, the file is damaged") from None
+    except (KeyError, TypeError, AttributeError):
         raise UserError(f"{manifest}: not a readable checkpoint manifest; the file is damaged") from None
     if expected is None:
         return
     digest = hashlib.sha256()
-    with open(file, "rb") as f:
-        while chunk := f.read(1 << 24):
-            digest.update(chunk)
+    try:
+        with open(file, "rb") as f:
+            while chunk := f.read(1 << 24):
+                digest.update(chunk)
+    except OSError as e:
+        raise UserError(f"{file}: cannot read it ({e.strerror or type(e).__name__})") from None
     if digest.hexdigest() != expected:
         raise UserError(f"{file}: checksum mismatch, the file is damaged (its sha256 is not the one in {MANIFEST})")
 
@@ -206,6 +226,8 @@ def read_state(ckpt: Path) -> dict[str, Any]:
     verify_file(file)
     try:
         state = torch.load(file, map_location="cpu", weights_only=False)
+    except OSError as e:
+        raise UserError(f"{file}: cannot read it ({e.strerror or e})") from None
     except Exception as e:  # torch and pickle raise many types for a cut or damaged file
         raise UserError(f"{file}: not a readable training state ({type(e).__name__}); the file is damaged") from None
     if not isinstance(state, dict) or "step" not in state:
@@ -214,9 +236,15 @@ def read_state(ckpt: Path) -> dict[str, Any]:
 
 
 def _header_config(file: Path) -> dict[str, Any] | None:
+    """The model config in the header; ValueError (JSONDecodeError among them) when it is not a JSON object."""
     with safe_open(str(file), "pt") as f:
         meta = f.metadata() or {}
-    return json.loads(meta["model_config"]) if "model_config" in meta else None
+    if "model_config" not in meta:
+        return None
+    config = json.loads(meta["model_config"])
+    if not isinstance(config, dict):
+        raise ValueError(f"its header's model_config is a {type(config).__name__}, expected a JSON object")
+    return config
 
 
 def saved_model_config(path: Path) -> dict[str, Any] | None:
@@ -226,7 +254,7 @@ def saved_model_config(path: Path) -> dict[str, Any] | None:
         return None
     try:
         return _header_config(file)
-    except (SafetensorError, OSError, json.JSONDecodeError):
+    except (SafetensorError, OSError, ValueError, RecursionError):
         return None
 
 
@@ -239,8 +267,9 @@ def read_weights(path: Path, model_name: str = "hrm") -> tuple[dict[str, torch.T
     if file.suffix == ".safetensors":
         try:
             return load_file(str(file)), _header_config(file)
-        except (SafetensorError, OSError, json.JSONDecodeError) as e:
-            raise UserError(f"{file}: not a readable safetensors checkpoint ({e})") from None
+        except (SafetensorError, OSError, ValueError, RecursionError) as e:
+            detail = str(e).splitlines()[0][:160] if str(e) else type(e).__name__
+            raise UserError(f"{file}: not a readable safetensors checkpoint ({detail})") from None
     try:
         sd = torch.load(file, map_location="cpu", weights_only=True)
     except Exception as e:  # torch raises many types for a bad file

@@ -7,15 +7,17 @@ directory is the single truth for reloading that run.
 
 from __future__ import annotations
 
+import math
 import sys
+import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from hrm_reason.atomic import atomic_write_text
 from hrm_reason.errors import UserError, validation_message
@@ -25,13 +27,55 @@ from hrm_reason.models.registry import Family
 # Counts and budgets that are off when None and positive when set.
 Count = Annotated[int, Field(gt=0)]
 Amount = Annotated[float, Field(gt=0)]
+# The seeds numpy accepts (np.random.seed: 0 .. 2**32 - 1); torch's manual_seed takes every one of them.
+SEED_MAX = 2**32 - 1
 
 
-class DepthStage(BaseModel):
+def _types_of(annotation: Any) -> set[Any]:
+    """The plain types an annotation admits: Annotated, Optional and unions unwrapped, a Literal as its values' types."""
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _types_of(get_args(annotation)[0])
+    if origin in (Union, types.UnionType):
+        return set().union(*(_types_of(a) for a in get_args(annotation)))
+    if origin is Literal:
+        return {type(a) for a in get_args(annotation)}
+    return {annotation}
+
+
+def bool_for_number(value: Any, annotation: Any) -> bool:
+    """True for a boolean given to a numeric field: pydantic would read `true` as 1, YAML's `yes`/`on` too, which
+    hides a slip (global_batch_size=true trains on batches of one)."""
+    admits = _types_of(annotation)
+    return isinstance(value, bool) and bool(admits & {int, float}) and not admits & {bool, Any}
+
+
+INT64_RANGE = f"must be in {-(2**63)} .. {2**63 - 1} (an int64)"
+
+
+def beyond_int64(value: Any) -> bool:
+    """An integer no tensor or array holds: counts become int64 tensors and numpy indices."""
+    return isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63
+
+
+class _PlainNumbers(BaseModel):
+    """Refuse a boolean for a numeric field (bool_for_number) and an integer beyond int64, naming the field."""
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _plain_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        if info.field_name is not None and bool_for_number(value, cls.model_fields[info.field_name].annotation):
+            raise ValueError("expected a number, not a boolean")
+        if beyond_int64(value):
+            raise ValueError(INT64_RANGE)
+        return value
+
+
+class DepthStage(_PlainNumbers):
     """Until the share `until` of the run is done (of the LR schedule's span: steps, or the time budget with
     schedule_over=seconds), segments run H_cycles x L_cycles; after the last stage, the model's own depth."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     until: float = Field(gt=0, lt=1, description="share of the run at which this stage ends")
     H_cycles: int = Field(ge=1)
@@ -47,8 +91,10 @@ def check_stages(stages: Sequence[DepthStage], arch: Any) -> None:
         raise ValueError(f"stage ends (until) must increase, got {ends}")
 
 
-class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+class StrictModel(_PlainNumbers):
+    """Unknown keys, booleans for numbers and non-finite floats (lr=nan, max_seconds=inf) are errors."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 # Keys of LM run configs written before the one run config (eval_interval counted steps there), read as today's.
@@ -66,8 +112,52 @@ def validate_arch(arch: Any, source: str = "config") -> Any:
     (FAMILY_RULES)."""
     if isinstance(arch, BaseModel):
         return registry.arch_config(arch, source)
+    if arch is not None and not isinstance(arch, dict):
+        raise UserError(
+            f"{source}: field 'arch': expected a mapping of model options (e.g. arch.hidden_size=256), got {arch!r}"
+        )
     arch = dict(arch or {})
+    _refuse_booleans(arch, _arch_class(arch), "arch.", source)
     return FAMILY_RULES[family_of(arch)].arch(arch, source)
+
+
+def _arch_class(arch: dict[str, Any]) -> type[BaseModel] | None:
+    """The config class of the model `arch` names; None for a name the registry does not know (it says so)."""
+    try:
+        return registry.model_classes(arch.get("name", "hrm"))[0]
+    except UserError:
+        return None
+
+
+def _refuse_booleans(section: dict[str, Any], cls: type[BaseModel] | None, prefix: str, source: str) -> None:
+    """A boolean given to a numeric key of a model's config (bool_for_number) or a float that is not finite, nested
+    sections (arch.loss) included: the models' configs are read in pydantic's lax mode, which takes `true` for 1 and
+    `.inf` for a float."""
+    if cls is None:
+        return
+    for key, value in section.items():
+        field = cls.model_fields.get(key) if isinstance(key, str) else None
+        if field is None:
+            continue
+        nested = [t for t in _types_of(field.annotation) if isinstance(t, type) and issubclass(t, BaseModel)]
+        if isinstance(value, dict) and nested:
+            _refuse_booleans(value, nested[0], f"{prefix}{key}.", source)
+        elif bool_for_number(value, field.annotation):
+            raise UserError(f"{source}: field '{prefix}{key}': expected a number, not a boolean (got {value!r})")
+        elif beyond_int64(value):
+            raise UserError(f"{source}: field '{prefix}{key}': {INT64_RANGE} (got {value})")
+        elif float in _types_of(field.annotation) and _not_finite(value):
+            raise UserError(f"{source}: field '{prefix}{key}': expected a finite number (got {value!r})")
+
+
+def _not_finite(value: Any) -> bool:
+    """nan or an infinity, also as the text pydantic would read as one ('nan', 'inf': YAML reads them as text)."""
+    if isinstance(value, bool) or not isinstance(value, float | int | str):
+        return False
+    try:
+        return not math.isfinite(float(value))
+    except (ValueError, OverflowError):
+        return False
 
 
 def _act_arch(arch: dict[str, Any], source: str) -> Any:
@@ -216,7 +306,7 @@ class TrainConfig(StrictModel):
     puzzle_emb_lr: float = Field(1e-2, ge=0)
     puzzle_emb_weight_decay: float = Field(0.1, ge=0)
 
-    seed: int = 0
+    seed: int = Field(0, description=f"seeds the weights, the batches and the exploration: 0 .. {SEED_MAX}")
     device: Literal["auto", "cpu", "cuda"] = "auto"
     forward_dtype: Literal["auto", "float32", "bfloat16"] = Field(
         "auto",
@@ -310,6 +400,13 @@ class TrainConfig(StrictModel):
     def _arch(cls, v: Any) -> Any:
         return validate_arch(v)
 
+    @field_validator("seed", mode="before")
+    @classmethod
+    def _seed(cls, v: Any) -> Any:
+        if isinstance(v, int) and not isinstance(v, bool) and not 0 <= v <= SEED_MAX:
+            raise ValueError(f"must be in 0 .. {SEED_MAX} (2**32 - 1, the seeds numpy accepts)")
+        return v
+
     @property
     def family(self) -> Family:
         return family_of(self.arch)
@@ -338,17 +435,32 @@ def _set_dotted(d: dict[str, Any], dotted: str, value: Any) -> None:
     d[leaf] = value
 
 
+# Keys whose value is a mapping of their own keys: an override sets one of those (arch.hidden_size=256), never the whole.
+SECTIONS = ("arch",)
+
+
 def parse_overrides(overrides: list[str]) -> dict[str, Any]:
+    """`key=value` items as a nested mapping, each value read as YAML, except that a text field's value stays the text
+    given (run_name=2024 names the run "2024") and a section (SECTIONS) takes no value of its own."""
     out: dict[str, Any] = {}
     for item in overrides:
         key, sep, raw = item.partition("=")
+        key = key.strip()
         if not sep or not key:
             raise UserError(f"override '{item}': expected key=value, e.g. arch.hidden_size=256")
         try:
             value = yaml.safe_load(raw) if raw else None
         except yaml.YAMLError:
             value = raw
-        _set_dotted(out, key.strip(), value)
+        if key in SECTIONS and not isinstance(value, dict):
+            raise UserError(
+                f"override '{item}': '{key}' is a section, not a value: set one of its keys, e.g. {key}.hidden_size=256"
+            )
+        field = TrainConfig.model_fields.get(key)
+        text = field is not None and _types_of(field.annotation) <= {str, type(None)}
+        if text and value is not None and not isinstance(value, str | dict | list):  # 2024, 1e3, true, 2024-01-01
+            value = raw
+        _set_dotted(out, key, value)
     return out
 
 
@@ -459,11 +571,23 @@ def resume_config(
     run_dir: Path | None, config: Path | None, resume: bool, overrides: list[str], default: str
 ) -> TrainConfig:
     """The config `hrm train` starts from, with `overrides`: `config`, else the run's own config.yaml when resuming the
-    run in `run_dir`, else the packaged config `default` (said on stderr)."""
+    run in `run_dir`, else the packaged config `default` (said on stderr). A resume without its run directory or that
+    directory's config.yaml is an error naming them: the default config would name its own dataset instead."""
     if run_dir is not None and run_dir.exists() and not run_dir.is_dir():
         raise UserError(f"--run-dir {run_dir}: is a file; expected a run directory (new or to --resume)")
-    if config is None and resume and run_dir is not None and (run_dir / "config.yaml").is_file():
+    if resume and config is None:
+        if run_dir is None:
+            raise UserError("--resume needs --run-dir DIR: the run directory to continue")
+        if not run_dir.is_dir():
+            raise UserError(f"{run_dir}: no such run directory to resume (--run-dir)")
+        if not (run_dir / "config.yaml").is_file():
+            raise UserError(
+                f"{run_dir / 'config.yaml'} not found: --resume reads the run's config (give --config FILE to "
+                "resume with another)"
+            )
         config = run_dir / "config.yaml"
+    elif resume and run_dir is not None and not run_dir.is_dir():
+        raise UserError(f"{run_dir}: no such run directory to resume (--run-dir)")
     elif config is None:
         config = packaged_config(default)
         print(f"no --config given: using {config}", file=sys.stderr)

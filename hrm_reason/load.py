@@ -36,7 +36,7 @@ def is_hf_hrm_text(path: Path) -> bool:
         return False
     try:
         return json.loads(cfg.read_text()).get("model_type") == "hrm_text"
-    except (json.JSONDecodeError, AttributeError, OSError):
+    except (ValueError, RecursionError, AttributeError, OSError):  # bad JSON or UTF-8 (ValueErrors): not HrmText
         return False
 
 

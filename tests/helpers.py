@@ -179,6 +179,24 @@ def tiny_config(data: Path, run_dir: Path, *overrides: str) -> TrainConfig:
     return load_config(None, base + own + list(overrides))
 
 
+def tiny_lm_run(root: Path) -> tuple[Path, Path]:
+    """(run, its text dataset) under `root`: a tiny hrm_lm trained for one step on a corpus of two sentences."""
+    from datasets_build.text import TextBuildOptions, build_text
+    from hrm_reason.train.loop import train
+
+    rng = np.random.default_rng(0)
+    (root / "c").mkdir(parents=True)
+    for i in range(6):
+        (root / "c" / f"{i}.txt").write_text("".join(rng.choice(["the cat sat. ", "a dog ran. "], size=30)))
+    data = build_text(TextBuildOptions(input=[str(root / "c")], out=root / "ds", val_fraction=0.3), progress=False)
+    overrides = [
+        *("arch.name=hrm_lm", "arch.hidden_size=32", "arch.num_heads=2", "arch.N=1", "arch.T=1", "arch.K=1"),
+        *("arch.max_seq_len=64", f"data_path={data}", f"run_dir={root / 'run'}", "seq_len=16", "global_batch_size=2"),
+        *("max_steps=1", "eval_every_steps=1", "eval_max_tokens=32", "lr_warmup_steps=1", "device=cpu"),
+    ]
+    return train(load_config(None, overrides), progress=False), data
+
+
 def tiny_hrm(**overrides: Any) -> HRM:
     """A small HRM (seeded with torch.manual_seed(0)) for 16-token puzzles of vocabulary 6 and 3 identifiers."""
     fields = {

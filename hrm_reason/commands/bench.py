@@ -24,7 +24,9 @@ from hrm_reason.models import registry
 from hrm_reason.models.act import act_loss
 from hrm_reason.models.sparse_embedding import SparseSignSGD
 from hrm_reason.runtime.device import autocast_context, matmul_peak, resolve_device, synchronize
+from hrm_reason.runtime.memory import allocation_errors, check_fits
 from hrm_reason.train.act import optimizer_step
+from hrm_reason.train.fits import run_need
 from hrm_reason.train.optim import make_adam_atan2
 
 
@@ -61,10 +63,16 @@ def _peak_memory(device: torch.device) -> int:
 def bench(
     config: TrainConfig, batch_size: int | None, seq_len: int, vocab_size: int, steps: int, warmup: int
 ) -> BenchResult:
-    """`hrm bench`: time `config`'s model on its device, at its global batch size unless `batch_size` is given."""
+    """`hrm bench`: time `config`'s model on its device, at its global batch size unless `batch_size` is given. A
+    model and batch that cannot fit in the device's memory are refused before anything is built (train/fits.py)."""
     sizes = bench_sizes(config, seq_len, vocab_size)
     device = resolve_device(config.device)
-    return run_bench(config, sizes, device, batch_size or config.global_batch_size, steps, warmup)
+    batch = batch_size or config.global_batch_size
+    key = ("--batch-size", batch) if batch_size is not None else ("global_batch_size", batch)
+    need, model = run_need(config, sizes, device, batch, batch, 0)  # the evaluation segments run on the same batch
+    check_fits(need, device, {"model": model, "activations": key, "evaluation": key})
+    with allocation_errors("hrm bench", f"{key[0]} or arch.hidden_size"):
+        return run_bench(config, sizes, device, batch, steps, warmup)
 
 
 def bench_sizes(config: TrainConfig, seq_len: int, vocab_size: int) -> dict[str, int]:

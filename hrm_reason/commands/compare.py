@@ -36,12 +36,13 @@ import torch
 import typer
 
 from hrm_reason.atomic import atomic_write_text
-from hrm_reason.checkpoint import STATE, find_checkpoint
+from hrm_reason.checkpoint import find_checkpoint, read_state
 from hrm_reason.commands.report import markdown, run_progress, summarise, tables, time_to_accuracy
 from hrm_reason.config import TrainConfig, load_config
 from hrm_reason.errors import UserError
-from hrm_reason.evaluate.act import evaluate
+from hrm_reason.evaluate.act import check_mmax, evaluate
 from hrm_reason.evaluate.run import load_model_for_eval
+from hrm_reason.jsonfile import read_json, read_jsonl
 from hrm_reason.models.registry import family_spec
 from hrm_reason.tasks import task_metrics
 from hrm_reason.train.loop import train
@@ -91,11 +92,19 @@ def plan_runs(configs: list[Path], seeds: int, out: Path, overrides: list[str]) 
     return specs
 
 
+def read_record(run_dir: Path) -> dict[str, Any]:
+    """A finished study run's compare.json; one line naming it when it is damaged."""
+    record = read_json(run_dir / RUN_RESULT, None)
+    if not isinstance(record, dict) or "eval" not in record:
+        raise UserError(f"{run_dir / RUN_RESULT}: not a record written by hrm compare (delete it to evaluate again)")
+    return record
+
+
 def run_and_evaluate(spec: RunSpec, mmax: int | None, progress: bool) -> dict[str, Any]:
     """Train (or resume) one run, evaluate its final checkpoint, write its compare.json; returns that record."""
     run_dir = spec.run_dir
     if (run_dir / RUN_RESULT).is_file():
-        return json.loads((run_dir / RUN_RESULT).read_text())
+        return read_record(run_dir)
     resume = (run_dir / "checkpoints" / "latest").is_file()
     if run_dir.exists() and not resume:
         shutil.rmtree(run_dir)  # died before its first checkpoint: nothing to keep
@@ -115,7 +124,7 @@ def run_and_evaluate(spec: RunSpec, mmax: int | None, progress: bool) -> dict[st
         metrics=task_metrics(split, m),
     )
     result.extra.pop("arc_submission", None)
-    state = torch.load(find_checkpoint(run_dir) / STATE, map_location="cpu", weights_only=False)
+    state = read_state(find_checkpoint(run_dir))
     record = {
         "label": spec.label,
         "config": str(spec.config_path),
@@ -212,6 +221,8 @@ def compare(
 
     jobs > 1 trains that many runs at once, each in its own process with cpu_count // jobs threads (no progress bars):
     small models use a core each better than two threads of one run do."""
+    if mmax is not None:
+        check_mmax(mmax)  # before any training: the evaluations come last
     specs = plan_runs(configs, seeds, out, overrides or [])
     if jobs > 1:
         pool = ProcessPoolExecutor(
@@ -275,11 +286,11 @@ def run_record(run_dir: Path) -> dict[str, Any]:
     settings = config.model_dump(mode="json", exclude=set(BOOKKEEPING_KEYS))
     fingerprint = json.dumps(settings, sort_keys=True)
     if (run_dir / RUN_RESULT).is_file():
-        record = json.loads((run_dir / RUN_RESULT).read_text())
+        record = read_record(run_dir)
         record = record if "curve" in record else {**record, **run_progress(run_dir)}
         return {**record, "fingerprint": fingerprint}
-    with (run_dir / "metrics.jsonl").open() as f:
-        header = json.loads(f.readline() or "{}")  # the run's first record: its parameter count
+    records = read_jsonl(run_dir / "metrics.jsonl", "a run directory holds the metrics.jsonl hrm train writes")
+    header = records[0] if records else {}  # the run's first record: its parameter count
     return {
         "label": run_label(run_dir),
         "config": str(run_dir / "config.yaml"),

@@ -10,14 +10,13 @@ last evaluation it logged, at the trained segments and with ACT."""
 
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 from typing import Any
 
 from hrm_reason.errors import UserError
+from hrm_reason.jsonfile import read_jsonl
 from hrm_reason.provenance import matmul_peak_of
-from hrm_reason.runtime.logs import read_records
 
 # What it took to reach an accuracy: the run's totals at each evaluation (hrm train logs them, runtime/clock.py).
 PROGRESS_KEYS = ("train_wall_seconds", "train_cpu_seconds", "step", "examples_seen", "train_flops")
@@ -28,21 +27,24 @@ def eval_curve(run_dir: Path) -> list[dict[str, Any]]:
     """The evaluations of metrics.jsonl in step order: their eval/* numbers and the run's progress at each (time,
     examples, training FLOPs; None in logs from before hrm train recorded them)."""
     path = Path(run_dir) / "metrics.jsonl"
-    if not path.is_file():
-        raise UserError(f"{path} not found: {run_dir} is not a run directory written by hrm train")
+    missing = f"{run_dir} is not a run directory written by hrm train"
     latest: dict[int, dict[str, Any]] = {}
-    for line in read_records(path):
-        record = json.loads(line)
+    for record in read_jsonl(path, missing, int_key="step"):  # a last line cut by a crash is left out
         if any(k.startswith("eval/") for k in record):
             latest[record["step"]] = record  # a resumed run's repeated evaluation: the last one
     return [
         {
-            **{k: latest[s].get(k) for k in PROGRESS_KEYS},
+            **{k: _number(latest[s].get(k)) for k in PROGRESS_KEYS},
             "step": s,
             **{k: v for k, v in latest[s].items() if k.startswith("eval/") and isinstance(v, (int, float))},
         }
         for s in sorted(latest)
     ]
+
+
+def _number(value: Any) -> float | int | None:
+    """A progress figure, or None when the log has none (or something else than a number) there."""
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def run_progress(run_dir: Path) -> dict[str, Any]:

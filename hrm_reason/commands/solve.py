@@ -7,13 +7,15 @@ Sudoku rules and givens, a maze path from S to G and whether it is shortest; ARC
 
 Which task a model solves comes from its dataset's `builder.name` (dataset.json of the run's data), else from the
 token layout as `hrm viz` reads it (datasets of other tools). A puzzle that does not fit the model is a one-line
-UserError naming the puzzle; all puzzles are parsed before the model runs.
+UserError naming the puzzle; all puzzles are parsed, then checked against their task's rules (`check_puzzles`: one
+without a solution is refused, as the model would only guess at it), before the model runs.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,11 +28,12 @@ from torch import nn
 from hrm_reason.checkpoint import saved_model_config
 from hrm_reason.data.puzzle import PuzzleDatasetMetadata, dataset_kind
 from hrm_reason.errors import UserError
-from hrm_reason.evaluate.tta import TestTimeOptions, predict, trajectories
-from hrm_reason.jsonfile import read_json_model
+from hrm_reason.evaluate.act import check_mmax
+from hrm_reason.evaluate.tta import TestTimeOptions, carry_row_bytes, fit_batch, fit_to_group, predict, trajectories
+from hrm_reason.jsonfile import decode_text, parse_json, read_json, read_json_model, read_text
 from hrm_reason.load import load_run
 from hrm_reason.models.registry import family_spec
-from hrm_reason.runtime.device import resolve_device
+from hrm_reason.runtime.device import free_memory, resolve_device
 from hrm_reason.runtime.logs import progress_bar
 from hrm_reason.tasks import arc, dihedral, layout_task, maze, sudoku
 from hrm_reason.tasks.base import TaskTransforms
@@ -99,6 +102,10 @@ class SolveTask(Protocol):
     def parse(self, text: str, source: str, stem: str | None = None) -> list[Puzzle]: ...
 
     def answer(self, puzzle: Puzzle, tokens: np.ndarray) -> tuple[str, list[Any], bool | None, str, bool | None]: ...
+
+    def problem(self, puzzle: Puzzle) -> tuple[str | None, str | None]:
+        """(why the puzzle has no solution, a note on a check left unfinished); None, None for a puzzle to solve."""
+        ...
 
 
 def _lines(text: str) -> list[str]:
@@ -181,6 +188,10 @@ class SudokuSolve:
         values = np.array([0 if ch in SUDOKU_BLANKS else int(ch) for ch in cells], dtype=np.int32)
         return Puzzle(name, sudoku.to_tokens(values), self.blank_identifier, layout=layout)
 
+    def problem(self, puzzle: Puzzle) -> tuple[str | None, str | None]:
+        """Repeated givens, a cell without a candidate, no solution by the bounded exact search (tasks/sudoku.py)."""
+        return sudoku.puzzle_problem(puzzle.tokens.astype(np.int64) - 1, self.r, self.c)
+
     def answer(self, puzzle: Puzzle, tokens: np.ndarray) -> tuple[str, list[Any], bool | None, str, bool | None]:
         n = self.n
         values = tokens.astype(np.int64) - 1  # blank and PAD (not digits) become 0 and -1
@@ -252,15 +263,11 @@ class MazeSolve:
             raise UserError(f"{name}: {len(block)} rows, but the model solves a {self.describe()}")
         text = "".join(row.ljust(side) for _, row in block)
         tokens = maze.TOKEN_OF[np.frombuffer(text.encode("ascii"), dtype=np.uint8)].astype(np.int32)
-        for mark, what in ((maze.START, "S (start)"), (maze.GOAL, "G (goal)")):
-            count = int((tokens == mark).sum())
-            if count != 1:
-                raise UserError(f"{name}: {count} cells marked {what}; a maze needs exactly one")
-        grid = torch.from_numpy(tokens.reshape(1, side, side))
-        lvl = maze.start_distances(grid)
-        if int(lvl[grid == maze.GOAL][0]) < 0:
-            raise UserError(f"{name}: G cannot be reached from S through open cells; the maze has no solution")
         return Puzzle(name, tokens, self.blank_identifier)
+
+    def problem(self, puzzle: Puzzle) -> tuple[str | None, str | None]:
+        """Not one S and one G, or no path between them (tasks/maze.py)."""
+        return maze.puzzle_problem(puzzle.tokens.reshape(self.side, self.side)), None
 
     def answer(self, puzzle: Puzzle, tokens: np.ndarray) -> tuple[str, list[Any], bool | None, str, bool | None]:
         side = self.side
@@ -272,9 +279,10 @@ class MazeSolve:
         changed = int((fixed & (pred != given)).sum())
         stray = int((~fixed & ~np.isin(pred, (maze.OPEN, maze.PATH))).sum())
         g, p = torch.from_numpy(given.astype(np.int64))[None], torch.from_numpy(pred)[None]
-        shortest_moves = int(maze.start_distances(g)[g == maze.GOAL][0])
         route = (p == maze.PATH) | (g == maze.START) | (g == maze.GOAL)
-        moves = int(maze.bfs_distances(route, g == maze.START)[g == maze.GOAL][0])
+        marks = int((g == maze.START).sum()) == 1 and int((g == maze.GOAL).sum()) == 1  # else: --allow-unsolvable
+        shortest_moves = int(maze.start_distances(g)[g == maze.GOAL][0]) if marks else -1
+        moves = int(maze.bfs_distances(route, g == maze.START)[g == maze.GOAL][0]) if marks else -1
         reasons = []
         if changed:
             reasons.append(f"{changed} wall/S/G cell{'s' * (changed > 1)} changed")
@@ -315,10 +323,7 @@ class ArcSolve:
     def parse(self, text: str, source: str, stem: str | None = None) -> list[Puzzle]:
         """An ARC task JSON ({"test": [{"input": grid, "output": grid?}, ...], "train": ...}: its test inputs), or
         one bare grid (a list of rows). The task is recognised by its file name (the task id)."""
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise UserError(f"{source}: not JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+        data = parse_json(text, source)
         if isinstance(data, list):
             items = [{"input": data}]
         elif isinstance(data, dict) and isinstance(data.get("test"), list) and data["test"]:
@@ -342,6 +347,10 @@ class ArcSolve:
             x, _ = arc.encode_pairs([(grid, grid)], [(0, arc.IDENTITY_COLOURS)], self.size, None)
             puzzles.append(Puzzle(name, x[0].astype(np.int32), identifier, expected=expected, notes=list(notes)))
         return puzzles
+
+    def problem(self, puzzle: Puzzle) -> tuple[str | None, str | None]:
+        """ARC has no rules to check a test input against."""
+        return None, None
 
     def answer(self, puzzle: Puzzle, tokens: np.ndarray) -> tuple[str, list[Any], bool | None, str, bool | None]:
         grid = arc.crop(tokens.reshape(self.size, self.size).astype(np.int64)).astype(np.int64)
@@ -381,7 +390,7 @@ def task_for(meta: PuzzleDatasetMetadata, names: Sequence[str] | None, where: st
     if name == "maze" or layout == "maze":
         if not square or vocab != maze.VOCAB_SIZE or side > maze.MAX_SIDE:
             raise UserError(f"{where}: a maze dataset whose shape ({shape}) is not a square maze grid")
-        return MazeSolve(side, blank, dihedral.DihedralTransforms(side))
+        return MazeSolve(side, blank, maze.MazeTransforms(side))
     if name == "arc" or layout == "arc":
         if not square or vocab != arc.VOCAB_SIZE:
             raise UserError(f"{where}: an ARC dataset whose shape ({shape}) is not a square canvas")
@@ -421,9 +430,9 @@ def load_solver(path: Path, config_path: Path | None, device_name: str) -> Solve
         where = data / "test" / "dataset.json"
         meta = read_json_model(where, PuzzleDatasetMetadata, "the dataset the model was trained on")
         try:
-            value = json.loads((data / "identifiers.json").read_text())
+            value = read_json(data / "identifiers.json", None)
             names = [str(v) for v in value] if isinstance(value, list) else None
-        except (OSError, json.JSONDecodeError):
+        except UserError:  # ARC task names only: the blank identifier is used (and said) without them
             names = None
     else:  # the dataset is not on disk: the shapes of the weights' header (load_run built the model from them)
         saved = saved_model_config(loaded.checkpoint) or {}
@@ -439,13 +448,13 @@ def read_puzzles(task: SolveTask, puzzle: str | None, file: Path | None, stdin: 
     if (puzzle is None) == (file is None):
         raise UserError("give exactly one puzzle source: a PUZZLE argument, - for stdin, or --file PATH")
     if file is not None:
-        try:
-            text = file.read_text()
-        except (OSError, UnicodeDecodeError) as e:
-            raise UserError(f"--file {file}: cannot read it ({e.strerror or e})") from None
-        source, stem = str(file), file.stem
+        text, source, stem = read_text(file, name=f"--file {file}"), str(file), file.stem
     elif puzzle == "-":
-        text, source, stem = stdin.read(), "stdin", None
+        try:  # the bytes where there are any, so that a binary stdin is named as one line, not decoded by the locale
+            text = decode_text(stdin.buffer.read(), "stdin") if hasattr(stdin, "buffer") else stdin.read()
+        except UnicodeDecodeError as e:  # a text stream of another encoding than UTF-8
+            raise UserError(f"stdin: not readable text ({e.reason})") from None
+        source, stem = "stdin", None
     else:
         text, source, stem = puzzle, "argument", None
     puzzles = task.parse(text, source, stem)
@@ -457,19 +466,46 @@ def read_puzzles(task: SolveTask, puzzle: str | None, file: Path | None, stdin: 
 # ---------------------------------------------------------------------------------------------------- prediction
 
 
+def check_puzzles(task: SolveTask, puzzles: list[Puzzle], allow_unsolvable: bool = False) -> None:
+    """Every puzzle against its task's rules before the model runs (`problem`: tasks/sudoku.py, tasks/maze.py): one
+    without a solution is a one-line UserError naming it (the model would only guess), or with `allow_unsolvable` a
+    note beside the model's answer; a check left unfinished (the Sudoku search's bound) is a note."""
+    for p in puzzles:
+        problem, note = task.problem(p)
+        if problem is not None and not allow_unsolvable:
+            raise UserError(
+                f"{p.name}: not a solvable {task.describe()}: {problem} (--allow-unsolvable runs the model anyway)"
+            )
+        for line in (f"not solvable: {problem}" if problem is not None else None, note):
+            if line is not None and line not in p.notes:
+                p.notes.append(line)
+
+
 def solve(
     solver: Solver,
     puzzles: list[Puzzle],
     mmax: int,
     options: TestTimeOptions | None = None,
     progress: bool = True,
+    allow_unsolvable: bool = False,
 ) -> list[Answer]:
-    """Every puzzle through the model in batches, each answer decoded and checked. With `options` beyond the plain
-    ones, each puzzle's answer is chosen over transformed copies and noisy trajectories (hrm_reason.evaluate.tta)."""
+    """Every puzzle checked (`check_puzzles`), then through the model in batches, each answer decoded and checked.
+    With `options` beyond the plain ones, each puzzle's answer is chosen over transformed copies and noisy
+    trajectories (hrm_reason.evaluate.tta); copies beyond the task's group are capped and the batch cut to the memory
+    their carried states need, each with a notice on stderr. `mmax` above MAX_MMAX is a UserError."""
+    check_mmax(mmax, solver.halt_max_steps)
     options = options or TestTimeOptions()
+    options, capped = fit_to_group(options, solver.task.transforms if options.tta > 1 else None)
+    bs, cut = solver.batch_size, None
+    if options.trajectories > 1 and puzzles:
+        row = carry_row_bytes(solver.model, puzzles[0].tokens.size, solver.device)
+        bs, cut = fit_batch(min(bs, len(puzzles)), options, row, free_memory(solver.device))
+    check_puzzles(solver.task, puzzles, allow_unsolvable)
+    for notice in (capped, cut):
+        if notice is not None:
+            print(notice, file=sys.stderr)
     answers: list[Answer] = []
     transforms = solver.task.transforms if options.tta > 1 else None
-    bs = solver.batch_size
     bar = progress_bar(total=len(puzzles), desc=f"solve (mmax={mmax})", unit="puzzle", enabled=progress, leave=False)
     for start in range(0, len(puzzles), bs):
         chunk = puzzles[start : start + bs]

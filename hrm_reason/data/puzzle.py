@@ -9,7 +9,6 @@ Test: every example in order, in global batches, the last one padded.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -21,7 +20,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from hrm_reason.errors import UserError
-from hrm_reason.jsonfile import read_json_model
+from hrm_reason.jsonfile import read_json, read_json_model, read_npy
 from hrm_reason.losses import IGNORE_LABEL_ID
 
 Batch = dict[str, torch.Tensor]
@@ -75,9 +74,9 @@ def dataset_kind(path: str | Path) -> DatasetKind | None:
     layout (<dir>/{train,test}/dataset.json), None for anything else. The one test every command dispatches on."""
     path = Path(path)
     try:
-        if json.loads((path / "dataset.json").read_text()).get("kind") == "text":
+        if read_json(path / "dataset.json", None).get("kind") == "text":
             return "text"
-    except (json.JSONDecodeError, AttributeError, OSError, UnicodeDecodeError):
+    except (UserError, AttributeError):  # no such file, or one the loaders will name
         pass
     if (path / "train" / "dataset.json").is_file() and (path / "test" / "dataset.json").is_file():
         return "puzzle"
@@ -118,6 +117,8 @@ def load_split(data_dir: str | Path, split: str) -> PuzzleSplit:
     metadata = read_json_model(
         meta_path, PuzzleDatasetMetadata, "expected a dataset in the HRM layout <dir>/{train,test}/dataset.json"
     )
+    if not metadata.sets:  # nothing would be read: training would run on no batch, evaluation score nothing
+        raise UserError(f'{meta_path}: sets is empty; expected the names of its sets (e.g. ["all"])')
 
     sets: dict[str, PuzzleSet] = {}
     for set_name in metadata.sets:
@@ -126,15 +127,15 @@ def load_split(data_dir: str | Path, split: str) -> PuzzleSplit:
             path = split_dir / f"{set_name}__{name}.npy"
             if not path.is_file():
                 raise UserError(f"{path} not found (listed set '{set_name}' in {meta_path})")
-            try:
-                arrays[name] = np.load(
-                    path, mmap_mode="r" if name in ("inputs", "labels") else None, allow_pickle=False
-                )
-            except Exception as e:  # numpy raises ValueError, tokenize.TokenError, SyntaxError... for a bad header
-                detail = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
-                raise UserError(f"{path}: not a readable .npy array, the file is damaged ({detail})") from None
+            arrays[name] = array = read_npy(path, mmap=name in ("inputs", "labels"))
+            if array.dtype.kind not in "iu":  # floats would index embeddings, strings fail in min()
+                raise UserError(f"{path}: expected an integer array, got dtype {array.dtype}")
         sets[set_name] = _check_set(PuzzleSet(**arrays), metadata, split_dir, set_name)
-    return PuzzleSplit(path=split_dir, metadata=metadata, sets=sets)
+    loaded = PuzzleSplit(path=split_dir, metadata=metadata, sets=sets)
+    if loaded.num_examples == 0:  # the builders never write one: a training run would take no step, an eval score 0/0
+        names = ", ".join(f"{name}__inputs.npy" for name in sets)
+        raise UserError(f"{split_dir}: 0 examples ({names} {'is' if len(sets) == 1 else 'are'} empty)")
+    return loaded
 
 
 def _check_set(s: PuzzleSet, meta: PuzzleDatasetMetadata, split_dir: Path, set_name: str) -> PuzzleSet:
@@ -145,12 +146,15 @@ def _check_set(s: PuzzleSet, meta: PuzzleDatasetMetadata, split_dir: Path, set_n
         raise fail(f"inputs have shape {s.inputs.shape}, expected [N, seq_len={meta.seq_len}]")
     if s.labels.shape != s.inputs.shape:
         raise fail(f"labels have shape {s.labels.shape}, inputs {s.inputs.shape}")
+    if s.puzzle_identifiers.ndim != 1:
+        raise fail(f"puzzle_identifiers have shape {s.puzzle_identifiers.shape}, expected [N_puzzles]")
     if s.puzzle_indices.ndim != 1 or s.puzzle_indices.size != s.puzzle_identifiers.size + 1:
         raise fail("puzzle_indices must have one entry more than puzzle_identifiers")
     if s.puzzle_indices[0] != 0 or s.puzzle_indices[-1] != s.inputs.shape[0] or np.any(np.diff(s.puzzle_indices) <= 0):
         raise fail("puzzle_indices must rise from 0 to the number of examples")
     if (
         s.group_indices.ndim != 1
+        or s.group_indices.size == 0
         or s.group_indices[0] != 0
         or s.group_indices[-1] != s.puzzle_identifiers.size
         or np.any(np.diff(s.group_indices) <= 0)

@@ -27,7 +27,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from hrm_reason.errors import UserError
-from hrm_reason.jsonfile import read_json_model
+from hrm_reason.jsonfile import read_json_model, read_npy
 
 DATASET_FILE = "dataset.json"
 HF_TOKENIZER_FILE = "tokenizer.json"
@@ -217,12 +217,7 @@ def load_text_dataset(path: str | Path) -> TextDataset:
         shards = []
         for rel in rec.shards:
             file = path / rel
-            try:
-                arr = np.load(file, mmap_mode="r", allow_pickle=False)
-            except (OSError, ValueError) as e:
-                raise UserError(
-                    f"{file}: not a readable token shard ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
-                ) from None
+            arr = read_npy(file, f"a token shard of split '{name}' in {meta_path}", mmap=True)
             if arr.ndim != 1 or arr.dtype != np.dtype(meta.dtype):
                 raise UserError(f"{file}: expected a 1-D {meta.dtype} array, got {arr.ndim}-D {arr.dtype}")
             if arr.size and int(arr.max()) >= meta.vocab_size:

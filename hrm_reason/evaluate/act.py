@@ -1,7 +1,7 @@
 """Evaluation with an inference-time segment budget: accuracy after every segment m = 1..mmax, and the ACT result.
 
-mmax may exceed the trained halt_max_steps (the paper's inference-time scaling). ACT halting at inference: an example
-stops at the first segment where q_halt > q_continue, or at mmax.
+mmax may exceed the trained halt_max_steps (the paper's inference-time scaling), up to MAX_MMAX. ACT halting at
+inference: an example stops at the first segment where q_halt > q_continue, or at mmax.
 """
 
 from __future__ import annotations
@@ -14,10 +14,26 @@ import torch
 from torch import nn
 
 from hrm_reason.data.puzzle import PuzzleSplit, eval_batches
+from hrm_reason.errors import UserError
 from hrm_reason.losses import IGNORE_LABEL_ID, LOSS_FUNCTIONS, LossType
 from hrm_reason.models.act import ACTOutput
 from hrm_reason.runtime.logs import progress_bar
 from hrm_reason.tasks.base import SegmentMetric
+
+# Segments `hrm eval` and `hrm solve` run at most. Every segment is one forward pass over every puzzle (every
+# trajectory, with test-time compute), and the evaluation keeps sums and a table row per segment: --mmax 10^9 first
+# asked for 16 GB of sums, then for 10^9 forward passes per batch. 1,024 is 64 times the default halt_max_steps (16).
+MAX_MMAX = 1024
+
+
+def check_mmax(mmax: int, halt_max_steps: int | None = None) -> None:
+    """A one-line UserError naming --mmax when it is outside 1..MAX_MMAX."""
+    if not 1 <= mmax <= MAX_MMAX:
+        trained = f"; this model was trained with halt_max_steps {halt_max_steps}" if halt_max_steps else ""
+        raise UserError(
+            f"--mmax {mmax}: expected 1 to {MAX_MMAX} segments (each runs the model on every puzzle{trained}; "
+            "docs/commands.md)"
+        )
 
 
 class SegmentSource(Protocol):

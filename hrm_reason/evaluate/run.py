@@ -10,6 +10,7 @@ evaluator is named in models/registry.py, FAMILIES).
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,10 +22,17 @@ from hrm_reason.data.prefix_lm import PuzzleLMData
 from hrm_reason.data.puzzle import PuzzleSplit, dataset_kind, load_split
 from hrm_reason.data.text import load_text_dataset
 from hrm_reason.errors import UserError
-from hrm_reason.evaluate.act import EvalResult, evaluate, format_table
+from hrm_reason.evaluate.act import EvalResult, check_mmax, evaluate, format_table
 from hrm_reason.evaluate.lm import LMEvalResult, evaluate_lm, format_lm_result
 from hrm_reason.evaluate.prefix_lm import PuzzleLMEvalResult, evaluate_puzzle_lm, format_puzzle_result
-from hrm_reason.evaluate.tta import TestTimeEval, TestTimeOptions, format_test_time
+from hrm_reason.evaluate.tta import (
+    TestTimeEval,
+    TestTimeOptions,
+    carry_row_bytes,
+    fit_batch,
+    fit_to_group,
+    format_test_time,
+)
 from hrm_reason.load import LoadedRun, load_run, run_config
 from hrm_reason.models.registry import family_part, family_spec
 from hrm_reason.provenance import provenance
@@ -153,13 +161,27 @@ def checkpoint_step(checkpoint: Path) -> int | None:
 
 
 def evaluate_act_run(loaded: LoadedRun, options: EvalOptions) -> EvalResult:
-    """An ACT puzzle model on its test split, segment by segment, with test-time compute when asked for."""
+    """An ACT puzzle model on its test split, segment by segment, with test-time compute when asked for: copies beyond
+    the task's group are capped, and the batch cut to what the trajectories' carried states leave room for, each with
+    a notice on stderr (evaluate/tta.py `fit_to_group`, `fit_batch`)."""
     options.refuse(TEXT_ONLY, f"an ACT puzzle model ({loaded.config.model_name})")
     config, test_time = loaded.config, options.test_time
     mmax = options.mmax if options.mmax is not None else DEFAULT_MMAX
+    check_mmax(mmax, config.arch.halt_max_steps)
     split = load_split(options.data if options.data is not None else config.data_path, "test")
     bs = options.batch_size or config.eval_global_batch_size or act_eval_batch(config, split, options.device)
-    source = None if test_time.plain else TestTimeEval(test_time, task_transforms(split, test_time.tta), mmax)
+    source = None
+    if not test_time.plain:
+        transforms = task_transforms(split, test_time.tta)
+        test_time, capped = fit_to_group(test_time, transforms)
+        cut = None
+        if test_time.trajectories > 1:
+            row = carry_row_bytes(loaded.model, split.metadata.seq_len, options.device)
+            bs, cut = fit_batch(bs, test_time, row, free_memory(options.device))
+        for notice in (capped, cut):
+            if notice is not None:
+                print(notice, file=sys.stderr)
+        source = TestTimeEval(test_time, transforms, mmax)
     return evaluate(
         loaded.model,
         split,

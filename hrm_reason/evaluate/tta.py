@@ -6,6 +6,10 @@ Every trajectory is one run of the ACT loop (models/act.py) over its own copy of
 (a = 0: the puzzle as given) and sample s (s = 0: no noise). Trajectory (a, s) depends only on the seed, the batch
 and (a, s), never on how many others run, so one pass at the largest K yields every smaller combination exactly (the
 first a copies, the first s samples), and (1 copy, 1 sample) is plain evaluation.
+
+Bounds (docs/commands.md, `hrm eval`): --samples at most MAX_SAMPLES; copies at most the task's group (more are
+capped with a notice, `fit_to_group`); copies x samples at most MAX_TRAJECTORIES per puzzle; and the puzzles of a
+batch cut down until every trajectory's carried state fits half the free memory (`fit_batch`).
 """
 
 from __future__ import annotations
@@ -26,6 +30,10 @@ from hrm_reason.tasks.base import TaskTransforms, vote_order
 
 Batch = dict[str, torch.Tensor]
 BLANK_IDENTIFIER = 0
+MAX_SAMPLES = 256  # trajectories per copy
+# Trajectories (copies x samples) per puzzle: each is a full ACT loop with its own carry, one forward per segment (1,024
+# of them cost what 1,024 plain evaluations do), and --select vote compares every pair (a million pairs per puzzle).
+MAX_TRAJECTORIES = 1024
 
 
 @dataclass(frozen=True)
@@ -45,6 +53,8 @@ class TestTimeOptions:
             raise UserError(f"--tta {self.tta}: expected 1 or more transformed copies (1: the puzzle as given)")
         if self.samples < 1:
             raise UserError(f"--samples {self.samples}: expected 1 or more trajectories per copy")
+        if self.samples > MAX_SAMPLES:
+            raise UserError(f"--samples {self.samples}: at most {MAX_SAMPLES} trajectories per copy (docs/commands.md)")
         if not self.noise >= 0 or not np.isfinite(self.noise):
             raise UserError(f"--noise {self.noise}: expected a finite standard deviation >= 0")
         if self.noise > 0 and self.samples == 1:
@@ -67,6 +77,60 @@ class TestTimeOptions:
     @property
     def trajectories(self) -> int:
         return self.tta * self.samples
+
+
+def fit_to_group(options: TestTimeOptions, transforms: TaskTransforms | None) -> tuple[TestTimeOptions, str | None]:
+    """(options, notice): --tta capped at the size of the task's group, with the notice saying so (more copies than
+    elements would only repeat them), and a UserError when copies x samples exceed MAX_TRAJECTORIES."""
+    size = transforms.group_size if transforms is not None else None
+    name = transforms.group_name if transforms is not None else "the task's group"
+    copies, notice = options.tta, None
+    if size is not None and copies > size:
+        copies = size
+        notice = f"--tta {options.tta}: {name} has {size} elements; using {size}"
+    if copies * options.samples > MAX_TRAJECTORIES:
+        group = f" ({name} has {size} elements)" if copies < options.tta else ""
+        raise UserError(
+            f"{_flags(options)}: {copies * options.samples} trajectories per puzzle{group}; at most "
+            f"{MAX_TRAJECTORIES} copies x samples (docs/commands.md)"
+        )
+    return (dataclasses.replace(options, tta=copies) if copies != options.tta else options), notice
+
+
+def carry_row_bytes(model: nn.Module, seq_len: int, device: torch.device) -> int:
+    """Bytes one trajectory of one puzzle keeps between segments: its core's carried state (read from an empty carry
+    of one row, so every family and dtype is measured as it is) and four int64 token rows (predictions, ACT answer)."""
+    carry = model.inner.empty_carry(1, device)
+    state = sum(getattr(carry, f.name).nbytes for f in dataclasses.fields(carry))
+    return state + 4 * 8 * seq_len
+
+
+def fit_batch(batch: int, options: TestTimeOptions, row_bytes: int, free: int) -> tuple[int, str | None]:
+    """(puzzles per batch, notice): `batch` when the carried state of its copies x samples trajectories fits half of
+    the `free` bytes, else the most that fit, with the notice saying so; a UserError when not even one puzzle's do."""
+    per_puzzle = options.trajectories * row_bytes
+    fits = free // 2 // per_puzzle
+    if fits < 1:
+        raise UserError(
+            f"{_flags(options)}: the carried state of one puzzle's {options.trajectories} trajectories needs "
+            f"{_gib(per_puzzle)}, more than half of the {_gib(free)} free"
+        )
+    if batch <= fits:
+        return batch, None
+    return fits, (
+        f"{_flags(options)}: {fits} puzzles per batch instead of {batch}, so that the carried state of their "
+        f"{options.trajectories * fits} trajectories ({_gib(fits * per_puzzle)}) fits half of the {_gib(free)} free"
+    )
+
+
+def _flags(options: TestTimeOptions) -> str:
+    """The flags that set the trajectories, as typed: "--tta 8", "--samples 4", "--tta 8 x --samples 4"."""
+    given = [f"--tta {options.tta}"] * (options.tta > 1) + [f"--samples {options.samples}"] * (options.samples > 1)
+    return " x ".join(given) or "--tta 1"
+
+
+def _gib(count: int) -> str:
+    return f"{count / 2**30:.2f} GiB"
 
 
 @dataclass
@@ -145,6 +209,8 @@ def trajectories(
     runs in eval mode, and is left in the mode it had."""
     if options.tta > 1 and transforms is None:
         raise UserError(f"--tta {options.tta}: this dataset's task has no test-time transforms")
+    if options.trajectories > MAX_TRAJECTORIES:
+        raise UserError(f"--tta x --samples: {options.trajectories} trajectories; at most {MAX_TRAJECTORIES}")
     B = batch["inputs"].shape[0]
     A, S = options.tta, options.samples
     model_batch = dict(batch)

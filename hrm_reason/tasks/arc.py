@@ -22,6 +22,7 @@ names of each group's first puzzle (`layout_record`).
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from hrm_reason.tasks.base import vote_order
 from hrm_reason.tasks.dihedral import (
     DIHEDRAL_INVERSE,
     SWAPS_AXES,
+    TRANSFORM_NAMES,
     dihedral_transform,
     inverse_dihedral_transform,
 )
@@ -192,6 +194,15 @@ class ArcTransforms:
     inverse element, so a prediction is read back by its crop, as voting reads it."""
 
     size: int
+
+    @property
+    def group_size(self) -> int:
+        """8 dihedral maps x 9! orders of the colours 1-9 (black fixed) = 2,903,040."""
+        return len(TRANSFORM_NAMES) * math.factorial(9)
+
+    @property
+    def group_name(self) -> str:
+        return "ARC's symmetry group (8 dihedral maps x 9! colour maps)"
 
     def draw(self, rng: np.random.Generator, rows: int, copies: int) -> list[tuple[np.ndarray, np.ndarray]]:
         elements = []
@@ -499,11 +510,12 @@ def require_arc_dataset(data_dir: str | Path, flag: str) -> None:
     meta = Path(data_dir) / "test" / "dataset.json"
     try:
         record = json.loads(meta.read_text())
-    except (OSError, json.JSONDecodeError):
+    except (OSError, ValueError, RecursionError):  # ValueError: bad JSON or not UTF-8
         return  # the evaluation itself reports a missing or broken dataset
     if not isinstance(record, dict):
         return
-    name = (record.get("builder") or {}).get("name")
+    builder = record.get("builder")
+    name = builder.get("name") if isinstance(builder, dict) else None
     if record.get("builder") is None:  # built by the original code: ARC when its layout is
         try:
             layout_record(load_split(data_dir, "test"))

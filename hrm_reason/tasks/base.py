@@ -33,6 +33,14 @@ class TaskTransforms(Protocol):
     `draw` returns the elements of copies 1..copies-1 (copy 0 is the identity), each one element per row; drawn
     sequentially from `rng`, so the first k copies do not depend on how many are drawn."""
 
+    @property
+    def group_size(self) -> int:
+        """Elements of the group: more copies than this only repeat them (evaluate/tta.py caps --tta there)."""
+        ...
+
+    @property
+    def group_name(self) -> str: ...
+
     def draw(self, rng: np.random.Generator, rows: int, copies: int) -> list[Any]: ...
 
     def apply(self, tokens: np.ndarray, element: Any) -> np.ndarray: ...

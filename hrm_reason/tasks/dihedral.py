@@ -48,6 +48,14 @@ class DihedralTransforms:
 
     side: int
 
+    @property
+    def group_size(self) -> int:
+        return len(TRANSFORM_NAMES)
+
+    @property
+    def group_name(self) -> str:
+        return "the square's symmetry group"
+
     def draw(self, rng: np.random.Generator, rows: int, copies: int) -> list[np.ndarray]:
         order = 1 + np.argsort(rng.random((rows, 7)), axis=1)  # [rows, 7] a permutation of 1..7 per row
         return [order[:, k % 7] for k in range(copies - 1)]

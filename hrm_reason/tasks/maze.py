@@ -18,6 +18,7 @@ d steps. The BFS runs once per batch (a wavefront over all mazes of the batch at
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -265,12 +266,35 @@ def segment_metrics(split: PuzzleSplit, mmax: int) -> list[OptimalPathAccuracy]:
     return [OptimalPathAccuracy(mmax, side)]
 
 
-def tta_transforms(metadata: Any) -> DihedralTransforms:
+@dataclass(frozen=True)
+class MazeTransforms(DihedralTransforms):
+    """The maze's test-time group: the 8 dihedral maps of its square grid (the first 8 copies are all of them)."""
+
+    @property
+    def group_name(self) -> str:
+        return "the maze's symmetry group"
+
+
+def tta_transforms(metadata: Any) -> MazeTransforms:
     """The hook of hrm_reason.tasks for datasets whose builder is "maze": the 8 symmetries of the square grid."""
     side = grid_side(metadata.seq_len)
     if side is None:
         raise UserError(f"dataset.json: a maze dataset needs a square grid, got seq_len {metadata.seq_len}")
-    return DihedralTransforms(side)
+    return MazeTransforms(side)
+
+
+def puzzle_problem(grid: np.ndarray) -> str | None:
+    """Why a maze someone typed ([side, side] tokens) has no solution, or None: not exactly one S and one G, or no
+    path from S to G through open cells."""
+    grid = np.asarray(grid)
+    for mark, what in ((START, "S (start)"), (GOAL, "G (goal)")):
+        count = int((grid == mark).sum())
+        if count != 1:
+            return f"{count} cells marked {what}, where a maze has exactly one"
+    tokens = torch.from_numpy(grid.astype(np.int64)[None])
+    if int(start_distances(tokens)[tokens == GOAL][0]) < 0:
+        return "G cannot be reached from S through open cells"
+    return None
 
 
 def layout_metrics(split: PuzzleSplit, mmax: int) -> list[OptimalPathAccuracy] | None:

@@ -5,6 +5,9 @@ Written once here for the builder (datasets_build/sudoku.py), evaluation and the
 Boards of side n = r*c (4x4, 6x6, 9x9) have boxes of r rows x c columns; the n/r = c *bands* are r rows tall and the
 n/c = r *stacks* are c columns wide. Cells hold 0 for a blank and 1..n for a digit. Tokens are value + 1, as the
 original builder: PAD 0, blank 1, digit d -> d + 1, vocab n + 2; every cell of the label is supervised (docs/data.md).
+
+`puzzle_problem` says why a puzzle someone typed has no solution (a repeated given, a cell left without a candidate,
+or an exhaustive search that found none), so `hrm solve` refuses it before the model guesses at it.
 """
 
 from __future__ import annotations
@@ -131,6 +134,124 @@ def rule_violations(grid: np.ndarray, given: np.ndarray, box: tuple[int, int] | 
     return bad
 
 
+# ------------------------------------------------------------------------------------------------- puzzle check
+
+SEARCH_NODES = 200_000  # placements the exact search tries at most: about a second of Python (~5 us each)
+
+
+def _cell(i: int, n: int) -> str:
+    return f"row {i // n + 1}, column {i % n + 1}"
+
+
+def _digits(values: list[int]) -> str:
+    words = [str(v) for v in values]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def repeated_given(values: np.ndarray, r: int, c: int) -> str | None:
+    """The first row, column or box (1-based, boxes left to right then down) that holds a given twice, with the digit
+    and its cells; None when no given repeats."""
+    geo = geometry(r, c)
+    flat = np.asarray(values).reshape(-1)
+    kinds = ("row", "column", "box")
+    for k, unit in enumerate(geo.units):
+        seen: dict[int, list[int]] = {}
+        for i in unit:
+            if flat[i]:
+                seen.setdefault(int(flat[i]), []).append(i)
+        for digit, cells in sorted(seen.items()):
+            if len(cells) > 1:
+                times = "twice" if len(cells) == 2 else f"{len(cells)} times"
+                kind = kinds[k // geo.n]
+                if kind == "box":
+                    where = " and ".join(_cell(i, geo.n) for i in cells)
+                else:  # the other coordinate of each cell is enough in a row or a column
+                    other = "columns" if kind == "row" else "rows"
+                    where = f"{other} {_digits([(i % geo.n if kind == 'row' else i // geo.n) + 1 for i in cells])}"
+                return f"the given {digit} appears {times} in {kind} {k % geo.n + 1} ({where})"
+    return None
+
+
+class SearchBound(Exception):
+    """The exact search tried its SEARCH_NODES placements without settling the puzzle."""
+
+
+def search_solution(values: np.ndarray, r: int, c: int, max_nodes: int = SEARCH_NODES) -> np.ndarray | None:
+    """One solution of a puzzle whose givens do not repeat ([n*n] values, 0 blank), or None when it has none; raises
+    SearchBound after `max_nodes` placements. Depth first, always on the blank with the fewest candidates (a blank
+    with one is placed at once, one with none ends the branch): exact, and bounded in time by the placements."""
+    geo = geometry(r, c)
+    cells = [int(v) for v in np.asarray(values).reshape(-1)]
+    used = [0] * len(geo.units)
+    for i, v in enumerate(cells):
+        if v:
+            for k in geo.cell_units[i]:
+                used[k] |= 1 << (v - 1)
+    blanks = [i for i, v in enumerate(cells) if not v]
+    nodes = 0
+
+    def place() -> bool:
+        nonlocal nodes
+        best, best_mask, best_count = -1, 0, geo.n + 1
+        for i in blanks:
+            if cells[i]:
+                continue
+            a, b, k = geo.cell_units[i]
+            mask = geo.full & ~(used[a] | used[b] | used[k])
+            count = mask.bit_count()
+            if count < best_count:
+                best, best_mask, best_count = i, mask, count
+                if count <= 1:
+                    break
+        if best < 0:
+            return True  # every blank filled
+        units = geo.cell_units[best]
+        while best_mask:
+            bit = best_mask & -best_mask
+            best_mask ^= bit
+            nodes += 1
+            if nodes > max_nodes:
+                raise SearchBound
+            cells[best] = bit.bit_length()
+            for k in units:
+                used[k] |= bit
+            if place():
+                return True
+            for k in units:
+                used[k] ^= bit
+        cells[best] = 0
+        return False
+
+    return np.array(cells, dtype=np.int64) if place() else None
+
+
+def puzzle_problem(values: np.ndarray, r: int, c: int, max_nodes: int = SEARCH_NODES) -> tuple[str | None, str | None]:
+    """(problem, note) of a puzzle ([n*n] values, 0 blank) before a model is asked to solve it. The problem, None when
+    there is none, says why it has no solution: a given repeated in a row, column or box (naming it and the digit), a
+    blank whose row, column and box already hold every digit (naming the cell), else no solution found by the exact
+    search. The note, None unless the search stopped at its bound, says the puzzle could not be checked."""
+    geo = geometry(r, c)
+    flat = np.asarray(values).reshape(-1)
+    repeated = repeated_given(flat, r, c)
+    if repeated is not None:
+        return repeated, None
+    for i in np.flatnonzero(flat == 0).tolist():
+        held = {int(flat[j]) for j in geo.peers[i] if flat[j]}
+        if len(held) == geo.n:
+            return (
+                f"the blank at {_cell(i, geo.n)} has no candidate: its row, column and box already hold "
+                f"{_digits(sorted(held))}",
+                None,
+            )
+    try:
+        found = search_solution(flat, r, c, max_nodes)
+    except SearchBound:
+        return None, f"not checked for a solution: the exact search stopped after {max_nodes} placements"
+    if found is None:
+        return "every blank has a candidate, but an exhaustive search fills no board", None
+    return None, None
+
+
 def matches_layout(split: PuzzleSplit, sample: int = 4096) -> tuple[int, int] | None:
     """The box (r, c) of a split with no builder record whose layout is a Sudoku's (docs/data.md, "Datasets of the
     original scripts"), else None: a square board of a side with a known box, vocab n + 2, PAD 0, and in the first
@@ -223,6 +344,19 @@ class SudokuTransforms:
 
     r: int
     c: int
+
+    @property
+    def group_size(self) -> int:
+        """Elements of the group the copies are drawn from: digit relabellings n!, band orders c! with the rows of each
+        band (r!)^c, stack orders r! with the columns of each stack (c!)^r, and the transpose for square boxes only
+        (3072 for 4x4, 2,488,320 for 6x6, about 1.2e12 for 9x9)."""
+        r, c, f = self.r, self.c, math.factorial
+        return f(r * c) * f(c) * f(r) ** c * f(r) * f(c) ** r * (2 if r == c else 1)
+
+    @property
+    def group_name(self) -> str:
+        n = self.r * self.c
+        return f"the {n}x{n} Sudoku's symmetry group"
 
     def draw(self, rng: np.random.Generator, rows: int, copies: int) -> list[GridTransforms]:
         return [_on_tokens(random_transforms(rng, self.r, self.c, rows)) for _ in range(copies - 1)]

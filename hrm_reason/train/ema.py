@@ -2,7 +2,7 @@
 after every optimizer step (TRM: decay 0.999; without it TRM's Sudoku accuracy drops from 87.4% to 79.9%).
 With `warmup`, update t (counted from 0 over the whole run, resumes included) uses min(decay, (1 + t) / (10 + t)), as
 TensorFlow's ExponentialMovingAverage does with num_updates: a short run's average then forgets the initial weights
-(at 0.999 without warmup they still weigh 0.999^1000 = 37% after 1,000 steps; docs/results.md, "Levers").
+(at 0.999 without warmup they still weigh 0.999^1000 = 37% after 1,000 steps).
 
 Only trainable parameters are averaged; buffers (the sparse puzzle-embedding table, the fixed initial states) are used
 as they are, as in TRM. Evaluation and checkpoints see the average: the checkpoint's model.safetensors holds the

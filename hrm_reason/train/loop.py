@@ -38,8 +38,10 @@ from hrm_reason.runtime.device import matmul_peak, resolve_device
 from hrm_reason.runtime.distributed import Processes, barrier, lost_process, max_over_ranks, processes
 from hrm_reason.runtime.lock import LOCK, RunLock, is_stale_temporary
 from hrm_reason.runtime.logs import RunLog, progress_bar
+from hrm_reason.runtime.memory import allocation_errors
 from hrm_reason.runtime.stop import FORWARDED_WITHIN, StopRequest, signal_name
 from hrm_reason.train.ema import EMA, ema_for_training, ema_weights
+from hrm_reason.train.fits import check_run_memory
 
 
 class TrainingDiverged(UserError):
@@ -191,7 +193,8 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> P
     run_dir = Path(config.run_dir) if config.run_dir else default_run_dir(config)
     with processes(config.device) as procs, RunLock(run_dir) if procs.is_main else contextlib.nullcontext():
         try:
-            return _train(config, resume, progress, procs)
+            with allocation_errors("hrm train", "global_batch_size, eval_global_batch_size or arch.hidden_size"):
+                return _train(config, resume, progress, procs)
         except Exception as e:
             lost = lost_process(e) if procs.distributed else None
             if lost is None:
@@ -207,6 +210,7 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) 
     """One start of the run in this process (under torchrun every process runs it, in step with the others)."""
     device = resolve_device(config.device, procs.local_rank)
     run_dir = Path(config.run_dir) if config.run_dir else default_run_dir(config)
+    check_run_memory(config, device, procs.world_size)  # before the model and the data take any memory
     task = make_task(config, device, procs, progress and procs.is_main)
     saved = resumed_state(task, procs, run_dir, resume)
     state = RunState.resumed(saved, config, task)

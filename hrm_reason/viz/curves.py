@@ -3,7 +3,6 @@ JSON files of `hrm eval --json` (inference-time scaling: accuracy after m = 1..m
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from hrm_reason.errors import UserError
+from hrm_reason.jsonfile import read_json, read_jsonl, read_text
 from hrm_reason.viz.canvas import new_figure
 
 TRAIN_COLOUR, EVAL_COLOUR, ACT_COLOUR = "#1f77b4", "#d62728", "#2ca02c"
@@ -38,21 +38,7 @@ def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
         raise UserError(
             f"{path} not found: {run_dir} is not a run directory written by hrm train (or it has not logged yet)"
         )
-    text = path.read_text()
-    lines = text.splitlines()
-    records = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            if number == len(lines) and not text.endswith("\n"):
-                break  # a line being written by a running training
-            raise UserError(f"{path} line {number}: not valid JSON ({e.msg})") from None
-        if not isinstance(record, dict) or not isinstance(record.get("step"), int):
-            raise UserError(f"{path} line {number}: expected a JSON object with an integer 'step'")
-        records.append(record)
+    records = read_jsonl(path, int_key="step")  # a last line being written by a running training is left out
     latest: dict[tuple[int, bool], dict[str, Any]] = {}
     for record in records:
         latest[(record["step"], any(k.startswith("eval/") for k in record))] = record
@@ -135,28 +121,30 @@ def _plot_eval(ax: Axes, records: list[dict[str, Any]], key: str, label: str, co
         ax.plot(steps, values, color=colour, marker="o", ms=3.5, lw=1.2, label=label)
 
 
-def read_eval_json(path: Path) -> dict[str, Any]:
-    """A file written by `hrm eval --json`; the fields drawn here are checked so that a wrong file is one line."""
-    try:
-        result = json.loads(Path(path).read_text())
-    except OSError as e:
-        raise UserError(f"--eval {path}: cannot read it ({e.strerror})") from None
-    except json.JSONDecodeError as e:
-        raise UserError(f"--eval {path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+def read_eval_json(path: Path, flag: str | None = None) -> dict[str, Any]:
+    """A file written by `hrm eval --json`; the fields drawn here are checked so that a wrong file is one line.
+    `flag` (e.g. "--eval") names the option that gave the file in those lines."""
+    name = f"{flag} {path}" if flag else str(path)
+    result = read_json(path, None, name=name)
     if not is_eval_result(result):
         raise UserError(
-            f"--eval {path}: not a result of hrm eval --json (expected mmax and per-segment exact_accuracy, token_accuracy)"
+            f"{name}: not a result of hrm eval --json (expected mmax and per-segment exact_accuracy, token_accuracy)"
         )
     return result
 
 
 def is_eval_result(result: Any) -> bool:
-    if not isinstance(result, dict) or not isinstance(result.get("mmax"), int):
+    """The fields the figures and tables read: mmax >= 1 and a number per segment budget in each accuracy list."""
+    if not isinstance(result, dict) or type(result.get("mmax")) is not int or result["mmax"] < 1:
         return False
     return all(
-        isinstance(result.get(k), list) and len(result[k]) == result["mmax"]
+        isinstance(result.get(k), list) and len(result[k]) == result["mmax"] and all(_is_number(v) for v in result[k])
         for k in ("exact_accuracy", "token_accuracy")
     )
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def find_eval_jsons(run_dir: Path) -> list[Path]:
@@ -164,9 +152,9 @@ def find_eval_jsons(run_dir: Path) -> list[Path]:
     found = []
     for path in sorted(Path(run_dir).glob("*.json")):
         try:
-            if is_eval_result(json.loads(path.read_text())):
+            if is_eval_result(read_json(path, None)):
                 found.append(path)
-        except (OSError, json.JSONDecodeError):
+        except UserError:  # not ours to judge: only the results among the run's JSON files are drawn
             continue
     return found
 
@@ -174,9 +162,9 @@ def find_eval_jsons(run_dir: Path) -> list[Path]:
 def trained_segments(run_dir: Path) -> int | None:
     """arch.halt_max_steps from the run's config.yaml, if it can be read."""
     try:
-        config = yaml.safe_load((Path(run_dir) / "config.yaml").read_text())
+        config = yaml.safe_load(read_text(Path(run_dir) / "config.yaml"))
         return int(config["arch"]["halt_max_steps"])
-    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError):
+    except (UserError, yaml.YAMLError, KeyError, TypeError, ValueError, OverflowError):
         return None
 
 
@@ -255,19 +243,41 @@ def run_figures(run_dir: Path, eval_jsons: list[Path]) -> list[tuple[str, Figure
     figures = [("curves.png", curves_figure(records, title))]
     paths = eval_jsons or find_eval_jsons(run_dir)
     if paths:
-        results = {p.stem: read_eval_json(p) for p in paths}
+        results = {p.stem: read_eval_json(p, "--eval" if eval_jsons else None) for p in paths}
         count = next(iter(results.values())).get("count")
         subtitle = f"{run_dir.name}: accuracy against segments" + (f" ({count} test examples)" if count else "")
         figures.append(("segments.png", segments_figure(results, subtitle, trained_segments(run_dir))))
     return figures
 
 
-def compute_figure(result: dict[str, Any], title: str) -> Figure:
-    """Exact accuracy against total segments run per puzzle (m x tta x samples), one line per (tta, samples) family
-    through its segment budgets m = 1..mmax; the ACT result of each family as a star at its mean total."""
+def _test_time_table(result: dict[str, Any], source: str) -> dict[str, Any]:
+    """The test_time table of an eval result with the fields compute_figure reads checked: a file edited or written
+    by another tool is one line naming it, not a KeyError."""
     table = result.get("extra", {}).get("test_time") if isinstance(result.get("extra"), dict) else None
     if not isinstance(table, dict) or not isinstance(table.get("table"), list):
-        raise UserError(f"{title}: no test_time table (run hrm eval with --tta or --samples and --json)")
+        raise UserError(f"{source}: no test_time table (run hrm eval with --tta or --samples and --json)")
+    fields = {"table": ("tta", "samples", "total_segments", "exact_accuracy")}
+    fields["act"] = ("tta", "samples", "mean_total_segments", "exact_accuracy")
+    for part, keys in fields.items():
+        rows = table.get(part, [])
+        if not isinstance(rows, list) or not all(
+            isinstance(r, dict) and all(_is_number(r.get(k)) for k in keys) for r in rows
+        ):
+            raise UserError(
+                f"{source}: extra.test_time.{part}: expected a list of objects with numbers {', '.join(keys)}"
+            )
+    if not table["table"]:
+        raise UserError(f"{source}: extra.test_time.table is empty")
+    if not isinstance(table.get("options", {}), dict):
+        raise UserError(f"{source}: extra.test_time.options: expected an object")
+    return table
+
+
+def compute_figure(result: dict[str, Any], title: str, source: str | None = None) -> Figure:
+    """Exact accuracy against total segments run per puzzle (m x tta x samples), one line per (tta, samples) family
+    through its segment budgets m = 1..mmax; the ACT result of each family as a star at its mean total. `source`
+    names the file in errors (default: the title)."""
+    table = _test_time_table(result, source or title)
     families: dict[tuple[int, int], list[tuple[int, float]]] = {}
     for row in table["table"]:
         families.setdefault((row["tta"], row["samples"]), []).append((row["total_segments"], row["exact_accuracy"]))

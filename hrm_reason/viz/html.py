@@ -9,6 +9,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
+from hrm_reason.jsonfile import read_text
 from hrm_reason.viz.canvas import png_bytes
 from hrm_reason.viz.curves import (
     find_eval_jsons,
@@ -65,7 +66,7 @@ def run_page(
     if "segments.png" in figures:
         parts += ["<h2>Accuracy against segments</h2>", _img(figures["segments.png"], "accuracy against segments")]
         for path in eval_jsons or find_eval_jsons(run_dir):
-            parts.append(_eval_table(path.stem, read_eval_json(path)))
+            parts.append(_eval_table(path.stem, read_eval_json(path, "--eval" if eval_jsons else None)))
     if count > 0:
         parts += [
             "<h2>Predictions after each segment</h2>",
@@ -77,7 +78,7 @@ def run_page(
     config = run_dir / "config.yaml"
     if config.is_file():
         parts.append(
-            f"<h2>Config</h2><details><summary>config.yaml</summary><pre>{html.escape(config.read_text())}</pre></details>"
+            f"<h2>Config</h2><details><summary>config.yaml</summary><pre>{html.escape(read_text(config))}</pre></details>"
         )
     return (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(run_dir.name)} - hrm-reason</title>'

@@ -18,6 +18,7 @@ from matplotlib.figure import Figure
 from torch import nn
 
 from hrm_reason.errors import UserError
+from hrm_reason.evaluate.act import check_mmax
 from hrm_reason.evaluate.run import load_model_for_eval
 from hrm_reason.viz.canvas import panel_figure
 from hrm_reason.viz.grids import (
@@ -170,8 +171,8 @@ def prediction_figures(
     """Test examples start..start+count-1 through a checkpoint (mmax default: the trained halt_max_steps)."""
     if count < 1:
         raise UserError(f"--count {count}: expected at least 1")
-    if mmax is not None and mmax < 1:
-        raise UserError(f"--mmax {mmax}: expected at least 1")
+    if mmax is not None:
+        check_mmax(mmax)
     model, config, split, device = load_model_for_eval(path, config_path, data, device_name)
     spec = grid_spec(split.metadata, str(split.path / "dataset.json"))
     identifiers = read_identifiers(split.path.parent)

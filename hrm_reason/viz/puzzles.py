@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,6 +10,7 @@ from matplotlib.figure import Figure
 
 from hrm_reason.data.puzzle import PuzzleSplit, load_split
 from hrm_reason.errors import UserError
+from hrm_reason.jsonfile import read_json
 from hrm_reason.viz.canvas import panel_figure
 from hrm_reason.viz.grids import GridSpec, content_window, draw_grid, grid_spec
 
@@ -51,10 +51,10 @@ def get_example(split: PuzzleSplit, index: int, split_name: str, identifiers: li
 
 
 def read_identifiers(data_dir: Path) -> list[str] | None:
-    path = Path(data_dir) / "identifiers.json"
+    """The puzzle names of identifiers.json, for titles only: without a readable one the titles go without."""
     try:
-        names = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
+        names = read_json(Path(data_dir) / "identifiers.json", None)
+    except UserError:
         return None
     return [str(v) for v in names] if isinstance(names, list) else None
 

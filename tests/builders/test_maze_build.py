@@ -8,6 +8,7 @@ builder's helpers.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections import Counter
 from pathlib import Path
@@ -211,6 +212,35 @@ def test_tiny_mazes_repeat_and_the_split_stays_strict(tmp_path: Path) -> None:
     assert builder(out, "train")["source_detail"]["test_generation"]["duplicates_dropped"] > 0
 
 
+def test_more_mazes_than_a_small_size_holds_stop_with_the_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """4x4 with paths of 10 moves: a few dozen distinct mazes. Asking for 1000 used to draw 20 million layouts; it stops
+    once STALL_REPEATS passing layouts in a row were all repeats, saying how many it found."""
+    monkeypatch.setattr(M, "STALL_REPEATS", 300)
+    with pytest.raises(UserError) as e:
+        build(tmp_path, size=4, train_size=1000, test_size=5, workers=1)
+    text = str(e.value)
+    assert "\n" not in text
+    head = re.fullmatch(r"--train-size 1000: found only (\d+) distinct train 4x4 mazes \(path >= 10 moves.*", text)
+    assert head is not None and 10 < int(head[1]) < 1000, text
+    assert re.search(r"the last (30\d) that passed all repeats", text) and "lower --train-size or --min-path" in text
+    # the test split counts its own mazes, besides those train took
+    with pytest.raises(
+        UserError, match=r"^--test-size 1000: found only \d+ distinct test 4x4 mazes besides the 20 of train"
+    ):
+        build(tmp_path, size=4, train_size=20, test_size=1000, workers=1)
+    assert not (tmp_path / "ds").exists()
+
+
+def test_subsample_size_above_the_train_size_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match=r"^--subsample-size 13: more than the 12 training mazes of --train-size 12;"):
+        build(tmp_path, train_size=12, test_size=2, subsample_size=13)
+    with pytest.raises(UserError, match=r"--train-size 1000 \(the default of --source generate\)"):
+        build(tmp_path, subsample_size=5000)
+    assert not (tmp_path / "ds").exists()
+
+
 def test_rebuild_is_byte_identical_and_seed_matters(tmp_path: Path) -> None:
     kw = {"size": 8, "min_path": 14, "train_size": 12, "test_size": 5, "aug": True, "subsample_size": 10}
     a, b, c = build(tmp_path, "a", seed=3, **kw), build(tmp_path, "b", seed=3, **kw), build(tmp_path, "c", seed=4, **kw)
@@ -220,7 +250,7 @@ def test_rebuild_is_byte_identical_and_seed_matters(tmp_path: Path) -> None:
         assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
     assert (a / "train/all__inputs.npy").read_bytes() != (c / "train/all__inputs.npy").read_bytes()
     # the test split does not depend on the train size (separate random streams)
-    d = build(tmp_path, "d", seed=3, **{**kw, "train_size": 7})
+    d = build(tmp_path, "d", seed=3, **{**kw, "train_size": 7, "subsample_size": 7})
     assert (a / "test/all__inputs.npy").read_bytes() == (d / "test/all__inputs.npy").read_bytes()
 
 

@@ -306,6 +306,84 @@ def test_4x4_split_is_strict(tmp_path: Path) -> None:
     assert counts["dropped_for_overlap"] > 0  # 36 classes only: overlap is real at this size and was removed
 
 
+def all_4x4_grids() -> np.ndarray:
+    """Every complete 4x4 Sudoku grid ([288, 16], values 1..4), by plain backtracking."""
+    grids: list[np.ndarray] = []
+    g = np.zeros((4, 4), dtype=int)
+
+    def fill(i: int) -> None:
+        if i == 16:
+            grids.append(g.reshape(-1).copy())
+            return
+        r, c = divmod(i, 4)
+        for d in range(1, 5):
+            if (
+                d not in g[r]
+                and d not in g[:, c]
+                and d not in g[r // 2 * 2 : r // 2 * 2 + 2, c // 2 * 2 : c // 2 * 2 + 2]
+            ):
+                g[r, c] = d
+                fill(i + 1)
+                g[r, c] = 0
+
+    fill(0)
+    return np.array(grids)
+
+
+def test_the_counted_4x4_classes_are_all_there_are() -> None:
+    """MINIMAL_PUZZLE_CLASSES and SOLUTION_CLASSES, which the capacity error quotes, by exhaustive enumeration: every
+    minimal unique puzzle of one grid per grid class, classes by the brute-force orbit."""
+    grids = all_4x4_grids()
+    assert len(grids) == 288
+    grid_classes: dict[tuple[int, ...], int] = {}
+    for i, grid in enumerate(grids):
+        grid_classes.setdefault(min(orbit(grid, 2, 2)), i)
+    assert len(grid_classes) == S.SOLUTION_CLASSES["2x2"]
+    masks = np.arange(1 << 16)
+    bit = 1 << np.arange(16)
+    classes = set()
+    for i in grid_classes.values():
+        agree = np.delete(((grids == grids[i]) * bit).sum(axis=1), i)  # cells where another grid agrees with this one
+        unique = np.ones(masks.size, dtype=bool)  # givens `mask` single out grid i: no other grid agrees on all of them
+        for a in agree:
+            unique &= (masks & ~a) != 0
+        minimal = unique.copy()
+        for cell in range(16):
+            minimal &= ((masks >> cell) & 1 == 0) | ~unique[masks & ~(1 << cell)]
+        for mask in np.flatnonzero(minimal):
+            classes.add(min(orbit(np.where((mask >> np.arange(16)) & 1, grids[i], 0), 2, 2)))
+    assert len(classes) == S.MINIMAL_PUZZLE_CLASSES["2x2"]
+
+
+def test_a_split_that_can_never_fill_stops_with_the_count(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """4x4 has 36 minimal classes: with 100000 train places and 10 test places every class goes to train, and the
+    generator used to run on for millions of attempts. It stops once no new class came for STALL_ATTEMPTS."""
+    monkeypatch.setattr(S, "STALL_ATTEMPTS", 500)
+    with pytest.raises(UserError) as e:
+        build(tmp_path, box="2x2", train_size=100000, test_size=10, workers=1)
+    text = str(e.value)
+    assert "\n" not in text
+    assert text.startswith("--test-size 10: only 0 test 4x4 puzzles after ")
+    assert "all 36 puzzle classes found went to train" in text and "none new came in the last 500 attempts" in text
+    attempts = int(text.split(" after ")[1].split(" attempts")[0].replace(",", ""))
+    assert attempts < 2000  # the classes are all found within a few hundred attempts
+    with pytest.raises(
+        UserError,
+        match=r"^--train-size 30: only 0 train 4x4 puzzles .* 2 solution classes .* use --strict-split puzzle",
+    ):
+        build(tmp_path, box="2x2", train_size=30, test_size=3000, strict_split="solution", seed=1, workers=1)
+    assert not (tmp_path / "ds").exists()
+
+
+def test_subsample_size_above_the_train_size_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match=r"^--subsample-size 50: more than the 20 training puzzles of --train-size 20;"):
+        build(tmp_path, box="2x2", train_size=20, test_size=5, subsample_size=50)
+    with pytest.raises(UserError, match=r"--train-size 1000 \(the default of --source generate\)"):
+        build(tmp_path, box="2x2", subsample_size=1001)
+    out = build(tmp_path, box="2x2", train_size=20, test_size=5, subsample_size=20)  # all of them: allowed
+    assert json.loads((out / "train" / "dataset.json").read_text())["builder"]["counts"]["originals"] == 20
+
+
 def test_min_difficulty_filters_and_impossible_is_a_user_error(tmp_path: Path) -> None:
     out = build(tmp_path, box="2x3", train_size=6, test_size=3, min_difficulty=1)
     for split in ("train", "test"):

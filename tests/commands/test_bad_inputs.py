@@ -13,6 +13,7 @@ import random
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -34,7 +35,8 @@ TINY = [*TINY_CLI, "epochs=2", "eval_interval=2"]
 
 def assert_one_line(result: tuple[int, str], *fragments: str) -> str:
     code, err = result
-    noise = ("no --config given", "generating ", "tokenizing")  # the notice and progress bars before the error
+    # the notice and progress bars before the error
+    noise = ("no --config given", "generating ", "augmenting ", "tokenizing")
     lines = [line for line in err.replace("\r", "\n").splitlines() if line.strip() and not line.startswith(noise)]
     assert code == 2, err
     assert len(lines) == 1 and lines[0].startswith("error: "), err
@@ -132,6 +134,24 @@ def test_build_data_on_a_full_disk(
     out = tmp_path / "s"
     sudoku = ["build-data", "sudoku", "--source", "generate", "--box", "2x2", "--train-size", "4", "--test-size", "4"]
     result = hrm(capsys, monkeypatch, *sudoku, "--workers", "1", "--out", str(out))
+    assert_one_line(result, "no space left on device writing", str(out))
+    assert list(tmp_path.iterdir()) == [] and leftovers(tmp_path) == []
+
+
+def test_build_data_on_a_full_disk_short_write(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """numpy writes a large array into a real file with fwrite and reports a full disk as a short write, an OSError
+    without an errno: still the full-disk line, not a traceback."""
+    import datasets_build.common
+
+    def short_write(file: Any, arr: np.ndarray, allow_pickle: bool = True) -> None:
+        raise OSError(f"{arr.nbytes} requested and {arr.nbytes // 2} written")
+
+    monkeypatch.setattr(datasets_build.common.np, "save", short_write)
+    out = tmp_path / "s"
+    sudoku = ["build-data", "sudoku", "--source", "generate", "--box", "2x2", "--train-size", "4", "--test-size", "4"]
+    result = hrm(capsys, monkeypatch, *sudoku, "--workers", "1", "--num-aug", "2", "--out", str(out))
     assert_one_line(result, "no space left on device writing", str(out))
     assert list(tmp_path.iterdir()) == [] and leftovers(tmp_path) == []
 

@@ -128,3 +128,24 @@ def test_bench_command_measures_a_language_model_head(tmp_path: Path) -> None:
     assert figures["mfu"] == pytest.approx(
         figures["train_flops_per_step"] * figures["train_examples_per_s"] / (2 * 16) / figures["matmul_peak_flops"]
     )
+
+
+def test_a_batch_that_cannot_fit_is_refused_before_anything_is_built(tmp_path: Path) -> None:
+    """Issue 35: --batch-size 10**9 died in the allocator with a 40-line trace."""
+
+    def error_line(*overrides: str, batch: int = 4) -> str:
+        proc = run_hrm(
+            *bench_args("quickstart.yaml", tmp_path / "bench.json", batch, *overrides, "device=cpu"), timeout=60
+        )
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr and not (tmp_path / "bench.json").exists()
+        lines = proc.stderr.splitlines()  # the dataset's stand-in shape is said first
+        assert len(lines) == 2 and lines[0].startswith("random tokens of seq_len 81"), proc.stderr
+        return lines[1]
+
+    line = error_line(batch=10**9)
+    assert line.startswith("error: --batch-size 1000000000: needs at least") and line.endswith("lower --batch-size")
+    assert "GiB available on cpu" in line
+    line = error_line("arch.hidden_size=1000000")
+    assert line.startswith("error: arch.hidden_size 1000000: needs at least") and line.endswith(
+        "lower arch.hidden_size"
+    )

@@ -270,7 +270,7 @@ BOARD_4 = "1...2...3...4..."
         ("arc", '{"test": [{"input": [[1, 2], [3]]}]}', ("argument test 0 input", "ragged grid")),
         ("arc", "[[1, 2, 3, 4, 5, 6, 7, 8, 9]]", ("1x9 grid", "8x8 canvas")),
         ("arc", '{"test": [{"input": [[1, 12]]}]}', ("colour 12",)),
-        ("arc", '{"test": [', ("argument: not JSON",)),
+        ("arc", '{"test": [', ("argument: not valid JSON",)),
         ("sudoku", "", ("argument: no puzzle found",)),
     ],
 )
@@ -480,3 +480,96 @@ def test_solve_with_test_time_compute_is_test_time_predict(
     pred = predict(trajectories(solver.model, batch, 3, options, solver.task.transforms, key=(0,)), 3, "vote")
     np.testing.assert_array_equal([p["tokens"] for p in first["puzzles"]], pred.preds.numpy())
     np.testing.assert_array_equal([p["segments"] for p in first["puzzles"]], pred.segments.numpy())
+
+
+# --------------------------------------------------------------------------------------- checks before the model
+
+
+@pytest.mark.parametrize(
+    ("puzzle", "line"),
+    [
+        (
+            "1 1 0 0\n0 0 0 0\n0 0 0 0\n0 0 0 0",
+            "error: argument line 1: not a solvable 4x4 Sudoku (2x2 boxes): the given 1 appears twice in row 1 "
+            "(columns 1 and 2) (--allow-unsolvable runs the model anyway)",
+        ),
+        (
+            "1 2 0 0\n3 0 0 0\n0 0 0 0\n0 4 0 0",
+            "error: argument line 1: not a solvable 4x4 Sudoku (2x2 boxes): the blank at row 2, column 2 has no "
+            "candidate: its row, column and box already hold 1, 2, 3 and 4 (--allow-unsolvable runs the model anyway)",
+        ),
+        (
+            "..1.....21....3.",
+            "error: argument line 1: not a solvable 4x4 Sudoku (2x2 boxes): every blank has a candidate, but an "
+            "exhaustive search fills no board (--allow-unsolvable runs the model anyway)",
+        ),
+    ],
+)
+def test_a_sudoku_without_a_solution_is_refused_before_the_model_runs(
+    sudoku_run: Path,
+    puzzle: str,
+    line: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    code, out, err = hrm(capsys, monkeypatch, "solve", "--run", str(sudoku_run), puzzle, "--quiet")
+    assert code == 2 and out == "" and err.splitlines() == [line], err
+
+
+def test_allow_unsolvable_shows_the_models_guess_with_the_problem_as_a_note(
+    sudoku_run: Path, maze_run: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = solve_json(capsys, monkeypatch, "--run", str(sudoku_run), "11.." + "." * 12, "--allow-unsolvable")
+    (answer,) = out["puzzles"]
+    assert answer["notes"] == ["not solvable: the given 1 appears twice in row 1 (columns 1 and 2)"]
+    assert answer["valid"] is False  # no answer keeps both givens and the rules
+    # a maze with two S runs too, and its answer is judged without a shortest path to compare with
+    two_s = "#########\n#S  S   #\n" + "#   G   #\n" * 7
+    (answer,) = solve_json(capsys, monkeypatch, "--run", str(maze_run), two_s, "--allow-unsolvable")["puzzles"]
+    assert answer["notes"] == ["not solvable: 2 cells marked S (start), where a maze has exactly one"]
+    assert answer["valid"] is False
+
+
+def test_every_puzzle_is_checked_before_any_runs(
+    sudoku_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "p.txt").write_text(f"{BOARD_4}\n{BOARD_4}\n3.3.............\n")
+    code, out, err = hrm(capsys, monkeypatch, "solve", "--run", str(sudoku_run), "--file", str(tmp_path / "p.txt"))
+    assert code == 2 and out == "", err
+    assert err.startswith(
+        f"error: {tmp_path / 'p.txt'} line 3: not a solvable 4x4 Sudoku (2x2 boxes): the given 3 appears twice in row 1 "
+        "(columns 1 and 3)"
+    ), err
+    assert "puzzle/s" not in err  # no progress bar: the model never started
+
+
+@pytest.mark.parametrize(
+    ("flags", "line"),
+    [
+        (["--mmax", "1000000000"], "error: --mmax 1000000000: expected 1 to 1024 segments"),
+        (["--tta", "5000"], "error: --tta 5000: 3072 trajectories per puzzle (the 4x4 Sudoku's symmetry group"),
+        (["--samples", "300"], "error: --samples 300: at most 256 trajectories per copy"),
+        (["--device", "tpu"], "error: --device tpu: expected auto, cpu or cuda"),
+    ],
+)
+def test_huge_budgets_and_unknown_devices_are_one_line(
+    sudoku_run: Path,
+    flags: list[str],
+    line: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    code, out, err = hrm(capsys, monkeypatch, "solve", "--run", str(sudoku_run), BOARD_4, "--quiet", *flags)
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert code == 2 and out == "" and len(lines) == 1 and lines[0].startswith(line), err
+
+
+def test_maze_copies_beyond_the_group_are_capped_with_a_notice(
+    maze_run: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    maze_9 = "#########\n#S      #\n" + "#       #\n" * 5 + "#      G#\n#########"
+    args = ["solve", "--run", str(maze_run), maze_9, "--json", "--quiet", "--mmax", "2"]
+    code, capped, err = hrm(capsys, monkeypatch, *args, "--tta", "1000")
+    assert code == 0 and err.splitlines() == ["--tta 1000: the maze's symmetry group has 8 elements; using 8"], err
+    code, eight, err = hrm(capsys, monkeypatch, *args, "--tta", "8")
+    assert code == 0 and err == "" and json.loads(capped) == json.loads(eight)

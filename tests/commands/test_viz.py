@@ -416,6 +416,45 @@ def test_viz_errors_are_one_line(trained_run: tuple[Path, Path], tmp_path: Path,
     assert not any(tmp_path.glob("*.png"))
 
 
+def test_damaged_inputs_of_viz_are_one_line_naming_the_file(tmp_path: Path, hrm) -> None:
+    """Random bytes, a file of another tool or a hand-edited result where viz reads metrics.jsonl, an eval JSON
+    (--eval or the argument of test-time) or config.yaml: one line naming the file, never a traceback (issue 35)."""
+    garbage = tmp_path / "garbage.bin"
+    garbage.write_bytes(b"\x1f\x8b\x08 not text\n\xff\xfe")
+    run = tmp_path / "run"
+    write_metrics(run, ['{"step": 1, "train/lm_loss": 2.0}\n'])
+    (run / "metrics.jsonl").write_bytes(garbage.read_bytes())
+    assert_one_line_error(hrm("viz", "run", str(run)), f"{run / 'metrics.jsonl'} line 1: not UTF-8 text")
+    write_metrics(run, ['{"step": 1, "train/lm_loss": 2.0}\n', "[1, 2]\n"])
+    assert_one_line_error(hrm("viz", "run", str(run)), "line 2: expected a JSON object with an integer 'step'")
+    write_metrics(run, ['{"step": 1, "train/lm_loss": 2.0}\n'])
+    assert_one_line_error(
+        hrm("viz", "run", str(run), "--eval", str(garbage), "--out", str(tmp_path / "v")),
+        f"--eval {garbage}: not valid JSON (not UTF-8 text: invalid byte 0x8b at offset 1)",
+    )
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text(json.dumps({"mmax": 2, "exact_accuracy": ["a", "b"], "token_accuracy": [0.1, 0.2]}))
+    assert_one_line_error(
+        hrm("viz", "run", str(run), "--eval", str(wrong)), f"--eval {wrong}: not a result of hrm eval"
+    )
+    assert_one_line_error(hrm("viz", "test-time", str(garbage)), f"{garbage}: not valid JSON (not UTF-8 text")
+    result = {"mmax": 1, "exact_accuracy": [0.5], "token_accuracy": [0.5]}
+    for table, fragment in (
+        (None, "no test_time table"),
+        ({"table": [{"tta": 1, "samples": 1}]}, "extra.test_time.table: expected a list of objects with numbers"),
+        ({"table": [], "act": "x"}, "extra.test_time.act: expected a list"),
+        ({"table": []}, "extra.test_time.table is empty"),
+    ):
+        wrong.write_text(json.dumps({**result, "extra": {"test_time": table}}))
+        assert_one_line_error(hrm("viz", "test-time", str(wrong), "--out", str(tmp_path / "v")), fragment)
+    (run / "config.yaml").write_bytes(garbage.read_bytes())
+    assert_one_line_error(
+        hrm("viz", "html", str(run), "--count", "0", "--out", str(tmp_path / "p.html")),
+        f"{run / 'config.yaml'}: not UTF-8 text",
+    )
+    assert not (tmp_path / "v").exists() and not (tmp_path / "p.html").exists()
+
+
 def test_missing_matplotlib_is_one_line(trained_run: tuple[Path, Path], tmp_path: Path) -> None:
     data, _ = trained_run
     code = "import sys; sys.modules['matplotlib'] = None; import cli; cli.main()"

@@ -15,12 +15,18 @@ import cli
 from datasets_build import maze as MB
 from datasets_build import sudoku as SB
 from hrm_reason.data.puzzle import eval_batches, load_split
-from hrm_reason.evaluate.act import evaluate
+from hrm_reason.errors import UserError
+from hrm_reason.evaluate.act import MAX_MMAX, check_mmax, evaluate
 from hrm_reason.evaluate.tta import (
+    MAX_SAMPLES,
+    MAX_TRAJECTORIES,
     TestTimeEval,
     TestTimeOptions,
     answer_hash,
+    carry_row_bytes,
     choose,
+    fit_batch,
+    fit_to_group,
     predict,
     trajectories,
 )
@@ -401,3 +407,127 @@ def test_tta_on_a_dataset_without_a_task_is_one_line(
     )
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 2 and len(lines) == 1 and "builder.name" in lines[0], err
+
+
+# ----------------------------------------------------------------------------------------------------------- bounds
+
+
+def test_copies_beyond_the_group_are_capped_with_a_notice() -> None:
+    options, notice = fit_to_group(TestTimeOptions(tta=1000), maze.MazeTransforms(9))
+    assert options.tta == 8 and notice == "--tta 1000: the maze's symmetry group has 8 elements; using 8"
+    options, notice = fit_to_group(TestTimeOptions(tta=8, samples=4), maze.MazeTransforms(9))
+    assert options == TestTimeOptions(tta=8, samples=4) and notice is None
+    options, notice = fit_to_group(TestTimeOptions(tta=600), sudoku.SudokuTransforms(3, 3))  # 1.2e12 elements
+    assert options.tta == 600 and notice is None
+    # the plain dihedral maps of a square: 8 elements
+    assert fit_to_group(TestTimeOptions(tta=20), DihedralTransforms(5))[0] == TestTimeOptions(tta=8)
+
+
+@pytest.mark.parametrize(
+    ("options", "transforms", "message"),
+    [
+        (
+            TestTimeOptions(tta=100_000),
+            sudoku.SudokuTransforms(2, 2),
+            "--tta 100000: 3072 trajectories per puzzle (the 4x4 Sudoku's symmetry group has 3072 elements); at most "
+            "1024 copies x samples (docs/commands.md)",
+        ),
+        (
+            TestTimeOptions(tta=8, samples=200),
+            maze.MazeTransforms(9),
+            "--tta 8 x --samples 200: 1600 trajectories per puzzle; at most 1024 copies x samples (docs/commands.md)",
+        ),
+        (
+            TestTimeOptions(tta=1025),
+            arc.ArcTransforms(10),
+            "--tta 1025: 1025 trajectories per puzzle; at most 1024 copies x samples (docs/commands.md)",
+        ),
+    ],
+)
+def test_too_many_trajectories_are_one_line(options: TestTimeOptions, transforms: object, message: str) -> None:
+    with pytest.raises(UserError) as e:
+        fit_to_group(options, transforms)  # type: ignore[arg-type]
+    assert str(e.value) == message
+
+
+def test_the_bounds_themselves_pass() -> None:
+    options = TestTimeOptions(tta=4, samples=MAX_SAMPLES)
+    assert options.trajectories == MAX_TRAJECTORIES and fit_to_group(options, maze.MazeTransforms(9))[0] == options
+    with pytest.raises(UserError, match=f"--samples {MAX_SAMPLES + 1}: at most {MAX_SAMPLES} trajectories per copy"):
+        TestTimeOptions(samples=MAX_SAMPLES + 1)
+    check_mmax(MAX_MMAX)
+    with pytest.raises(UserError, match=f"--mmax {MAX_MMAX + 1}: expected 1 to {MAX_MMAX} segments.*halt_max_steps 3"):
+        check_mmax(MAX_MMAX + 1, 3)
+
+
+def test_trajectories_refuse_more_than_the_bound_whoever_calls_them(sudoku_data: Path) -> None:
+    """The bound holds for callers that skip fit_to_group (the API): nothing is drawn or run past it."""
+    options = TestTimeOptions(tta=MAX_TRAJECTORIES + 1)
+    with pytest.raises(UserError, match="1025 trajectories; at most 1024"):
+        next(trajectories(tiny_model(sudoku_data), first_batch(sudoku_data), 2, options, sudoku.SudokuTransforms(2, 2)))
+
+
+def test_the_batch_is_cut_to_the_memory_the_carried_states_need() -> None:
+    options = TestTimeOptions(tta=8, samples=4)  # 32 trajectories
+    assert fit_batch(64, options, row_bytes=1000, free=2 * 32 * 1000 * 64) == (64, None)
+    batch, notice = fit_batch(64, options, row_bytes=1000, free=2 * 32 * 1000 * 10 + 1)
+    assert batch == 10
+    assert notice is not None and notice.startswith("--tta 8 x --samples 4: 10 puzzles per batch instead of 64")
+    with pytest.raises(UserError, match="--tta 8 x --samples 4: the carried state of one puzzle's 32 trajectories"):
+        fit_batch(64, options, row_bytes=1000, free=2 * 32 * 1000 - 1)
+
+
+def test_a_rows_carried_state_is_measured_from_the_model(sudoku_data: Path) -> None:
+    model = tiny_model(sudoku_data)
+    seq_len = load_split(sudoku_data, "test").metadata.seq_len
+    carry = model.started_carry(first_batch(sudoku_data, 3))
+    state = sum(t.nbytes for t in (carry.inner_carry.z_H, carry.inner_carry.z_L)) // 3
+    assert carry_row_bytes(model, seq_len, CPU) == state + 32 * seq_len
+
+
+@pytest.fixture(scope="module")
+def maze_trained(maze_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run_dir = tmp_path_factory.mktemp("tt") / "maze_run"
+    return train(tiny_config(maze_data, run_dir, "epochs=2", "eval_interval=2", "global_batch_size=4"), progress=False)
+
+
+def test_eval_caps_maze_copies_at_the_group_and_runs_them(
+    maze_trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    args = ["eval", "--run", str(maze_trained), "--mmax", "2", "--quiet", "--json"]
+    code, _, err = hrm(capsys, monkeypatch, *args, str(tmp_path / "1000.json"), "--tta", "1000")
+    assert code == 0, err
+    assert "--tta 1000: the maze's symmetry group has 8 elements; using 8" in err.splitlines()
+    code, _, err = hrm(capsys, monkeypatch, *args, str(tmp_path / "8.json"), "--tta", "8")
+    assert code == 0 and "using" not in err, err
+    capped, eight = (json.loads((tmp_path / f"{k}.json").read_text())["extra"]["test_time"] for k in (1000, 8))
+    assert capped["options"]["tta"] == 8 and capped == eight
+
+
+@pytest.mark.parametrize(
+    ("flags", "line"),
+    [
+        (["--mmax", "1000000000"], "error: --mmax 1000000000: expected 1 to 1024 segments"),
+        (["--tta", "100000"], "error: --tta 100000: 3072 trajectories per puzzle (the 4x4 Sudoku's symmetry group"),
+        (["--samples", "100000"], "error: --samples 100000: at most 256 trajectories per copy"),
+        (["--device", "tpu"], "error: --device tpu: expected auto, cpu or cuda"),
+        (["--device", "cuda:0"], "error: --device cuda:0: expected auto, cpu or cuda"),
+    ],
+)
+def test_huge_values_and_unknown_devices_are_one_line_at_once(
+    trained: Path, flags: list[str], line: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, out, err = hrm(capsys, monkeypatch, "eval", "--run", str(trained), "--quiet", *flags)
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert code == 2 and out == "" and len(lines) == 1 and lines[0].startswith(line), err
+
+
+def test_eval_help_keeps_the_shared_options(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """eval's and solve's flags are rebuilt with the test-time ones: --device keeps its help (and its check), --quiet
+    stays one flag."""
+    monkeypatch.setenv("COLUMNS", "200")
+    for command in ("eval", "solve"):
+        _, out, _ = hrm(capsys, monkeypatch, command, "--help")
+        assert "auto, cpu or cuda" in out and "--no-quiet" not in out and "Run directory" in out, out

@@ -286,3 +286,24 @@ def test_shipped_configs_load_and_the_paper_one_matches_the_paper() -> None:
         16,
         "rope",
     )
+
+
+def test_a_model_that_cannot_fit_is_refused_before_it_is_built(data: Path, tmp_path: Path) -> None:
+    """Issue 35: arch.hidden_size=1000000 died in the allocator with a 76-line trace."""
+    config = tiny_config(data, tmp_path / "run", "arch.hidden_size=1000000", "arch.num_heads=8")
+    with pytest.raises(UserError, match=r"^arch.hidden_size 1000000: needs at least .* GiB available on cpu"):
+        train(config, progress=False)
+    assert not (tmp_path / "run" / "config.yaml").exists()
+
+
+def test_an_allocation_the_floor_let_through_fails_in_one_line(
+    data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The memory check is a floor: what it lets through and the allocator refuses is the same kind of one line."""
+    monkeypatch.setattr(train_module, "check_run_memory", lambda *args: None)
+    config = tiny_config(data, tmp_path / "run", "arch.hidden_size=1000000", "arch.num_heads=8")
+    with pytest.raises(UserError) as e:
+        train(config, progress=False)
+    message = str(e.value)
+    assert message.startswith("hrm train: out of memory on cpu (an allocation of") and "\n" not in message
+    assert message.endswith("lower global_batch_size, eval_global_batch_size or arch.hidden_size")
