@@ -346,6 +346,41 @@ def solve_cmd(
     _echo_written(pngs)
 
 
+@app.command("adapt")
+def adapt_cmd(
+    run: Path = typer.Argument(..., help="Run directory of an ACT puzzle model trained on an ARC dataset."),
+    tasks: list[Path] = typer.Argument(..., metavar="TASK...", help="ARC task JSON files, or folders of them."),
+    steps: int = typer.Option(200, "--steps", min=0, help="Adaptation steps (one ACT segment each)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the batches, the translations and the halting exploration."),
+    num_aug: int | None = typer.Option(None, "--num-aug", min=0, help="Augmented variants (default: the dataset's)."),
+    whole: bool = typer.Option(False, "--whole", help="Train the network too (default: the new rows alone)."),
+    lr: float | None = typer.Option(None, "--lr", help="SignSGD rate of the rows (default: the run's puzzle_emb_lr)."),
+    lr_whole: float = typer.Option(1e-4, "--lr-whole", help="Learning rate of the network under --whole."),
+    batch_size: int | None = typer.Option(None, "--batch-size", min=1, help="Default: the run's global batch."),
+    mmax: int | None = typer.Option(None, "--mmax", min=1, help="Segments of the answer (default: halt_max_steps)."),
+    out: Path | None = typer.Option(None, "--out", help="Output folder (default: RUN/adapt/<task id>)."),
+    device: str = typer.Option("cpu", "--device", help="cpu (default), cuda or auto.", callback=_device_name),
+    quiet: Quiet = False,
+) -> None:
+    """Adapt new puzzle-embedding rows to ARC tasks the model never saw, on their demonstrations only, then answer
+    their test inputs by voting: two attempts per test input, OUT/submission.json and the rows in
+    OUT/adapted.safetensors. A second call with the same tasks and options loads the rows.
+
+    Example: hrm adapt runs/arc-rung task.json --steps 200"""
+    from hrm_reason.commands.adapt import AdaptOptions, adapt, format_result
+
+    options = AdaptOptions(steps, seed, num_aug, whole, lr, lr_whole, batch_size, mmax)
+    result = adapt(run, tasks, options, out, device, progress=not quiet)
+    if result.loaded:
+        typer.echo(f"loaded the adapted rows from {result.out / 'adapted.safetensors'} (same tasks and options)")
+    elif result.losses:
+        typer.echo(
+            f"adapted {options.steps} steps: demonstration loss {result.losses[0]:.4f} -> {result.losses[-1]:.4f}"
+        )
+    typer.echo(format_result(result))
+    typer.echo(f"wrote {result.out / 'submission.json'}")
+
+
 @app.command("generate")
 def generate_cmd(
     run: Path = typer.Option(
