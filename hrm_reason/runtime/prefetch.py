@@ -1,10 +1,12 @@
-"""Batches collated on a background thread while the current step runs."""
+"""Batches collated on a background thread while the current step runs. The thread is joined when the batches are
+closed: a daemon thread still inside torch when the interpreter exits is ended mid-call, and the process aborts
+("terminate called without an active exception"; seen on a rank finishing while its batch thread worked)."""
 
 from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 import torch
@@ -12,7 +14,7 @@ import torch
 
 def prefetch(
     batches: Iterator[dict[str, torch.Tensor]], device: torch.device, depth: int = 2
-) -> Iterator[dict[str, torch.Tensor]]:
+) -> Generator[dict[str, torch.Tensor], None, None]:
     """Same batches, same order, `depth` ahead; on CUDA they are pinned and copied asynchronously."""
     ready: queue.Queue[Any] = queue.Queue(maxsize=depth)
     stop = threading.Event()
@@ -38,7 +40,8 @@ def prefetch(
         except BaseException as e:  # handed to the consumer, raised there
             put(e)
 
-    threading.Thread(target=work, daemon=True, name="hrm-prefetch").start()
+    worker = threading.Thread(target=work, daemon=True, name="hrm-prefetch")
+    worker.start()
     try:
         while (item := ready.get()) is not done:
             if isinstance(item, BaseException):
@@ -46,3 +49,4 @@ def prefetch(
             yield {k: v.to(device, non_blocking=True) for k, v in item.items()}
     finally:
         stop.set()
+        worker.join()  # the batch in hand is finished, put() gives up within 0.1 s

@@ -10,7 +10,7 @@ another number of processes.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +83,7 @@ class ACTTask:
         self.flops_by_depth: dict[tuple[int, int], float] = {}
         self.carry_state: dict[str, torch.Tensor] | None = None
 
-    def batches(self, round: int, start: int) -> Iterator[Batch]:
+    def batches(self, round: int, start: int) -> Generator[Batch, None, None]:
         return prefetch(self.sampler.batches(round, start), self.device)
 
     @property

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +73,7 @@ class LMTask:
             lambda: flop_count(self.model.config, seq_len).train_step * self.tokens_per_step, config.model_name
         )
 
-    def batches(self, round: int, start: int) -> Iterator[torch.Tensor | PuzzleSequences]:
+    def batches(self, round: int, start: int) -> Generator[torch.Tensor | PuzzleSequences, None, None]:
         c, (rank, world) = self.config, (self.procs.rank, self.procs.world_size)
         rows = slice(rank * c.global_batch_size // world, (rank + 1) * c.global_batch_size // world)
         for step in range(start, self.total_steps):

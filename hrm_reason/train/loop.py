@@ -17,7 +17,7 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -57,8 +57,9 @@ class TrainTask(Protocol):
     total_rounds: int
     train_flops_per_step: float | None  # model FLOPs of one optimizer step on the global batch (models/flops.py)
 
-    def batches(self, round: int, start: int) -> Iterator[Any]:
-        """The batches of round `round` from its `start`-th on, on the device, this process's slice."""
+    def batches(self, round: int, start: int) -> Generator[Any, None, None]:
+        """The batches of round `round` from its `start`-th on, on the device, this process's slice; closed when the
+        round ends."""
 
     def forward(self, train_model: nn.Module, batch: Any, step: int, progress: float = 0.0) -> tuple[torch.Tensor, Any]:
         """(loss, outputs) of training step `step` (0-based), `progress` of the run done (run_progress)."""
@@ -383,18 +384,19 @@ def train_round(run: Run, state: RunState, stop: StopRequest) -> None:
     each round with checkpoint_every_eval, and after the last); the step cap, a stop request or the time budget may
     end it first."""
     config, task = run.config, run.task
-    for batch in task.batches(state.round, state.in_round):
-        if state.step >= task.total_steps:
-            return
-        train_step(run, state, batch, stop)
-        if state.stopped or state.out_of_time:
-            return
-        if eval_due(config, state):
-            evaluate(run, state)
-            if config.checkpoint_every_eval:
+    with contextlib.closing(task.batches(state.round, state.in_round)) as batches:  # its thread ends here
+        for batch in batches:
+            if state.step >= task.total_steps:
+                return
+            train_step(run, state, batch, stop)
+            if state.stopped or state.out_of_time:
+                return
+            if eval_due(config, state):
+                evaluate(run, state)
+                if config.checkpoint_every_eval:
+                    checkpoint(run, state)
+            if config.checkpoint_every_steps and state.step % config.checkpoint_every_steps == 0:
                 checkpoint(run, state)
-        if config.checkpoint_every_steps and state.step % config.checkpoint_every_steps == 0:
-            checkpoint(run, state)
     state.round, state.in_round = state.round + 1, 0
     evaluate(run, state)
     if config.checkpoint_every_eval or state.round >= task.total_rounds:
