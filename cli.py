@@ -321,6 +321,14 @@ def solve_cmd(
     png: Path | None = typer.Option(
         None, "--png", help="Write a picture of each puzzle and its answer to this folder."
     ),
+    adapt_steps: int | None = typer.Option(
+        None,
+        "--adapt",
+        min=0,
+        help="ARC tasks the model never saw: first adapt a new puzzle-embedding row to the --file task's "
+        "demonstrations for this many steps, then answer by voting, as hrm adapt does (its other options at their "
+        "defaults).",
+    ),
     device: Device = "auto",
     quiet: Quiet = False,
     test_time: Any = None,
@@ -331,9 +339,16 @@ def solve_cmd(
     Examples: hrm solve --run runs/sudoku "53..7....6..195....98....6.8...6...34..8.3..17...2...6.6....28....419..5....8..79";
     hrm solve --run runs/maze --file maze.txt --png out/
 
-    --tta/--samples choose each answer over transformed copies and noisy trajectories, as hrm eval's."""
+    --tta/--samples choose each answer over transformed copies and noisy trajectories, as hrm eval's.
+    --adapt STEPS solves one ARC task the model never trained on: hrm solve --run runs/arc-rung --file task.json --adapt
+    200"""
     from hrm_reason.commands.solve import answers_json, format_answers, load_solver, read_puzzles, solve, write_pngs
 
+    if adapt_steps is not None:
+        _solve_adapted(
+            run, checkpoint, config, file, puzzle, adapt_steps, mmax, json_out, png, device, quiet, test_time
+        )
+        return
     solver = load_solver(_one_of(run, checkpoint), config, device)
     puzzles = read_puzzles(solver.task, puzzle, file, sys.stdin)
     budget = mmax or solver.halt_max_steps
@@ -344,6 +359,52 @@ def solve_cmd(
         return
     typer.echo(format_answers(answers))
     _echo_written(pngs)
+
+
+def _solve_adapted(
+    run: Path | None,
+    checkpoint: Path | None,
+    config: Path | None,
+    file: Path | None,
+    puzzle: str | None,
+    steps: int,
+    mmax: int | None,
+    json_out: bool,
+    png: Path | None,
+    device: str,
+    quiet: bool,
+    test_time: Any,
+) -> None:
+    """hrm solve --adapt: hrm adapt on the one task of --file, its answers printed as hrm adapt prints them."""
+    from hrm_reason.commands.adapt import AdaptOptions, adapt
+    from hrm_reason.evaluate.tta import TestTimeOptions
+
+    others = {"--checkpoint": checkpoint, "--config": config, "--png": png, "PUZZLE": puzzle}
+    given = [name for name, value in others.items() if value is not None]
+    if test_time != TestTimeOptions():
+        given.append("--tta/--samples/--noise/--select/--puzzle-id")
+    if given:
+        raise UserError(
+            f"--adapt: not with {', '.join(given)} (it adapts a run's rows, then votes over its own copies)"
+        )
+    if run is None or file is None or not file.is_file():
+        raise UserError("--adapt: expected --run RUN and --file TASK.json, one ARC task (hrm adapt takes several)")
+    result = adapt(run, [file], AdaptOptions(steps=steps, mmax=mmax), None, device, progress=not quiet)
+    if json_out:
+        typer.echo(json.dumps(result.submission))
+        return
+    _echo_adapted(result, steps)
+
+
+def _echo_adapted(result: Any, steps: int) -> None:
+    from hrm_reason.commands.adapt import format_result
+
+    if result.loaded:
+        typer.echo(f"loaded the adapted rows from {result.out / 'adapted.safetensors'} (same tasks and options)")
+    elif result.losses:
+        typer.echo(f"adapted {steps} steps: demonstration loss {result.losses[0]:.4f} -> {result.losses[-1]:.4f}")
+    typer.echo(format_result(result))
+    typer.echo(f"wrote {result.out / 'submission.json'}")
 
 
 @app.command("adapt")
@@ -367,18 +428,10 @@ def adapt_cmd(
     OUT/adapted.safetensors. A second call with the same tasks and options loads the rows.
 
     Example: hrm adapt runs/arc-rung task.json --steps 200"""
-    from hrm_reason.commands.adapt import AdaptOptions, adapt, format_result
+    from hrm_reason.commands.adapt import AdaptOptions, adapt
 
     options = AdaptOptions(steps, seed, num_aug, whole, lr, lr_whole, batch_size, mmax)
-    result = adapt(run, tasks, options, out, device, progress=not quiet)
-    if result.loaded:
-        typer.echo(f"loaded the adapted rows from {result.out / 'adapted.safetensors'} (same tasks and options)")
-    elif result.losses:
-        typer.echo(
-            f"adapted {options.steps} steps: demonstration loss {result.losses[0]:.4f} -> {result.losses[-1]:.4f}"
-        )
-    typer.echo(format_result(result))
-    typer.echo(f"wrote {result.out / 'submission.json'}")
+    _echo_adapted(adapt(run, tasks, options, out, device, progress=not quiet), steps)
 
 
 @app.command("generate")

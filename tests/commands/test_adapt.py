@@ -208,6 +208,46 @@ def test_bad_tasks_are_one_line_and_exit_2(rung, tmp_path, capsys, monkeypatch, 
     assert all(f in lines[0] for f in fragments), lines[0]
 
 
+def test_solve_adapt_answers_one_task_as_hrm_adapt_does(rung, tmp_path, capsys, monkeypatch) -> None:
+    run, tasks = rung
+    task = tasks / f"{TASK}.json"
+    code, text, err = hrm(capsys, monkeypatch, "solve", "--run", str(run), "--file", str(task), "--adapt", "5")
+    assert code == 0, err
+    assert "demonstration loss" in text and f"{TASK} test 0" in text and "attempt 2" in text
+    solved = json.loads((run / "adapt" / TASK / "submission.json").read_text())
+    code, _, err = hrm(capsys, monkeypatch, "adapt", str(run), str(task), "--steps", "5", "--out", str(tmp_path / "a"))
+    assert code == 0, err
+    assert solved == json.loads((tmp_path / "a" / "submission.json").read_text())
+    code, text, err = hrm(
+        capsys, monkeypatch, "solve", "--run", str(run), "--file", str(task), "--adapt", "5", "--json"
+    )
+    assert code == 0, err
+    assert json.loads(text) == solved
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (("--tta", "2"), "not with --tta"),
+        (("--png", "pics"), "not with --png"),
+        (("PUZZLE",), "not with PUZZLE"),
+        (("--no-file",), "expected --run RUN and --file TASK.json"),
+    ],
+)
+def test_solve_adapt_refuses_what_it_does_not_use(rung, capsys, monkeypatch, args, fragment) -> None:
+    run, tasks = rung
+    argv = ["solve", "--run", str(run), "--adapt", "1", "--quiet"]
+    if args != ("--no-file",):
+        argv += ["--file", str(tasks / f"{TASK}.json")]
+    if args == ("PUZZLE",):
+        argv.insert(1, "[[1]]")
+    elif args != ("--no-file",):
+        argv += list(args)
+    code, err = hrm_in_process(capsys, monkeypatch, *argv)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and fragment in lines[0], err
+
+
 def test_a_run_not_trained_on_arc_is_one_line_and_exit_2(rung, sudoku_run, capsys, monkeypatch) -> None:
     _, tasks = rung
     code, err = hrm_in_process(capsys, monkeypatch, "adapt", str(sudoku_run), str(tasks), "--quiet")
