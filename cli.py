@@ -419,7 +419,19 @@ def adapt_cmd(
     lr_whole: float = typer.Option(1e-4, "--lr-whole", help="Learning rate of the network under --whole."),
     batch_size: int | None = typer.Option(None, "--batch-size", min=1, help="Default: the run's global batch."),
     mmax: int | None = typer.Option(None, "--mmax", min=1, help="Segments of the answer (default: halt_max_steps)."),
+    init: str = typer.Option(
+        "mean",
+        "--init",
+        help="New rows start at the mean of the trained rows, or the blank row ('--steps 0 --init "
+        "blank' answers as --puzzle-id blank).",
+    ),
+    curve: str | None = typer.Option(
+        None, "--curve", metavar="K,K,...", help="Also answer after these step counts: pass@k per count in --json."
+    ),
     out: Path | None = typer.Option(None, "--out", help="Output folder (default: RUN/adapt/<task id>)."),
+    json_out: Path | None = typer.Option(
+        None, "--json", help="Also write pass@k, the curve, CPU-seconds and the attempts as JSON to this file."
+    ),
     device: str = typer.Option("cpu", "--device", help="cpu (default), cuda or auto.", callback=_device_name),
     quiet: Quiet = False,
 ) -> None:
@@ -430,8 +442,22 @@ def adapt_cmd(
     Example: hrm adapt runs/arc-rung task.json --steps 200"""
     from hrm_reason.commands.adapt import AdaptOptions, adapt
 
-    options = AdaptOptions(steps, seed, num_aug, whole, lr, lr_whole, batch_size, mmax)
-    _echo_adapted(adapt(run, tasks, options, out, device, progress=not quiet), steps)
+    counts = _step_counts(curve) if curve else ()
+    options = AdaptOptions(steps, seed, num_aug, whole, lr, lr_whole, batch_size, mmax, init, counts)
+    result = adapt(run, tasks, options, out, device, progress=not quiet)
+    _echo_adapted(result, steps)
+    if json_out is not None:
+        _write_json(json_out, result.to_dict())
+
+
+def _step_counts(text: str) -> tuple[int, ...]:
+    try:
+        counts = tuple(sorted({int(k) for k in text.split(",") if k.strip()}))
+    except ValueError:
+        raise UserError(f"--curve {text!r}: expected comma-separated step counts, e.g. 0,50,100") from None
+    if not counts:
+        raise UserError(f"--curve {text!r}: expected comma-separated step counts, e.g. 0,50,100")
+    return counts
 
 
 @app.command("generate")

@@ -425,8 +425,6 @@ def _check_generate(opts: ArcBuildOptions) -> None:
         )
     if opts.strict and opts.split == "protocol":
         raise UserError("--strict: with --source generate --split decides; new-tasks and new-families are strict")
-    if opts.held_out_families is not None and opts.split != "new-families":
-        raise UserError(f"--held-out-families: only used with --split new-families (not {opts.split})")
 
 
 def _resolved(opts: ArcBuildOptions) -> ArcBuildOptions:

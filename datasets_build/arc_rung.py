@@ -445,14 +445,17 @@ class RungTask:
 
 
 def split_families(split: Split, held_out: Sequence[str] = ()) -> tuple[list[str], list[str]]:
-    """The families of the training tasks and of the evaluation tasks: all of them for both, except under
-    new-families, where the held-out families give the evaluation tasks and no training task."""
-    if split != "new-families":
+    """The families of the training tasks and of the evaluation tasks. Under new-families the held-out families give
+    the evaluation tasks and no training task; under protocol and new-tasks they give no task at all, so that tasks of
+    them generated apart (`generate(..., "new-families", held_out)`, same seed) are new families to a model trained on
+    the build (the ARC rung study, docs/results.md)."""
+    if split != "new-families" and not held_out:
         return list(FAMILIES), list(FAMILIES)
     unknown = sorted(set(held_out) - set(FAMILIES))
     if unknown or not held_out or set(held_out) == set(FAMILIES):
         raise ValueError(f"held-out families {list(held_out)}: need some but not all of {list(FAMILIES)}")
-    return [f for f in FAMILIES if f not in held_out], [f for f in FAMILIES if f in held_out]
+    kept = [f for f in FAMILIES if f not in held_out]
+    return kept, ([f for f in FAMILIES if f in held_out] if split == "new-families" else kept)
 
 
 def make_task(name: str, family: str, role: Role, rng: np.random.Generator, seen: set[bytes]) -> RungTask:

@@ -293,7 +293,8 @@ class ArcBuildOptions(BaseModel):
     held_out_families: Annotated[list[str] | None, Flag(parse=str)] = Field(
         None,
         description=f"--split new-families: comma-separated families of the evaluation tasks, none of them in "
-        f"training (default {','.join(ARC_RUNG_HELD_OUT)}; of {','.join(ARC_RUNG_FAMILIES)}).",
+        f"training (default {','.join(ARC_RUNG_HELD_OUT)}; of {','.join(ARC_RUNG_FAMILIES)}). With protocol or "
+        "new-tasks: families no task of the build has (default none).",
     )
     overwrite: Overwrite = False
     quiet: Quiet = False

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from hrm_reason.load import load_run
 from hrm_reason.models.act import act_loss
 from hrm_reason.models.registry import family_spec
 from hrm_reason.models.sparse_embedding import SparseSignSGD
+from hrm_reason.provenance import provenance
 from hrm_reason.runtime.device import resolve_device
 from hrm_reason.runtime.logs import progress_bar
 from hrm_reason.tasks import arc
@@ -64,6 +66,8 @@ class AdaptOptions:
     lr_whole: float = 1e-4
     batch_size: int | None = None  # None: the run's global_batch_size, at most the number of examples
     mmax: int | None = None  # segments of the answer; None: the trained halt_max_steps
+    init: str = "mean"  # "mean" of the trained rows or the "blank" row (steps 0: as --puzzle-id blank)
+    curve: tuple[int, ...] = ()  # also answer after these many steps (pass@k per step count: the adaptation curve)
 
 
 @dataclass
@@ -93,6 +97,22 @@ class AdaptResult:
     tests: list[dict[str, Any]]  # per task and test input: attempts, votes, check
     record: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)  # pass@k over tasks whose outputs are grids
+    curve: dict[int, dict[str, float]] = field(default_factory=dict)  # steps -> pass@k (options.curve)
+    cpu_seconds: float = 0.0  # process CPU time of the adaptation steps (answers excluded)
+
+    def to_dict(self) -> dict[str, Any]:
+        """What `hrm adapt --json` writes: the record, pass@k (also per step count), times and each test's attempts."""
+        return {
+            "record": self.record,
+            "loaded": self.loaded,
+            "metrics": self.metrics,
+            "curve": {str(k): v for k, v in self.curve.items()},
+            "adapt_cpu_seconds": self.cpu_seconds,
+            "tasks": len(self.record.get("tasks", [])),
+            "losses": self.losses,
+            "tests": self.tests,
+            "provenance": provenance(),
+        }
 
 
 # ------------------------------------------------------------------------------------------------------- tasks
@@ -254,6 +274,16 @@ def mean_rows(run: AdaptRun, count: int) -> torch.Tensor:
     return weights[trained].mean(0, keepdim=True).expand(count, -1).clone()
 
 
+def blank_rows(run: AdaptRun, count: int) -> torch.Tensor:
+    """`count` copies of the blank identifier's row: with no step, the answers of feeding the blank identifier, the
+    baseline that adaptation is measured against (docs/results.md, "The ARC rung")."""
+    row = _table(run).weights[run.arc.blank_identifier : run.arc.blank_identifier + 1]
+    return row.expand(count, -1).clone()
+
+
+INITS = {"mean": mean_rows, "blank": blank_rows}
+
+
 def append_rows(run: AdaptRun, rows: torch.Tensor) -> int:
     """The rows appended to the model's puzzle table; returns the identifier of the first."""
     table = _table(run)
@@ -288,11 +318,16 @@ def _examples(
 
 
 def adapt_rows(
-    run: AdaptRun, examples: dict[str, np.ndarray], options: AdaptOptions, progress: bool = True
-) -> list[float]:
+    run: AdaptRun,
+    examples: dict[str, np.ndarray],
+    options: AdaptOptions,
+    progress: bool = True,
+    after: Callable[[int], None] | None = None,
+) -> tuple[list[float], float]:
     """options.steps ACT segments on the demonstrations (train/act.py's step: the carry kept between steps, halted slots
     refilled), the loss of `act_loss`; SignSGD on the rows seen, and with `whole` the run's optimizer on the network.
-    Returns the mean lm loss of each step."""
+    `after(k)` is called after k steps for k in options.curve (0 before the first), the model in eval mode.
+    Returns the mean lm loss of each step and the process CPU-seconds of the steps (`after` excluded)."""
     model, config, device = run.model, run.config, run.device
     n = examples["inputs"].shape[0]
     batch_size = min(options.batch_size or config.global_batch_size, n)
@@ -305,11 +340,19 @@ def adapt_rows(
     rng = np.random.default_rng([options.seed, 0])
     order: list[int] = []
     generator = torch.Generator(device=device)
-    carry, losses = None, []
-    model.train()
+    carry, losses, cpu = None, [], 0.0
+
+    def answer_after(k: int) -> None:
+        if after is not None and k in options.curve:
+            model.eval()
+            after(k)
+        model.train()
+
+    answer_after(0)
     bar = progress_bar(total=options.steps, desc="adapt", unit="step", enabled=progress, leave=False)
     try:
         for step in range(options.steps):
+            started = time.process_time()
             while len(order) < batch_size:
                 order += rng.permutation(n).tolist()
             rows, order = torch.tensor(order[:batch_size], device=device), order[batch_size:]
@@ -329,6 +372,8 @@ def adapt_rows(
             sparse.step()
             sparse.zero_grad()
             losses.append(float(metrics["lm_loss"]) / batch_size)
+            cpu += time.process_time() - started
+            answer_after(step + 1)
             bar.update(1)
             bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)
     finally:
@@ -336,7 +381,7 @@ def adapt_rows(
         model.eval()
         for p in model.parameters():
             p.requires_grad_(True)
-    return losses
+    return losses, cpu
 
 
 @torch.no_grad()
@@ -420,6 +465,11 @@ def adapt(
     wrote to `out`), answer the test inputs by voting, write submission.json, adapted.safetensors and adapted.json."""
     if options.steps < 0:
         raise UserError(f"--steps {options.steps}: expected 0 or more")
+    late = [k for k in options.curve if not 0 <= k <= options.steps]
+    if late:
+        raise UserError(f"--curve {late[0]}: expected step counts from 0 to --steps {options.steps}")
+    if options.init not in INITS:
+        raise UserError(f"--init {options.init!r}: expected one of {', '.join(INITS)}")
     if options.num_aug is not None and options.num_aug < 0:
         raise UserError(f"--num-aug {options.num_aug}: expected 0 or more")
     run = load_adapt_run(run_path, device)
@@ -459,12 +509,18 @@ def adapt(
             run.model.load_state_dict(net, strict=False)
         append_rows(run, rows)
     else:
-        append_rows(run, mean_rows(run, len(names)))
+        append_rows(run, INITS[options.init](run, len(names)))
+    test_examples = _examples(tasks, plans, first_id, size, options.seed, test=True)
+    curve: dict[int, dict[str, float]] = {}
+    cpu = 0.0
     if previous is None:
         train_examples = _examples(tasks, plans, first_id, size, options.seed, test=False)
-        losses = adapt_rows(run, train_examples, options, progress)
+
+        def after(k: int) -> None:
+            curve[k] = answer(run, tasks, test_examples, plans, first_id, mmax)[2]
+
+        losses, cpu = adapt_rows(run, train_examples, options, progress, after)
         record["losses"] = losses
-    test_examples = _examples(tasks, plans, first_id, size, options.seed, test=True)
     submission, tests, metrics = answer(run, tasks, test_examples, plans, first_id, mmax)
     text = json.dumps(submission)
     if previous is None:
@@ -478,7 +534,7 @@ def adapt(
             (tmp / SUBMISSION).write_text(text)
     else:
         atomic_write_text(out / SUBMISSION, text)
-    return AdaptResult(out, previous is not None, losses, submission, tests, record, metrics)
+    return AdaptResult(out, previous is not None, losses, submission, tests, record, metrics, curve, cpu)
 
 
 def _key(record: dict[str, Any]) -> dict[str, Any]:

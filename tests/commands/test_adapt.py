@@ -93,8 +93,8 @@ def test_only_the_new_rows_train_and_they_start_at_the_mean_of_the_trained_rows(
     new = run.model.puzzle_emb.weights[first:].clone()
     assert torch.equal(new[0], weights[torch.as_tensor(run.trained_ids)].mean(0))
     examples = A._examples([task], [plan], first, run.arc.size, 0, test=False)
-    losses = A.adapt_rows(run, examples, options(steps=5), progress=False)
-    assert len(losses) == 5
+    losses, cpu_seconds = A.adapt_rows(run, examples, options(steps=5), progress=False)
+    assert len(losses) == 5 and cpu_seconds > 0
     after = run.model.state_dict()
     for key, value in before.items():
         if key.endswith("puzzle_emb.weights"):
@@ -154,6 +154,57 @@ def test_the_demonstration_loss_falls(rung, tmp_path) -> None:
     losses = np.array(result.losses)
     assert losses.shape == (60,) and result.record["losses"] == result.losses
     assert losses[-6:].mean() < losses[:6].mean() - 0.1, losses
+
+
+def test_blank_init_starts_every_new_row_at_the_blank_row(rung, tmp_path) -> None:
+    """--steps 0 --init blank: the rows are the blank identifier's, so the answers are those of --puzzle-id blank."""
+    run, tasks = rung
+    result = A.adapt(run, [tasks / f"{TASK}.json"], options(steps=0, init="blank"), tmp_path / "o", progress=False)
+    table = A.load_adapt_run(run, "cpu").model.puzzle_emb.weights
+    assert result.losses == [] and result.cpu_seconds == 0.0
+    assert torch.equal(rows(result.out), table[0].expand(3, -1))  # identifier 0 is the blank one
+    assert not torch.equal(table[0], table[1:].mean(0))  # which the mean start is not
+
+
+def test_the_curve_answers_along_the_way_without_changing_the_adaptation(rung, tmp_path) -> None:
+    run, tasks = rung
+    task = [tasks / f"{TASK}.json"]
+    plain = A.adapt(run, task, options(steps=6), tmp_path / "plain", progress=False)
+    curved = A.adapt(run, task, options(steps=6, curve=(0, 3, 6)), tmp_path / "curve", progress=False)
+    assert torch.equal(rows(plain.out), rows(curved.out)) and plain.losses == curved.losses
+    assert sorted(curved.curve) == [0, 3, 6] and curved.curve[6] == curved.metrics == plain.metrics
+    start = A.adapt(run, task, options(steps=0), tmp_path / "start", progress=False)
+    assert curved.curve[0] == start.metrics and set(start.metrics) >= {"pass@1", "pass@2"}
+    written = curved.to_dict()
+    assert written["curve"]["3"] == curved.curve[3] and written["tasks"] == 1 and written["adapt_cpu_seconds"] > 0
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (("--steps", "2", "--curve", "0,5"), "--curve 5: expected step counts from 0 to --steps 2"),
+        (("--curve", "a,b"), "--curve 'a,b': expected comma-separated step counts"),
+        (("--init", "zeros"), "--init 'zeros': expected one of mean, blank"),
+    ],
+)
+def test_bad_curve_or_init_is_one_line_and_exit_2(rung, tmp_path, capsys, monkeypatch, args, fragment) -> None:
+    run, tasks = rung
+    argv = ["adapt", str(run), str(tasks / f"{TASK}.json"), "--quiet", "--out", str(tmp_path / "o"), *args]
+    code, err = hrm_in_process(capsys, monkeypatch, *argv)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and fragment in lines[0], err
+    assert not (tmp_path / "o").exists()
+
+
+def test_json_holds_pass_at_k_the_curve_and_the_time(rung, tmp_path, capsys, monkeypatch) -> None:
+    run, tasks = rung
+    out = tmp_path / "r.json"
+    argv = ["adapt", str(run), str(tasks), "--steps", "2", "--curve", "0,2", "--out", str(tmp_path / "o")]
+    code, _, err = hrm(capsys, monkeypatch, *argv, "--quiet", "--json", str(out))
+    assert code == 0, err
+    written = json.loads(out.read_text())
+    assert set(written["curve"]) == {"0", "2"} and written["curve"]["2"] == written["metrics"]
+    assert written["tasks"] == 2 and written["provenance"]["argv"][1:3] == ["adapt", str(run)]
 
 
 def test_a_folder_adapts_every_task_in_it(rung, tmp_path) -> None:
