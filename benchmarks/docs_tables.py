@@ -2,7 +2,8 @@
 
 A table that comes from records is framed in the markdown by two comments; the first holds the `hrm compare --runs`
 command that regenerates it (run from the repository root; globs are expanded as a shell would) and the name of the
-table in its results (`final`, `segments` or `time`: hrm_reason/commands/report.py):
+table in its results (`final`, `segments` or `time`: hrm_reason/commands/report.py), or the ARC rung study's
+`python benchmarks/arc_rung_study.py table DIR` and its table (`results` or `curve`):
 
     <!-- table time: hrm compare --runs benchmarks/levers-runs/*-seed? --targets 0.5,0.8 -->
     | config | target | ...
@@ -28,7 +29,12 @@ from hrm_reason.commands.compare import parse_targets, runs_tables
 from hrm_reason.commands.report import TABLES
 
 ROOT = Path(__file__).resolve().parents[1]
-BLOCK = re.compile(r"<!-- table (\w+): (hrm compare --runs [^>]*?) -->\n(.*?)<!-- /table -->", re.S)
+BLOCK = re.compile(
+    r"<!-- table (\w+): ((?:hrm compare --runs|python benchmarks/arc_rung_study.py table) [^>]*?) -->\n(.*?)"
+    r"<!-- /table -->",
+    re.S,
+)
+ARC_STUDY = "python benchmarks/arc_rung_study.py table "
 
 
 @dataclass
@@ -49,6 +55,8 @@ def doc_paths(root: Path = ROOT) -> list[Path]:
 
 def regenerate(table: Table, root: Path = ROOT) -> str:
     """The table as `table.command` makes it from the records today (with a trailing newline, as framed)."""
+    if table.command.startswith(ARC_STUDY):
+        return arc_study_table(table, root)
     if table.name not in TABLES:
         raise SystemExit(f"{table.path}: table {table.name!r}: expected one of {', '.join(TABLES)}")
     words = shlex.split(table.command)[3:]
@@ -67,6 +75,16 @@ def regenerate(table: Table, root: Path = ROOT) -> str:
     if table.name not in made:
         raise SystemExit(f"{table.path}: {table.command} makes no {table.name!r} table")
     return made[table.name] + "\n"
+
+
+def arc_study_table(table: Table, root: Path) -> str:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import arc_rung_study
+
+    made = {"results": arc_rung_study.results_table, "curve": arc_rung_study.curve_table}
+    if table.name not in made:
+        raise SystemExit(f"{table.path}: table {table.name!r}: expected one of {', '.join(made)}")
+    return made[table.name](root / table.command.removeprefix(ARC_STUDY).strip()) + "\n"
 
 
 def sync(path: Path, root: Path = ROOT) -> tuple[str, list[Table]]:

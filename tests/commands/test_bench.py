@@ -15,6 +15,8 @@ from hrm_reason.models import registry
 from hrm_reason.models.act import act_loss
 from tests.helpers import TINY_HAM, TINY_HRM_TEXT, bench_args, puzzle_batch, run_hrm, tiny_hrm
 
+NO_DATA = "data_path=/nonexistent"  # the stand-in shape, whether or not the quickstart's data was built here
+
 
 @pytest.mark.parametrize("q_target", ["extra_forward", "next_segment"])
 def test_counted_flops_match_pytorch_flop_counter(q_target: str) -> None:
@@ -135,7 +137,8 @@ def test_a_batch_that_cannot_fit_is_refused_before_anything_is_built(tmp_path: P
 
     def error_line(*overrides: str, batch: int = 4) -> str:
         proc = run_hrm(
-            *bench_args("quickstart.yaml", tmp_path / "bench.json", batch, *overrides, "device=cpu"), timeout=60
+            *bench_args("quickstart.yaml", tmp_path / "bench.json", batch, *overrides, "device=cpu", NO_DATA),
+            timeout=60,
         )
         assert proc.returncode == 2 and "Traceback" not in proc.stderr and not (tmp_path / "bench.json").exists()
         lines = proc.stderr.splitlines()  # the dataset's stand-in shape is said first
