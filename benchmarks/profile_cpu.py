@@ -1,5 +1,5 @@
 """Where a training step's time goes on the CPU (issue 34, "the CPU ceiling"): `hrm bench`'s step under torch.profiler,
-the time by kernel class, and the matrix products' own rate against the machine's peak.
+the (wall) time of its operators by kernel class, and the matrix products' own rate against the machine's peak.
 
     python benchmarks/profile_cpu.py -c configs/sudoku.yaml --batch-size 32 data_path=/nonexistent device=cpu
 
@@ -36,6 +36,19 @@ def kernel_class(name: str) -> str:
     return "other"
 
 
+def matmul_flops(name: str, shapes: list) -> float:
+    """2 M K N of a matrix product from the profiler's input shapes (the profiler's own FLOP counting, with_flops, slows
+    every other operator several times and so distorts the shares it is meant to show)."""
+    dims = [s for s in shapes if isinstance(s, list) and len(s) >= 2]
+    if name in ("aten::mm", "aten::addmm", "aten::_addmm_activation") and len(dims) >= 2:
+        (m, k), (_, n) = dims[-2][-2:], dims[-1][-2:]
+        return 2.0 * m * k * n
+    if name in ("aten::bmm", "aten::baddbmm") and len(dims) >= 2:
+        (b, m, k), n = dims[-2][-3:], dims[-1][-1]
+        return 2.0 * b * m * k * n
+    return 0.0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-c", "--config", required=True)
@@ -52,26 +65,27 @@ def main(argv: list[str] | None = None) -> int:
     model, _, _, dtype, train_step, _, flops, _, _ = _bench_act(config, sizes, device, batch)
     for _ in range(2):
         train_step()
-    with profile(activities=[ProfilerActivity.CPU], with_flops=True) as prof:
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
         for _ in range(args.steps):
             train_step()
     seconds: dict[str, float] = defaultdict(float)
-    matmul_flops = 0.0
-    for event in prof.key_averages():
+    mm_flops = 0.0
+    for event in prof.key_averages(group_by_input_shape=True):
         seconds[kernel_class(event.key)] += event.self_cpu_time_total / 1e6 / args.steps
-        if event.key in MATMUL:
-            matmul_flops += (event.flops or 0) / args.steps
+        mm_flops += matmul_flops(event.key, event.input_shapes) * event.count / args.steps
     total = sum(seconds.values())
     peak = matmul_peak(device, dtype)
     counted = flops.train_step * batch
     print(f"{model.config.name}, batch {batch}, seq {sizes['seq_len']}, {torch.get_num_threads()} threads")
-    print(f"{'class':<24}{'CPU-s/step':>12}{'share':>8}")
+    print(f"{'class':<24}{'s/step':>12}{'share':>8}")
     for name in CLASSES:
         print(f"{name:<24}{seconds[name]:>12.3f}{100 * seconds[name] / total:>7.1f}%")
     threads = torch.get_num_threads()
-    rate = matmul_flops / max(seconds["matrix products"] / threads, 1e-12)
+    rate = mm_flops / max(
+        seconds["matrix products"], 1e-12
+    )  # the profiler's times are wall times of the calling thread
     print(
-        f"matrix products: {matmul_flops / 1e9:.0f} GFLOP/step ({100 * matmul_flops / counted:.0f}% of the "
+        f"matrix products: {mm_flops / 1e9:.0f} GFLOP/step ({100 * mm_flops / counted:.0f}% of the "
         f"{counted / 1e9:.0f} counted), {rate / 1e9:.0f} GFLOP/s over {threads} threads = "
         f"{100 * rate / peak:.0f}% of the {peak / 1e9:.0f} GFLOP/s peak"
     )
