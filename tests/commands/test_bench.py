@@ -65,6 +65,7 @@ def test_bench_command_writes_the_documented_json(tmp_path: Path) -> None:
     assert figures["mfu"] == pytest.approx(
         figures["train_flops_per_step"] * figures["train_examples_per_s"] / 4 / figures["matmul_peak_flops"]
     )
+    assert figures["provenance"]["argv"][1:3] == ["bench", "--config"] and figures["provenance"]["torch"]
 
 
 SIZES = dict(seq_len=16, vocab_size=6, num_puzzle_identifiers=3)
