@@ -100,8 +100,9 @@ def label(split: str) -> str:
 def mean_sd(values: list[float]) -> str:
     if not values:
         return "-"
-    sd = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{100 * statistics.mean(values):.1f} ± {100 * sd:.1f}%"
+    if len(values) == 1:
+        return f"{100 * values[0]:.1f}%"
+    return f"{100 * statistics.mean(values):.1f} ± {100 * statistics.stdev(values):.1f}%"
 
 
 def results_table(root: Path) -> str:
