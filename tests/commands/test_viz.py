@@ -468,3 +468,15 @@ def test_missing_matplotlib_is_one_line(trained_run: tuple[Path, Path], tmp_path
         check=False,
     )
     assert_one_line_error(proc, 'pip install "hrm-reason[viz]"')
+
+
+@pytest.mark.parametrize(("args", "extra"), [(("viz", "--help"), "viz"), (("build-data", "text", "--help"), "text")])
+def test_help_names_the_extra_to_install(args: tuple[str, ...], extra: str) -> None:
+    """Issue 36: the help renderer ate `[viz]` and `[text]` as markup, leaving `pip install "hrm-reason"`."""
+    from typer.testing import CliRunner
+
+    import cli
+
+    result = CliRunner().invoke(cli.app, list(args), env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    assert f"hrm-reason[{extra}]" in result.output
