@@ -108,7 +108,7 @@ def mean_sd(values: list[float]) -> str:
 def results_table(root: Path) -> str:
     """pass@1 and pass@2 per split, method and model: mean ± sample sd over the seeds, and each seed's pass@2."""
     lines = [
-        "| split | method | model | seeds | pass@1 | pass@2 | pass@2 per seed | adapt CPU-s per task |",
+        "| split | method | model | seeds | pass@1 | pass@2 | pass@2 per seed (%) | adapt CPU-s per task |",
         "|---|---|---|---:|---:|---:|---:|---:|",
     ]
     for (split, method), (name, key) in FILES.items():
