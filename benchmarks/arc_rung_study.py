@@ -26,8 +26,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from datasets_build.arc import pair_key
 from datasets_build.arc_rung import generate, write_task_files
+from hrm_reason.tasks.arc import pair_key
 
 SEED, TRAIN_TASKS, EVAL_TASKS, HELD_OUT = 42, 200, 50, ("crop", "ray")
 SPLITS = {"a": "protocol", "b": "new tasks", "c": "new families", "arc1": "ARC-AGI-1 evaluation, unseen"}

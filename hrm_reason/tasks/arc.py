@@ -21,10 +21,11 @@ names of each group's first puzzle (`layout_record`).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -106,6 +107,81 @@ def parse_grid(value: Any, where: str, size: int = MAX_SIZE, limit: str | None =
 def grid_key(grid: np.ndarray) -> bytes:
     """Exact identity of a grid (shape and colours); the vote tables are keyed by it."""
     return bytes(grid.shape) + np.ascontiguousarray(grid, dtype=np.uint8).tobytes()
+
+
+# The augmentation plan and pair equivalence: the builder (datasets_build/arc.py) and `hrm adapt` draw a task's variants
+# with this one code, so that a task adapted at test time gets the variants a build would give it.
+AUGMENT_RETRIES = 5  # trials per wanted augmentation, as the original
+STREAM_AUGMENT, STREAM_TRANSLATE = 1, 2  # random streams derived from the one seed (the builder's subset stream is 3)
+
+
+def name_seed(name: str) -> list[int]:
+    """Four 32-bit words from the name: a per-task seed that does not depend on any other task."""
+    digest = hashlib.sha256(name.encode("utf-8")).digest()
+    return [int.from_bytes(digest[i : i + 4], "little") for i in range(0, 16, 4)]
+
+
+def puzzle_hash(pairs: Iterable[tuple[np.ndarray, np.ndarray]]) -> str:
+    """The original's equivalence test: SHA-256 over the sorted per-pair hashes (shape bytes + data bytes)."""
+
+    def one(grid: np.ndarray) -> str:
+        return hashlib.sha256(grid_key(grid)).hexdigest()
+
+    return hashlib.sha256("|".join(sorted(f"{one(a)}|{one(b)}" for a, b in pairs)).encode()).hexdigest()
+
+
+def plan_augmentations(
+    name: str, pairs: Sequence[tuple[np.ndarray, np.ndarray]], num_aug: int, seed: int
+) -> list[tuple[int, np.ndarray]]:
+    """(t, colour map) of the original followed by its distinct augmentations, in trial order: the original's draws,
+    seeded by (seed, task name), over the task's `pairs`."""
+    plan: list[tuple[int, np.ndarray]] = [(0, IDENTITY_COLOURS)]
+    if num_aug == 0:
+        return plan
+    transformed = [[(dihedral_transform(a, t), dihedral_transform(b, t)) for a, b in pairs] for t in range(8)]
+    used = np.unique(np.concatenate([g.reshape(-1) for pair in pairs for g in pair]))
+    seen_hashes = {puzzle_hash(pairs)}
+    seen_signatures: set[bytes] = set()  # (t, colour map on the colours present): equal signatures, equal puzzles
+    rng = np.random.default_rng([seed, STREAM_AUGMENT, *name_seed(name)])
+    trials = AUGMENT_RETRIES * num_aug
+    ts = rng.integers(0, 8, size=trials)
+    maps = np.concatenate(
+        [
+            np.zeros((trials, 1), dtype=np.uint8),
+            rng.permuted(np.tile(np.arange(1, 10, dtype=np.uint8), (trials, 1)), axis=1),
+        ],
+        axis=1,
+    )
+    for t, colours in zip(ts.tolist(), maps):
+        signature = bytes([t]) + colours[used].tobytes()
+        if signature in seen_signatures:
+            continue
+        seen_signatures.add(signature)
+        h = puzzle_hash((colours[a], colours[b]) for a, b in transformed[t])
+        if h not in seen_hashes:
+            seen_hashes.add(h)
+            plan.append((t, colours))
+            if len(plan) >= num_aug + 1:
+                break
+    return plan
+
+
+def pair_key(a: np.ndarray, b: np.ndarray) -> bytes:
+    """The same bytes for an input/output pair and each of its augmentations (one dihedral transform and one colour
+    map with black fixed, applied to both grids): per transform, colours renamed in order of first appearance, then
+    the smallest. Two pairs are equivalent under the augmentation group iff their keys are equal."""
+    best = None
+    for t in range(8):
+        x, y = np.ascontiguousarray(dihedral_transform(a, t)), np.ascontiguousarray(dihedral_transform(b, t))
+        flat = np.concatenate([x.reshape(-1), y.reshape(-1)])
+        _, first = np.unique(flat, return_index=True)
+        order = flat[np.sort(first)]
+        rename = np.zeros(10, dtype=np.uint8)
+        rename[order[order != 0]] = np.arange(1, np.count_nonzero(order) + 1, dtype=np.uint8)
+        key = bytes([*x.shape, *y.shape]) + rename[flat].tobytes()
+        best = key if best is None or key < best else best
+    assert best is not None
+    return best
 
 
 def grid_from_key(key: bytes) -> np.ndarray:
