@@ -301,8 +301,9 @@ def adapt_rows(
         if after is not None and k in options.curve:
             model.eval()
             after(k)
-        model.train()
+            model.train()
 
+    model.train()
     answer_after(0)
     bar = progress_bar(total=options.steps, desc="adapt", unit="step", enabled=progress, leave=False)
     try:
