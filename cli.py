@@ -253,6 +253,14 @@ def eval_cmd(
         min=1,
         help="LM heads: tokens predicted per window (default: the run's seq_len, 256 without a run config).",
     ),
+    adapt_steps: int | None = typer.Option(
+        None,
+        "--adapt",
+        min=0,
+        metavar="STEPS",
+        help="ARC: the test split's tasks as new tasks: adapt new puzzle-embedding rows to their demonstrations for "
+        "this many steps, then vote, as hrm adapt does on the build's test_tasks/ folder (docs/commands.md).",
+    ),
     test_time: Any = None,
 ) -> None:
     """Accuracy after every segment m = 1..mmax on the test split, and the ACT (Q-head halting) result.
@@ -266,6 +274,11 @@ def eval_cmd(
     on the test split."""
     from hrm_reason.evaluate.run import evaluate_run, format_result
 
+    if adapt_steps is not None:
+        others = {"--checkpoint": checkpoint, "--config": config, "--batch-size": batch_size}
+        others |= {"--max-examples": max_examples, "--max-tokens": max_tokens, "--seq-len": seq_len}
+        _eval_adapted(run, data, adapt_steps, mmax, json_out, submission, device, quiet, others, test_time)
+        return
     result = evaluate_run(
         _one_of(run, checkpoint),
         config,
@@ -394,6 +407,37 @@ def _solve_adapted(
         typer.echo(json.dumps(result.submission))
         return
     _echo_adapted(result, steps)
+
+
+def _eval_adapted(
+    run: Path | None,
+    data: Path | None,
+    steps: int,
+    mmax: int | None,
+    json_out: Path | None,
+    submission: Path | None,
+    device: str,
+    quiet: bool,
+    others: dict[str, Any],
+    test_time: Any,
+) -> None:
+    """hrm eval --adapt: hrm adapt on the test split's tasks (the build's test_tasks/), pass@k printed and written."""
+    from hrm_reason.commands.adapt import AdaptOptions, adapt_test_split
+    from hrm_reason.evaluate.tta import TestTimeOptions
+
+    given = [name for name, value in others.items() if value is not None]
+    if test_time != TestTimeOptions():
+        given.append("--tta/--samples/--noise/--select/--puzzle-id")
+    if given:
+        raise UserError(f"--adapt: not with {', '.join(given)} (hrm adapt RUN DATA/test_tasks takes its options)")
+    if run is None:
+        raise UserError("--adapt: expected --run RUN (the run whose rows are adapted)")
+    result = adapt_test_split(run, data, AdaptOptions(steps=steps, mmax=mmax), device, not quiet)
+    _echo_adapted(result, steps)
+    if submission is not None:
+        _write_json(submission, result.submission, indent=None)
+    if json_out is not None:
+        _write_json(json_out, result.to_dict())
 
 
 def _echo_adapted(result: Any, steps: int) -> None:

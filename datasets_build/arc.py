@@ -50,6 +50,7 @@ from hrm_reason.tasks.arc import (
     MAX_SIZE,
     PAD,
     STREAM_TRANSLATE,
+    TEST_TASKS,
     VOCAB_SIZE,
     augmentation_name,
     encode_pairs,
@@ -547,6 +548,20 @@ def _write_arc_split(split_dir: Path, split: str, plan: _Plan, seen: dict[str, i
     write_split(split_dir, "all", inputs, labels, ids, index, groups, meta)
 
 
+def _write_test_tasks(folder: Path, plan: _Plan) -> None:
+    """Each task of the test split as ARC task JSON, `{name}.json`: its demonstrations and its test pairs (no output
+    where the source hid it). The split itself holds only the test pairs, and under --strict a new task's
+    demonstrations are nowhere else: `hrm eval --adapt` adapts new rows to them (docs/data.md, "ARC")."""
+    folder.mkdir()
+    for i, _ in plan.members["test"]:
+        task = plan.sel.tasks[i]
+        test = [{"input": a.tolist(), **({"output": b.tolist()} if task.answers else {})} for a, b in task.test]
+        demos = [{"input": a.tolist(), "output": b.tolist()} for a, b in task.train]
+        (folder / f"{task.name}.json").write_text(
+            json.dumps({"train": demos, "test": test}, separators=(",", ":")) + "\n"
+        )
+
+
 def build_arc(opts: ArcBuildOptions) -> Path:
     """Build the dataset described by `opts` and return its directory (written atomically: all or nothing)."""
     _check_options(opts)
@@ -559,6 +574,7 @@ def build_arc(opts: ArcBuildOptions) -> Path:
         for split in ("train", "test"):
             _write_arc_split(tmp / split, split, plan, seen)
         write_identifiers(tmp, plan.names)
+        _write_test_tasks(tmp / TEST_TASKS, plan)
     return out
 
 

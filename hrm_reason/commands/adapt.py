@@ -33,7 +33,7 @@ from hrm_reason.data.puzzle import PuzzleDatasetMetadata, dataset_kind, load_spl
 from hrm_reason.errors import UserError
 from hrm_reason.evaluate.act import check_mmax, plain_segments
 from hrm_reason.jsonfile import read_bytes, read_json, read_json_model
-from hrm_reason.load import load_run
+from hrm_reason.load import load_run, run_config
 from hrm_reason.models.act import act_loss
 from hrm_reason.models.registry import family_spec
 from hrm_reason.models.sparse_embedding import SparseSignSGD
@@ -493,6 +493,25 @@ def adapt(
     return AdaptResult(out, previous is not None, losses, submission, tests, record, metrics, curve, cpu)
 
 
+def adapt_test_split(
+    run_path: Path, data: Path | None, options: AdaptOptions, device: str = "cpu", progress: bool = True
+) -> AdaptResult:
+    """`hrm eval --adapt`: `adapt` on the tasks of an ARC build's test split (`data`, by default the run's dataset),
+    read from the task files the builder writes beside the split (tasks/arc.py TEST_TASKS), rows in RUN/adapt/."""
+    if data is None:
+        data = Path(run_config(run_path).data_path)
+    if not (data / "test" / "dataset.json").is_file():
+        raise UserError(f"--adapt: {data}: no dataset there (test/dataset.json not found)")
+    arc.require_arc_dataset(data, "--adapt")
+    folder = data / arc.TEST_TASKS
+    if not folder.is_dir():
+        raise UserError(
+            f"--adapt: {data} has no {arc.TEST_TASKS}/ folder (its test split's tasks as ARC task files, which hrm "
+            "build-data arc writes; builds before 2026-11-26 lack it): rebuild it, or give the task files to hrm adapt"
+        )
+    return adapt(run_path, [folder], options, None, device, progress)
+
+
 def _key(record: dict[str, Any]) -> dict[str, Any]:
     """What decides the rows: the tasks' content (not where their files lie), the options, the seeds, the model."""
     key = {k: record.get(k) for k in ("options", "seed", "augmentation_seed", "checkpoint", "first_row")}
@@ -542,4 +561,12 @@ def format_result(result: AdaptResult) -> str:
     return "\n".join(lines).rstrip()
 
 
-__all__ = ["AdaptOptions", "AdaptResult", "adapt", "format_result", "plan_augmentations", "read_task"]
+__all__ = [
+    "AdaptOptions",
+    "AdaptResult",
+    "adapt",
+    "adapt_test_split",
+    "format_result",
+    "plan_augmentations",
+    "read_task",
+]

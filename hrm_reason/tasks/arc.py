@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from hrm_reason.models.act import ACTOutput
 
 MAX_SIZE = 30  # the ARC format: grids of 1x1 up to 30x30
+TEST_TASKS = "test_tasks"  # an ARC build's folder of its test split's tasks as task JSON (hrm eval --adapt reads it)
 PAD, EOS, COLOUR_OFFSET = 0, 1, 2  # tokens: colour c is c + 2
 VOCAB_SIZE = 12
 AUG_NAME = re.compile(r"^(?P<task>.+)_t(?P<t>[0-7])_(?P<colours>0[1-9]{9})$")

@@ -100,7 +100,9 @@ def test_the_script_lists_every_rung_and_sizes_give_enough_test_classes() -> Non
 def test_rung_rebuilds_byte_identical(name: str, built: dict[str, tuple[Path, Path]]) -> None:
     a, b = built[name]
     files = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
-    assert files == sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file()) and len(files) == 13
+    assert files == sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
+    data = [f for f in files if f.parts[0] != "test_tasks"]  # ARC also writes its test tasks as task files
+    assert len(data) == 13 and (len(files) > 13) == (name == "arc10")
     for rel in files:
         assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
 

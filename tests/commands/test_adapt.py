@@ -306,6 +306,60 @@ def test_a_run_not_trained_on_arc_is_one_line_and_exit_2(rung, sudoku_run, capsy
     assert code == 2 and len(lines) == 1 and "not ARC data" in lines[0], err
 
 
+def test_the_build_writes_its_test_split_tasks(rung) -> None:
+    """test_tasks/ holds the evaluation tasks the generator wrote, demonstrations and test pairs, and no other."""
+    run, tasks = rung
+    data = Path(load_config(run / "config.yaml").data_path)
+    built = sorted((data / "test_tasks").glob("*.json"))
+    assert [p.name for p in built] == sorted(p.name for p in tasks.glob("*.json"))
+    builder = json.loads((data / "test" / "dataset.json").read_text())["builder"]
+    assert [p.stem for p in built] == [t["name"] for t in builder["tasks"]]
+    for path in built:
+        generated = json.loads((tasks / path.name).read_text())
+        assert json.loads(path.read_text()) == {k: generated[k] for k in ("train", "test")}
+
+
+def test_eval_adapt_scores_the_test_split_as_hrm_adapt_does(rung, tmp_path, capsys, monkeypatch) -> None:
+    run, _ = rung
+    data = Path(load_config(run / "config.yaml").data_path)
+    argv = ["eval", "--run", str(run), "--adapt", "3", "--quiet", "--json", str(tmp_path / "e.json")]
+    code, text, err = hrm(capsys, monkeypatch, *argv, "--submission", str(tmp_path / "s.json"))
+    assert code == 0, err
+    assert "demonstration loss" in text and "pass@2" in text
+    written = json.loads((tmp_path / "e.json").read_text())
+    direct = A.adapt(run, [data / "test_tasks"], options(steps=3), tmp_path / "direct", progress=False)
+    assert written["metrics"] == direct.metrics and set(written["metrics"]) >= {"pass@1", "pass@2"}
+    assert json.loads((tmp_path / "s.json").read_text()) == direct.submission
+    assert sorted(direct.submission) == sorted(p.stem for p in (data / "test_tasks").glob("*.json"))
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (("--tta", "2"), "not with --tta"),
+        (("--max-examples", "4"), "not with --max-examples"),
+        (("--no-run",), "expected --run RUN"),
+        (("--data", "SUDOKU"), "not an ARC dataset"),
+        (("--data", "OLD"), "no test_tasks/ folder"),
+        (("--data", "NOWHERE"), "no dataset there"),
+    ],
+)
+def test_eval_adapt_refuses_in_one_line(rung, sudoku_run, tmp_path, capsys, monkeypatch, args, fragment) -> None:
+    import shutil
+
+    run, _ = rung
+    data = Path(load_config(run / "config.yaml").data_path)
+    old = tmp_path / "old"
+    shutil.copytree(data, old, ignore=shutil.ignore_patterns("test_tasks"))
+    places = {"SUDOKU": str(Path(load_config(sudoku_run / "config.yaml").data_path)), "OLD": str(old)}
+    places["NOWHERE"] = str(tmp_path / "nowhere")
+    argv = ["eval", "--adapt", "1", "--quiet"] + ([] if args == ("--no-run",) else ["--run", str(run)])
+    argv += [places.get(a, a) for a in args if a != "--no-run"]
+    code, err = hrm_in_process(capsys, monkeypatch, *argv)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: --adapt") and fragment in lines[0], err
+
+
 @pytest.mark.parametrize(
     ("name", "extra"),
     [("trm", ("arch.H_cycles=1", "arch.L_cycles=1", "arch.L_layers=1")), ("transformer", ()), ("unitf", ())],

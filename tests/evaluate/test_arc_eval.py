@@ -329,6 +329,9 @@ def test_hidden_answers_are_in_the_submission_but_not_in_pass_at_k(tmp_path: Pat
     assert [a["attempt_1"] for a in result["arc_submission"]["6ea4a07e"]] == [
         b.tolist() for _, b in tasks["6ea4a07e"].test
     ]
+    for task_id in ("00576224", "6ea4a07e"):  # test_tasks/ (hrm eval --adapt): the task as given, no hidden output
+        given = json.loads((tmp_path / "src" / "evaluation" / f"{task_id}.json").read_text())
+        assert json.loads((out / "test_tasks" / f"{task_id}.json").read_text()) == given
 
 
 # -------------------------------------------------------------------------------------------------------- CLI
