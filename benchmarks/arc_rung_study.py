@@ -189,6 +189,9 @@ def plot(root: Path, out: Path) -> None:
     print(f"wrote {out}")
 
 
+TABLES = {"results": results_table, "curve": curve_table}  # benchmarks/docs_tables.py regenerates the docs' from these
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)

@@ -2,8 +2,9 @@
 
 A table that comes from records is framed in the markdown by two comments; the first holds the `hrm compare --runs`
 command that regenerates it (run from the repository root; globs are expanded as a shell would) and the name of the
-table in its results (`final`, `segments` or `time`: hrm_reason/commands/report.py), or the ARC rung study's
-`python benchmarks/arc_rung_study.py table DIR` and its table (`results` or `curve`):
+table in its results (`final`, `segments` or `time`: hrm_reason/commands/report.py), or a benchmark script's
+`python benchmarks/SCRIPT.py table DIR` and the name of one of its `TABLES` (the ARC rung study's `results` or
+`curve`, the CPU fusion bench's `fusion`):
 
     <!-- table time: hrm compare --runs benchmarks/levers-runs/*-seed? --targets 0.5,0.8 -->
     | config | target | ...
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import importlib
 import re
 import shlex
 import sys
@@ -30,11 +32,11 @@ from hrm_reason.commands.report import TABLES
 
 ROOT = Path(__file__).resolve().parents[1]
 BLOCK = re.compile(
-    r"<!-- table (\w+): ((?:hrm compare --runs|python benchmarks/arc_rung_study.py table) [^>]*?) -->\n(.*?)"
+    r"<!-- table (\w+): ((?:hrm compare --runs|python benchmarks/\w+\.py table) [^>]*?) -->\n(.*?)"
     r"<!-- /table -->",
     re.S,
 )
-ARC_STUDY = "python benchmarks/arc_rung_study.py table "
+SCRIPT = re.compile(r"python benchmarks/(\w+)\.py table (.+)")
 
 
 @dataclass
@@ -55,8 +57,8 @@ def doc_paths(root: Path = ROOT) -> list[Path]:
 
 def regenerate(table: Table, root: Path = ROOT) -> str:
     """The table as `table.command` makes it from the records today (with a trailing newline, as framed)."""
-    if table.command.startswith(ARC_STUDY):
-        return arc_study_table(table, root)
+    if SCRIPT.fullmatch(table.command):
+        return script_table(table, root)
     if table.name not in TABLES:
         raise SystemExit(f"{table.path}: table {table.name!r}: expected one of {', '.join(TABLES)}")
     words = shlex.split(table.command)[3:]
@@ -77,14 +79,14 @@ def regenerate(table: Table, root: Path = ROOT) -> str:
     return made[table.name] + "\n"
 
 
-def arc_study_table(table: Table, root: Path) -> str:
+def script_table(table: Table, root: Path) -> str:
+    """A table of a benchmark script (its TABLES: name -> function of the records' folder)."""
+    script, folder = SCRIPT.fullmatch(table.command).groups()  # type: ignore[union-attr]
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import arc_rung_study
-
-    made = {"results": arc_rung_study.results_table, "curve": arc_rung_study.curve_table}
+    made = importlib.import_module(script).TABLES
     if table.name not in made:
         raise SystemExit(f"{table.path}: table {table.name!r}: expected one of {', '.join(made)}")
-    return made[table.name](root / table.command.removeprefix(ARC_STUDY).strip()) + "\n"
+    return made[table.name](root / folder.strip()) + "\n"
 
 
 def sync(path: Path, root: Path = ROOT) -> tuple[str, list[Table]]:

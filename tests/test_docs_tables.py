@@ -1,5 +1,5 @@
-"""The tables README.md and docs/ publish from kept records equal what `hrm compare --runs` (or the ARC rung study's
-script) makes of those records today (benchmarks/docs_tables.py): a number edited in the docs, or a record changed, is a red CI. Cheap: nothing
+"""The tables README.md and docs/ publish from kept records equal what `hrm compare --runs` (or a benchmark
+script's `table`) makes of those records today (benchmarks/docs_tables.py): a number edited in the docs, or a record changed, is a red CI. Cheap: nothing
 trains or evaluates."""
 
 from __future__ import annotations
@@ -32,9 +32,10 @@ def test_every_table_from_records_equals_its_records() -> None:
 
 
 def records_of(command: str) -> str:
-    """The records a framed table is made from: hrm compare's --runs, or the ARC rung study's folder."""
-    if command.startswith(docs_tables.ARC_STUDY):
-        return command.removeprefix(docs_tables.ARC_STUDY).strip()
+    """The records a framed table is made from: hrm compare's --runs, or a benchmark script's folder."""
+    script = docs_tables.SCRIPT.fullmatch(command)
+    if script:
+        return script[2].strip()
     return command.split(" --")[1].removeprefix("runs ")
 
 
