@@ -45,7 +45,7 @@ def run(out: Path, hrm: str) -> None:
 def table(root: Path) -> str:
     """Train examples/s and MFU of each model, eager and compiled, with the speed-up."""
     lines = [
-        "| model | eager examples/s | eager MFU | compiled examples/s | compiled MFU | speed-up | peak GFLOP/s |",
+        "| model | eager examples/s | eager MFU | compiled examples/s | compiled MFU | speed-up | peak GFLOP/s (eager / compiled) |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for name, (label, _, _) in MODELS.items():
