@@ -221,7 +221,8 @@ def eval_cmd(
         None,
         "--mmax",
         min=1,
-        help="ACT puzzle models: segments to run (default 16; may exceed halt_max_steps; at most 1024).",
+        help="ACT puzzle models: segments to run (default 16, with --adapt halt_max_steps; may exceed halt_max_steps; "
+        "at most 1024).",
     ),
     run: RunDir = None,
     checkpoint: CheckpointPath = None,
@@ -268,7 +269,8 @@ def eval_cmd(
     --tta/--samples add a table of exact accuracy for each segment budget, number of copies and samples, against the
     total segments run per puzzle (docs/training.md, "Test-time compute"; plot it with hrm viz test-time).
 
-    On ARC datasets also the voting over augmentations: pass@1, 2, 10, 100, 1000 (per-task results in --json).
+    On ARC datasets also the voting over augmentations: pass@1, 2, 10, 100, 1000 (per-task results in --json);
+    --adapt STEPS treats the test split's tasks as new ones (hrm adapt on the build's test_tasks/).
     For a language-model head (or a transformers HrmText directory): cross-entropy, perplexity and tokens/s on the
     text dataset's val split; on a puzzle dataset (PrefixLM on puzzles) the exact and token accuracy of greedy decoding
     on the test split."""

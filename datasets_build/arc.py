@@ -17,7 +17,8 @@ Changed, on purpose:
 - `--source generate`: the generated ARC rung (datasets_build/arc_rung.py), its tasks given in memory to the code
   path of the JSON files (`parse_task` onwards), its split chosen by `--split` (docs/data.md, "The ARC rung");
 - `--strict` keeps every evaluation task (and any training copy of one) out of the train split (original PR #22);
-- every task file is checked: a malformed one is a one-line error naming the file, the pair and the problem.
+- every task file is checked: a malformed one is a one-line error naming the file, the pair and the problem;
+- beside the original layout, `test_tasks/` holds the test split's tasks as ARC task files (`hrm eval --adapt`).
 
 What voting needs to undo an augmentation travels in the format itself: the identifier name gives the task, the
 transform and the colour map; `builder` in dataset.json lists the tasks in group order with their test-input count and
