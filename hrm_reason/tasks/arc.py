@@ -185,6 +185,17 @@ def pair_key(a: np.ndarray, b: np.ndarray) -> bytes:
     return best
 
 
+def task_json(
+    train: Iterable[tuple[np.ndarray, np.ndarray]], test: Iterable[tuple[np.ndarray, np.ndarray]], outputs: bool = True
+) -> dict[str, list[dict[str, Any]]]:
+    """ARC's task JSON layout of demonstration and test pairs; `outputs` False leaves the test outputs out (hidden)."""
+
+    def pair(a: np.ndarray, b: np.ndarray, output: bool = True) -> dict[str, Any]:
+        return {"input": a.tolist(), **({"output": b.tolist()} if output else {})}
+
+    return {"train": [pair(a, b) for a, b in train], "test": [pair(a, b, outputs) for a, b in test]}
+
+
 def grid_from_key(key: bytes) -> np.ndarray:
     return np.frombuffer(key[2:], dtype=np.uint8).reshape(key[0], key[1])
 
