@@ -23,7 +23,8 @@ from rich.markup import escape
 
 from datasets_build.options import ArcBuildOptions, Flag, MazeBuildOptions, SudokuBuildOptions, TextBuildOptions
 from hrm_reason.atomic import DISK_ERRORS, atomic_write_text
-from hrm_reason.errors import UserError
+from hrm_reason.errors import UserError, one_line
+from hrm_reason.outputs import check_arguments
 
 app = typer.Typer(
     add_completion=False,
@@ -257,7 +258,6 @@ def eval_cmd(
     adapt_steps: int | None = typer.Option(
         None,
         "--adapt",
-        min=0,
         metavar="STEPS",
         help="ARC: the test split's tasks as new tasks: adapt new puzzle-embedding rows to their demonstrations for "
         "this many steps, then vote, as hrm adapt does on the build's test_tasks/ folder (docs/commands.md).",
@@ -274,13 +274,19 @@ def eval_cmd(
     For a language-model head (or a transformers HrmText directory): cross-entropy, perplexity and tokens/s on the
     text dataset's val split; on a puzzle dataset (PrefixLM on puzzles) the exact and token accuracy of greedy decoding
     on the test split."""
+    from hrm_reason.commands.adapt import AdaptOptions, eval_adapted, refuse_unused
     from hrm_reason.evaluate.run import evaluate_run, format_result
+    from hrm_reason.outputs import EVAL_JSON, SUBMISSION_OUT, claim
 
     if adapt_steps is not None:
         others = {"--checkpoint": checkpoint, "--config": config, "--batch-size": batch_size}
         others |= {"--max-examples": max_examples, "--max-tokens": max_tokens, "--seq-len": seq_len}
-        _eval_adapted(run, data, adapt_steps, mmax, json_out, submission, device, quiet, others, test_time)
+        refuse_unused(others, test_time, "hrm adapt RUN DATA/test_tasks takes its options")
+        options = AdaptOptions(steps=adapt_steps, mmax=mmax)
+        typer.echo(eval_adapted(run, data, options, json_out, submission, device, not quiet))
         return
+    claim(submission, SUBMISSION_OUT)
+    claim(json_out, EVAL_JSON)
     result = evaluate_run(
         _one_of(run, checkpoint),
         config,
@@ -339,7 +345,6 @@ def solve_cmd(
     adapt_steps: int | None = typer.Option(
         None,
         "--adapt",
-        min=0,
         help="ARC tasks the model never saw: first adapt a new puzzle-embedding row to the --file task's "
         "demonstrations for this many steps, then answer by voting, as hrm adapt does (its other options at their "
         "defaults).",
@@ -357,13 +362,18 @@ def solve_cmd(
     --tta/--samples choose each answer over transformed copies and noisy trajectories, as hrm eval's.
     --adapt STEPS solves one ARC task the model never trained on: hrm solve --run runs/arc-rung --file task.json --adapt
     200"""
+    from hrm_reason.commands.adapt import refuse_unused, solve_adapted
     from hrm_reason.commands.solve import answers_json, format_answers, load_solver, read_puzzles, solve, write_pngs
+    from hrm_reason.outputs import SOLVE_PNG, claim
 
     if adapt_steps is not None:
-        _solve_adapted(
-            run, checkpoint, config, file, puzzle, adapt_steps, mmax, json_out, png, device, quiet, test_time
+        others = {"--checkpoint": checkpoint, "--config": config, "--png": png, "PUZZLE": puzzle}
+        refuse_unused(
+            others | {"--allow-unsolvable": allow_unsolvable}, test_time, "it adapts a run's rows, then votes"
         )
+        typer.echo(solve_adapted(run, file, adapt_steps, mmax, json_out, device, not quiet))
         return
+    claim(png, SOLVE_PNG)
     solver = load_solver(_one_of(run, checkpoint), config, device)
     puzzles = read_puzzles(solver.task, puzzle, file, sys.stdin)
     budget = mmax or solver.halt_max_steps
@@ -376,92 +386,18 @@ def solve_cmd(
     _echo_written(pngs)
 
 
-def _solve_adapted(
-    run: Path | None,
-    checkpoint: Path | None,
-    config: Path | None,
-    file: Path | None,
-    puzzle: str | None,
-    steps: int,
-    mmax: int | None,
-    json_out: bool,
-    png: Path | None,
-    device: str,
-    quiet: bool,
-    test_time: Any,
-) -> None:
-    """hrm solve --adapt: hrm adapt on the one task of --file, its answers printed as hrm adapt prints them."""
-    from hrm_reason.commands.adapt import AdaptOptions, adapt
-
-    others = {"--checkpoint": checkpoint, "--config": config, "--png": png, "PUZZLE": puzzle}
-    _refuse_with_adapt(others, test_time, "it adapts a run's rows, then votes over its own copies")
-    if run is None or file is None or not file.is_file():
-        raise UserError("--adapt: expected --run RUN and --file TASK.json, one ARC task (hrm adapt takes several)")
-    result = adapt(run, [file], AdaptOptions(steps=steps, mmax=mmax), None, device, progress=not quiet)
-    if json_out:
-        typer.echo(json.dumps(result.submission))
-        return
-    _echo_adapted(result, steps)
-
-
-def _eval_adapted(
-    run: Path | None,
-    data: Path | None,
-    steps: int,
-    mmax: int | None,
-    json_out: Path | None,
-    submission: Path | None,
-    device: str,
-    quiet: bool,
-    others: dict[str, Any],
-    test_time: Any,
-) -> None:
-    """hrm eval --adapt: hrm adapt on the test split's tasks (the build's test_tasks/), pass@k printed and written."""
-    from hrm_reason.commands.adapt import AdaptOptions, adapt_test_split
-
-    _refuse_with_adapt(others, test_time, "hrm adapt RUN DATA/test_tasks takes its options")
-    if run is None:
-        raise UserError("--adapt: expected --run RUN (the run whose rows are adapted)")
-    result = adapt_test_split(run, data, AdaptOptions(steps=steps, mmax=mmax), device, not quiet)
-    _echo_adapted(result, steps)
-    if submission is not None:
-        _write_json(submission, result.submission, indent=None)
-    if json_out is not None:
-        _write_json(json_out, result.to_dict())
-
-
-def _refuse_with_adapt(others: dict[str, Any], test_time: Any, why: str) -> None:
-    """One line naming every flag given that --adapt (of hrm solve or hrm eval) does not use."""
-    from hrm_reason.evaluate.tta import TestTimeOptions
-
-    given = [name for name, value in others.items() if value is not None]
-    if test_time != TestTimeOptions():
-        given.append("--tta/--samples/--noise/--select/--puzzle-id")
-    if given:
-        raise UserError(f"--adapt: not with {', '.join(given)} ({why})")
-
-
-def _echo_adapted(result: Any, steps: int) -> None:
-    from hrm_reason.commands.adapt import format_result
-
-    if result.loaded:
-        typer.echo(f"loaded the adapted rows from {result.out / 'adapted.safetensors'} (same tasks and options)")
-    elif result.losses:
-        typer.echo(f"adapted {steps} steps: demonstration loss {result.losses[0]:.4f} -> {result.losses[-1]:.4f}")
-    typer.echo(format_result(result))
-    typer.echo(f"wrote {result.out / 'submission.json'}")
-
-
 @app.command("adapt")
 def adapt_cmd(
     run: Path = typer.Argument(..., help="Run directory of an ACT puzzle model trained on an ARC dataset."),
     tasks: list[Path] = typer.Argument(..., metavar="TASK...", help="ARC task JSON files, or folders of them."),
-    steps: int = typer.Option(200, "--steps", min=0, help="Adaptation steps (one ACT segment each)."),
+    steps: int = typer.Option(200, "--steps", help="Adaptation steps (one ACT segment each), at most 100,000."),
     seed: int = typer.Option(0, "--seed", help="Seed of the batches, the translations and the halting exploration."),
-    num_aug: int | None = typer.Option(None, "--num-aug", min=0, help="Augmented variants (default: the dataset's)."),
+    num_aug: int | None = typer.Option(None, "--num-aug", help="Augmented variants (default: the dataset's)."),
     whole: bool = typer.Option(False, "--whole", help="Train the network too (default: the new rows alone)."),
     lr: float | None = typer.Option(None, "--lr", help="SignSGD rate of the rows (default: the run's puzzle_emb_lr)."),
-    lr_whole: float = typer.Option(1e-4, "--lr-whole", help="Learning rate of the network under --whole."),
+    lr_whole: float | None = typer.Option(
+        None, "--lr-whole", help="Learning rate of the network under --whole (default 1e-4; only with --whole)."
+    ),
     batch_size: int | None = typer.Option(None, "--batch-size", min=1, help="Default: the run's global batch."),
     mmax: int | None = typer.Option(None, "--mmax", min=1, help="Segments of the answer (default: halt_max_steps)."),
     init: str = typer.Option(
@@ -485,14 +421,11 @@ def adapt_cmd(
     OUT/adapted.safetensors. A second call with the same tasks and options loads the rows.
 
     Example: hrm adapt runs/arc-rung task.json --steps 200"""
-    from hrm_reason.commands.adapt import AdaptOptions, adapt
+    from hrm_reason.commands.adapt import AdaptOptions, adapt_command
 
     counts = _step_counts(curve) if curve else ()
     options = AdaptOptions(steps, seed, num_aug, whole, lr, lr_whole, batch_size, mmax, init, counts)
-    result = adapt(run, tasks, options, out, device, progress=not quiet)
-    _echo_adapted(result, steps)
-    if json_out is not None:
-        _write_json(json_out, result.to_dict())
+    typer.echo(adapt_command(run, tasks, options, out, json_out, device, progress=not quiet))
 
 
 def _step_counts(text: str) -> tuple[int, ...]:
@@ -576,6 +509,13 @@ viz_app = typer.Typer(
 app.add_typer(viz_app, name="viz")
 
 
+def _viz_out(out: Path) -> Path:
+    """A folder of hrm viz's pictures (new, empty or its own), checked before any figure is drawn."""
+    from hrm_reason.outputs import VIZ_FOLDER, claim
+
+    return claim(out, VIZ_FOLDER) or out
+
+
 def _echo_written(paths: list[Path]) -> None:
     for path in paths:
         typer.echo(f"wrote {path}")
@@ -593,7 +533,7 @@ def viz_puzzle(
     from hrm_reason.viz.canvas import save_figures
     from hrm_reason.viz.puzzles import puzzle_figures
 
-    _echo_written(save_figures(puzzle_figures(data, split, index, count), out))
+    _echo_written(save_figures(puzzle_figures(data, split, index, count), _viz_out(out)))
 
 
 @viz_app.command("predictions")
@@ -614,8 +554,10 @@ def viz_predictions(
     from hrm_reason.viz.canvas import save_figures
     from hrm_reason.viz.predictions import prediction_figures
 
-    figures = prediction_figures(_one_of(run, checkpoint), config, data, index, count, mmax, device)
-    _echo_written(save_figures(figures, out or (run / "viz" if run is not None else Path("viz"))))
+    out = _viz_out(out or (run / "viz" if run is not None else Path("viz")))
+    _echo_written(
+        save_figures(prediction_figures(_one_of(run, checkpoint), config, data, index, count, mmax, device), out)
+    )
 
 
 EvalJsons = Annotated[
@@ -633,7 +575,8 @@ def viz_run(
     from hrm_reason.viz.canvas import save_figures
     from hrm_reason.viz.curves import run_figures
 
-    _echo_written(save_figures(run_figures(run_dir, eval_json or []), out or run_dir / "viz"))
+    out = _viz_out(out or run_dir / "viz")
+    _echo_written(save_figures(run_figures(run_dir, eval_json or []), out))
 
 
 @viz_app.command("test-time")
@@ -645,6 +588,7 @@ def viz_test_time(
     from hrm_reason.viz.canvas import save_figures
     from hrm_reason.viz.curves import compute_figure, read_eval_json
 
+    out = _viz_out(out)
     figure = compute_figure(read_eval_json(eval_json), eval_json.stem, str(eval_json))
     _echo_written(save_figures([("test_time.png", figure)], out))
 
@@ -663,11 +607,13 @@ def viz_html(
     ),
 ) -> None:
     """One self-contained HTML page for a run: curves, accuracy against segments, prediction strips, config."""
+    from hrm_reason.limits import VIZ_STRIPS
+    from hrm_reason.outputs import VIZ_PAGE, claim
     from hrm_reason.viz.html import run_page
 
-    if count < 0:
-        raise UserError(f"--count {count}: expected 0 or more")
+    VIZ_STRIPS.check(count)
     path = out or run_dir / "viz" / "index.html"
+    claim(path, VIZ_PAGE)
     atomic_write_text(path, run_page(run_dir, eval_json or [], data, index, count, mmax, device))
     typer.echo(f"wrote {path}")
 
@@ -685,23 +631,23 @@ def bench_cmd(
     seq_len: int = typer.Option(
         81,
         "--seq-len",
-        min=1,
         help="Puzzle models: sequence length when the config's dataset is not built (81: 9x9 Sudoku); LM heads use the config's seq_len.",
     ),
     vocab_size: int = typer.Option(
         11,
         "--vocab-size",
-        min=2,
         help="Vocabulary when the config's dataset is not built (11: Sudoku), and of LM heads.",
     ),
-    steps: int = typer.Option(5, "--steps", min=1, help="Timed training steps (and evaluation segments)."),
-    warmup: int = typer.Option(2, "--warmup", min=1, help="Untimed steps first (they absorb torch.compile time)."),
+    steps: int = typer.Option(5, "--steps", help="Timed training steps (and evaluation segments), 1 to 10,000."),
+    warmup: int = typer.Option(2, "--warmup", help="Untimed steps first (they absorb torch.compile time), 1 to 1,000."),
 ) -> None:
     """Training and evaluation examples/s, model FLOPs, measured matmul peak, MFU and peak memory of a config.
     Extra arguments are key=value overrides, e.g. arch.q_target=next_segment compile=true device=cpu."""
     from hrm_reason.commands.bench import bench, format_result
     from hrm_reason.config import load_config
+    from hrm_reason.outputs import BENCH_JSON, claim
 
+    claim(json_out, BENCH_JSON)
     result = bench(load_config(config, _overrides(ctx, "bench")), batch_size, seq_len, vocab_size, steps, warmup)
     typer.echo(format_result(result))
     if json_out is not None:
@@ -716,7 +662,7 @@ def compare_cmd(
         help="Config files, then key=value overrides applied to every one (e.g. max_steps=500 max_seconds=600); "
         "with --runs: run or study directories.",
     ),
-    seeds: int | None = typer.Option(None, "--seeds", min=1, help="Train each config with seeds 0..N-1 [default: 3]."),
+    seeds: int | None = typer.Option(None, "--seeds", help="Train each config with seeds 0..N-1 [default: 3]."),
     out: Path = typer.Option(
         ..., "--out", help="Study directory: runs/<config>/seed<k>/, results.json, results.md, plots/."
     ),
@@ -727,7 +673,6 @@ def compare_cmd(
     jobs: int | None = typer.Option(
         None,
         "--jobs",
-        min=1,
         help="Runs trained at once, each in its own process with cpu_count/N threads (no progress bars) [default: 1].",
     ),
     runs: bool = typer.Option(
@@ -765,15 +710,16 @@ def compare_cmd(
 def main() -> None:
     """Entry point: user errors become one line on stderr and exit code 2, never a traceback."""
     try:
+        check_arguments(sys.argv[1:])
         code = app(standalone_mode=False, prog_name="hrm")
     except UserError as e:
-        typer.echo(f"error: {e}", err=True)
+        typer.echo(f"error: {one_line(str(e))}", err=True)
         sys.exit(2)
     except typer.TyperException as e:  # usage errors (unknown flag, bad value), from the click that typer ships
         message = e.format_message() if hasattr(e, "format_message") else str(e)
         ctx = getattr(e, "ctx", None)
         hint = f" (see: {ctx.command_path} --help)" if ctx is not None else ""
-        typer.echo(f"error: {message}{hint}", err=True)
+        typer.echo(f"error: {one_line(message)}{hint}", err=True)
         sys.exit(getattr(e, "exit_code", 2))
     except OSError as e:  # a full disk or a read-only folder met outside the atomic writers (which name their output)
         if e.errno not in DISK_ERRORS:

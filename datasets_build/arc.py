@@ -415,6 +415,11 @@ def _selection(opts: ArcBuildOptions, out: Path) -> tuple[Selection, dict[str, A
             "are ARC-AGI-2 training tasks",
         )
     if not any(_split_pairs(t, opts.strict)["train"] for t in sel.tasks):
+        if opts.source == "generate":
+            raise UserError(
+                f"--rung-tasks {opts.rung_tasks}: no training task, and --split {opts.split} keeps the evaluation tasks' "
+                "demonstrations out of training: the train split would be empty"
+            )
         raise UserError("no training pairs selected: the train split would be empty (--train-tasks 0 with --strict?)")
     for w in sel.warnings:
         print(f"warning: {w}", file=sys.stderr, flush=True)
@@ -563,7 +568,7 @@ def build_arc(opts: ArcBuildOptions) -> Path:
     _check_options(opts)
     opts = _resolved(opts)
     out = Path(opts.out) if opts.out is not None else _default_out(opts)
-    check_out(out, opts.overwrite)
+    check_out(out, opts.overwrite, "arc")
     plan = _plan(opts, *_selection(opts, out))
     seen = _equivalent_test_pairs(plan.members)
     with atomic_directory(out, overwrite=opts.overwrite) as tmp:

@@ -20,6 +20,7 @@ import numpy as np
 from hrm_reason.atomic import atomic_directory
 from hrm_reason.data.puzzle import ARRAY_NAMES, PuzzleDatasetMetadata
 from hrm_reason.errors import UserError
+from hrm_reason.outputs import Output, Recognise, claim, folder_of, read_own_json
 
 
 def dumps_json(obj: Any) -> str:
@@ -156,8 +157,41 @@ def write_grid_split(
     )
 
 
-def check_out(out: Path, overwrite: bool) -> None:
-    """Refuse to replace an existing output unless asked (checked before any long download or generation)."""
+# What each builder writes at the top of its --out: a folder holding anything else is not its dataset.
+DATASET_ENTRIES = {
+    "sudoku": ("train", "test", "identifiers.json"),
+    "maze": ("train", "test", "identifiers.json"),
+    "arc": ("train", "test", "identifiers.json", "test_tasks"),
+    "text": ("dataset.json", "documents.json", "train", "val", "tokenizer.json"),
+}
+
+
+def _dataset_record(builder: str) -> Recognise:
+    """The builder's own dataset: each split's dataset.json (one for text) records `builder` as its builder's name."""
+    records = ["dataset.json"] if builder == "text" else ["train/dataset.json", "test/dataset.json"]
+
+    def recognise(out: Path) -> str | None:
+        for name in records:
+            meta = read_own_json(out / name)
+            record = meta.get("builder") if isinstance(meta, dict) else None
+            if not isinstance(record, dict) or record.get("name") != builder:
+                return f"no {name} of hrm build-data {builder}"
+        return None
+
+    return recognise
+
+
+def dataset_output(builder: str) -> Output:
+    """--out of `hrm build-data BUILDER`: a dataset that builder wrote may be replaced (with --overwrite)."""
+    recognise = folder_of(DATASET_ENTRIES[builder], f"a {builder} dataset", _dataset_record(builder))
+    return Output("--out", f"hrm build-data {builder}", recognise, folder=True)
+
+
+def check_out(out: Path, overwrite: bool, builder: str) -> None:
+    """Before any long download or generation: `out` is new, or a dataset this builder wrote (replaced only with
+    --overwrite); anything else (a run, another builder's dataset, a user's folder or file) is refused whatever
+    --overwrite says, since replacing it would delete what the builder never wrote. Its folder must take a new file."""
+    claim(out, dataset_output(builder))
     if out.exists() and not overwrite:
         raise UserError(f"--out {out}: already exists; pass --overwrite to replace it")
 

@@ -718,7 +718,7 @@ def build_maze(opts: MazeBuildOptions, hub_probe: Callable[[], bool] | None = No
     sources.check_subsample(opts, src.name, DEFAULT_GENERATED_SIZES[0], "mazes")
     size = opts.size or PAPER_SIZE
     out = Path(opts.out) if opts.out is not None else _default_out(src.name, size)
-    check_out(out, opts.overwrite)
+    check_out(out, opts.overwrite, "maze")
     print(f"maze: source {src.name} ({src.reason}), output {out}", flush=True)
 
     counts: dict[str, Any] = {}

@@ -4,8 +4,9 @@ docstring is the command's help. Adding an option is adding a field here; a `Fla
 its type does not (a positional argument, a short flag). Every field but out, overwrite, quiet and workers decides the bytes
 of the dataset, and is recorded in its dataset.json (`builder.options`).
 
-Only pydantic is imported here, so that `hrm` reads these models without loading the builders (numpy, torch); hence
-the two limits below are restated rather than imported from hrm_reason.tasks.
+Only pydantic and hrm_reason.limits (the bounds of counts, standard library only) are imported here, so that `hrm`
+reads these models without loading the builders (numpy, torch); hence the two limits below are restated rather than
+imported from hrm_reason.tasks.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from hrm_reason.limits import NUM_AUG, RUNG_EVAL_TASKS, RUNG_TASKS, SUDOKU_NUM_AUG, Count
 
 STDLIB = "stdlib"  # `--input stdlib`: the running Python's standard library
 ARC_MAX_GRID = 30  # the ARC format's largest grid side (hrm_reason.tasks.arc.MAX_SIZE)
@@ -60,12 +63,20 @@ Workers = Annotated[
 ]
 
 
+def bounded(count: Count, value: int | None) -> int | None:
+    """`value` within `count`'s bounds (hrm_reason.limits), else the ValueError the CLI prefixes with the flag."""
+    if value is not None and (why := count.problem(value)) is not None:
+        raise ValueError(why)
+    return value
+
+
 class SourceBuildOptions(BaseModel):
     """The first options of every CSV-or-generate builder (Sudoku, maze): where the originals come from and how many.
     Their help names the builder's things in `help_words`."""
 
     model_config = ConfigDict(extra="forbid")
 
+    builder: ClassVar[str] = ""  # `hrm build-data BUILDER`: the builder record's name (an --out it may replace)
     help_words: ClassVar[dict[str, str]] = {}  # {things}, {thing}, {columns}, {hub} in the help texts
     # The key order of dataset.json's `options` record in builder version 1, kept so that a rebuild compares equal.
     record_order: ClassVar[tuple[str, ...]] = ()
@@ -103,6 +114,7 @@ class SudokuBuildOptions(SourceBuildOptions):
     """Build a Sudoku dataset: Sudoku-Extreme (hf or csv) or generated unique-solution puzzles with a strict
     train/test split."""
 
+    builder = "sudoku"
     help_words = {"things": "puzzles", "thing": "puzzle", "columns": "source,q,a,rating", "hub": ""}
     record_order = (
         *("source", "csv_dir", "subsample_size", "num_aug", "min_difficulty", "max_difficulty", "min_givens"),
@@ -116,7 +128,6 @@ class SudokuBuildOptions(SourceBuildOptions):
     )
     num_aug: int = Field(
         0,
-        ge=0,
         description="Augmented copies per training puzzle (digit relabelling, band/stack and row/column shuffles, "
         "transpose); test stays unaugmented.",
     )
@@ -144,10 +155,16 @@ class SudokuBuildOptions(SourceBuildOptions):
     overwrite: Overwrite = False
     quiet: Quiet = False
 
+    @field_validator("num_aug")
+    @classmethod
+    def _num_aug(cls, v: int) -> int:
+        return bounded(SUDOKU_NUM_AUG, v)  # type: ignore[return-value]
+
 
 class MazeBuildOptions(SourceBuildOptions):
     """Build a maze dataset: Maze-Hard 30x30 (hf or csv) or generated random-wall mazes with a long shortest path."""
 
+    builder = "maze"
     help_words = {
         "things": "mazes",
         "thing": "maze",
@@ -249,7 +266,6 @@ class ArcBuildOptions(BaseModel):
     )
     num_aug: int = Field(
         1000,
-        ge=0,
         description="Augmented variants per task (dihedral transform + colour permutation with black fixed), "
         "de-duplicated.",
     )
@@ -275,12 +291,10 @@ class ArcBuildOptions(BaseModel):
     )
     rung_tasks: int | None = Field(
         None,
-        ge=0,
         description=f"--source generate: training tasks (default {ARC_RUNG_TASKS}), the training families in turn.",
     )
     rung_eval_tasks: int | None = Field(
         None,
-        ge=1,
         description=f"--source generate: evaluation tasks (default {ARC_RUNG_EVAL_TASKS}), new tasks of the "
         "evaluation families in turn; their test pairs are the test split.",
     )
@@ -303,6 +317,14 @@ class ArcBuildOptions(BaseModel):
     @classmethod
     def _no_dirs(cls, v: Any) -> Any:
         return [] if v is None else v
+
+    @field_validator("num_aug", "rung_tasks", "rung_eval_tasks")
+    @classmethod
+    def _counts(cls, v: int | None, info: Any) -> int | None:
+        """Bounded, each with its reason (hrm_reason.limits): 10^9 once asked for 37 GiB, or generated for hours."""
+        return bounded(
+            {"num_aug": NUM_AUG, "rung_tasks": RUNG_TASKS, "rung_eval_tasks": RUNG_EVAL_TASKS}[info.field_name], v
+        )
 
     @field_validator("task_ids", "held_out_families", mode="before")
     @classmethod

@@ -37,6 +37,7 @@ class SourceOptions(Protocol):
     train_size: int | None
     test_size: int | None
     overwrite: bool
+    builder: str  # the builder's name (a class variable of its options)
 
 
 @dataclass
@@ -104,7 +105,7 @@ def open_source(opts: SourceOptions, source: str, reason: str, repo: str) -> Sou
     if source != "csv" and opts.csv_dir is not None:
         raise UserError(f"--csv-dir: only used with --source csv (got --source {opts.source})")
     if opts.out is not None:
-        check_out(Path(opts.out), opts.overwrite)
+        check_out(Path(opts.out), opts.overwrite, opts.builder)
     if source == "csv":
         assert opts.csv_dir is not None
         return Source(

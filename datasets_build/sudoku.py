@@ -766,7 +766,7 @@ def build_sudoku(opts: SudokuBuildOptions, hub_probe: Callable[[], bool] | None 
     src = sources.open_source(opts, source, reason, HF_REPO)
     sources.check_subsample(opts, src.name, DEFAULT_GENERATED_SIZES[0], "puzzles")
     out = Path(opts.out) if opts.out is not None else _default_out(src.name, opts.box)
-    check_out(out, opts.overwrite)
+    check_out(out, opts.overwrite, "sudoku")
     print(f"sudoku: source {src.name} ({src.reason}), {n}x{n} boards, output {out}", flush=True)
 
     stats: dict[str, Any] = {}

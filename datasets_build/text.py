@@ -192,7 +192,7 @@ def _default_out(opts: TextBuildOptions) -> Path:
 def build_text(opts: TextBuildOptions, progress: bool = True) -> Path:
     """Build the dataset described by `opts` and return its directory (written atomically: all or nothing)."""
     out = Path(opts.out) if opts.out is not None else _default_out(opts)
-    check_out(out, opts.overwrite)
+    check_out(out, opts.overwrite, "text")
     if opts.tokenizer is None and opts.eos_token is not None:
         raise UserError("--eos-token is an option of --tokenizer (the byte tokenizer has its own end-of-document id)")
     tokenizer: Tokenizer = ByteTokenizer() if opts.tokenizer is None else HFTokenizer(opts.tokenizer, opts.eos_token)

@@ -181,3 +181,28 @@ def atomic_directory(path: str | os.PathLike, overwrite: bool = False) -> Iterat
         if (user := disk_error(e, path, inside=tmp)) is not None:
             raise user from None
         raise
+
+
+def check_writable(path: str | os.PathLike, inside: bool = False) -> None:
+    """`path` can be written, tried before any work: a new file is created (and removed) where the writer will create
+    its temporary, beside `path` (inside it with `inside`: a folder written into), or in the nearest folder that
+    exists above a new path. A read-only folder, a full disk or a file in the way is then one line naming `path`,
+    also where root ignores a folder's mode (the file is made, not just asked about)."""
+    path = Path(path)
+    base = path if inside else path.parent
+    while not base.exists() and base != base.parent:
+        base = base.parent
+    if not base.is_dir():
+        raise UserError(f"cannot write {path}: {base} is not a directory")
+    tmp = None
+    try:
+        tmp, fd = _temp_file(base / path.name)
+        os.close(fd)
+    except OSError as e:
+        if (user := disk_error(e, path)) is not None:
+            raise user from None
+        raise
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)

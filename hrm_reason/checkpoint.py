@@ -20,12 +20,12 @@ from typing import Any
 
 import torch
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import load_file, save
+from safetensors.torch import save
 from torch import nn
 
 from hrm_reason.atomic import atomic_directory, atomic_write_text
 from hrm_reason.errors import UserError
-from hrm_reason.jsonfile import read_json, read_jsonl, read_text
+from hrm_reason.jsonfile import read_json, read_jsonl, read_safetensors, read_text
 from hrm_reason.models.registry import MODELS, checkpoint_adapter
 
 WEIGHTS = "model.safetensors"
@@ -238,7 +238,11 @@ def read_state(ckpt: Path) -> dict[str, Any]:
 def _header_config(file: Path) -> dict[str, Any] | None:
     """The model config in the header; ValueError (JSONDecodeError among them) when it is not a JSON object."""
     with safe_open(str(file), "pt") as f:
-        meta = f.metadata() or {}
+        return _metadata_config(f.metadata() or {})
+
+
+def _metadata_config(meta: dict[str, str]) -> dict[str, Any] | None:
+    """The model config of a safetensors header's metadata (None: it has none); ValueError when it is no object."""
     if "model_config" not in meta:
         return None
     config = json.loads(meta["model_config"])
@@ -265,9 +269,10 @@ def read_weights(path: Path, model_name: str = "hrm") -> tuple[dict[str, torch.T
     if file.is_file():
         verify_file(file)
     if file.suffix == ".safetensors":
+        tensors, metadata = read_safetensors(file, what="safetensors checkpoint")
         try:
-            return load_file(str(file)), _header_config(file)
-        except (SafetensorError, OSError, ValueError, RecursionError) as e:
+            return tensors, _metadata_config(metadata)
+        except (ValueError, RecursionError) as e:
             detail = str(e).splitlines()[0][:160] if str(e) else type(e).__name__
             raise UserError(f"{file}: not a readable safetensors checkpoint ({detail})") from None
     try:

@@ -483,8 +483,35 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+# Values a config file may hold once its aliases (*name) are expanded: a config has a few hundred; nested aliases (a
+# "billion laughs") once expanded to 9^9 values, hung the validation and gave a 3.8 MB error line.
+MAX_YAML_VALUES = 100_000
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
+    """The nodes of `node` with every alias expanded, counted without expanding them (each node's size once)."""
+    if id(node) not in sizes:
+        if isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        else:
+            children = []
+        sizes[id(node)] = 1 + sum(_expanded_size(child, sizes) for child in children)
+    return sizes[id(node)]
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """yaml.SafeLoader that refuses a key given twice in one mapping (PyYAML keeps the last silently)."""
+    """yaml.SafeLoader that refuses a key given twice in one mapping (PyYAML keeps the last silently), and a document
+    that its aliases expand beyond MAX_YAML_VALUES values."""
+
+    def get_single_node(self) -> yaml.Node | None:
+        node = super().get_single_node()
+        if node is not None and (size := _expanded_size(node, {})) > MAX_YAML_VALUES:
+            raise _TooManyValues(
+                f"its aliases (*name) expand to {size:,} values, more than a config holds ({MAX_YAML_VALUES:,} at most)"
+            )
+        return node
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, int] = {}
@@ -504,6 +531,10 @@ class _DuplicateKey(Exception):
     pass
 
 
+class _TooManyValues(Exception):
+    pass
+
+
 def read_yaml(path: Path) -> dict[str, Any]:
     """A config file's top-level mapping; UserError naming the file for a missing, unreadable, non-YAML, empty or
     ambiguous (duplicate key) file."""
@@ -517,8 +548,10 @@ def read_yaml(path: Path) -> dict[str, Any]:
         raise UserError(f"{path}: cannot read the config file ({e.strerror})") from None
     try:
         data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader
-    except _DuplicateKey as e:
+    except (_DuplicateKey, _TooManyValues) as e:
         raise UserError(f"{path}: {e}") from None
+    except RecursionError:
+        raise UserError(f"{path}: not valid YAML (nested too deeply)") from None
     except yaml.YAMLError as e:
         raise UserError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
     if data is None:

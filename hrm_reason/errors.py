@@ -9,8 +9,21 @@ if TYPE_CHECKING:
     from pydantic import ValidationError
 
 
+# The most characters of an error line: a value echoed back (a YAML file of nested aliases once gave a line of 3.8 MB)
+# is cut, the start, which names the culprit, kept.
+MAX_LINE = 500
+
+
 class UserError(Exception):
     """Bad input from the user: a flag, a config field, a file. The message names it and says what was expected."""
+
+
+def one_line(message: str, limit: int = MAX_LINE) -> str:
+    """`message` as one readable line: line breaks as spaces, cut to `limit` characters with the count left out."""
+    text = " ".join(message.split("\n")).replace("\r", " ")
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit - 40]} ... ({len(text) - limit + 40:,} more characters)"
 
 
 def validation_message(e: ValidationError, source: str, prefix: tuple[str, ...] = ()) -> str:

@@ -178,3 +178,26 @@ def read_npy(
     if not isinstance(array, np.ndarray):  # pragma: no cover - the header check above already refuses archives
         raise damaged(f"expected an array, found {type(array).__name__}")
     return array
+
+
+def read_safetensors(
+    path: str | os.PathLike, missing: str | None = None, *, name: str | None = None, what: str = "safetensors file"
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The tensors (torch, on the CPU) and the header's metadata of a safetensors file: the one reader of adapted rows,
+    checkpoints and transformers directories. A missing file has read_bytes' errors; a truncated, damaged or foreign
+    one (random bytes, a pickle) is "<name>: not a readable <what> (why)"."""
+    from safetensors import SafetensorError, safe_open
+
+    label = _name(path, name)
+    if not Path(path).is_file():
+        read_bytes(path, missing, name=name)  # its one-line error for a missing file, a folder, a permission
+    try:
+        with safe_open(os.fspath(path), "pt") as f:
+            metadata = dict(f.metadata() or {})
+            tensors = {key: f.get_tensor(key) for key in f.keys()}  # noqa: SIM118 - safe_open is no mapping
+    except OSError as e:
+        raise UserError(f"{label}: cannot read it ({e.strerror or type(e).__name__})") from None
+    except (SafetensorError, ValueError, RuntimeError, TypeError, RecursionError) as e:
+        detail = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
+        raise UserError(f"{label}: not a readable {what} ({detail})") from None
+    return tensors, metadata

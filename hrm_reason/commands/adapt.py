@@ -18,13 +18,12 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from safetensors.torch import load as load_safetensors
 from safetensors.torch import save as save_safetensors
 
 from hrm_reason.atomic import atomic_directory, atomic_write_text
@@ -32,11 +31,22 @@ from hrm_reason.commands.solve import ArcSolve, task_for
 from hrm_reason.data.puzzle import PuzzleDatasetMetadata, dataset_kind, load_split
 from hrm_reason.errors import UserError
 from hrm_reason.evaluate.act import check_mmax, plain_segments
-from hrm_reason.jsonfile import read_bytes, read_json, read_json_model
+from hrm_reason.jsonfile import read_json, read_json_model, read_safetensors
+from hrm_reason.limits import ADAPT_LR, ADAPT_LR_WHOLE, ADAPT_STEPS, NUM_AUG
 from hrm_reason.load import load_run, run_config
 from hrm_reason.models.act import act_loss
 from hrm_reason.models.registry import family_spec
 from hrm_reason.models.sparse_embedding import SparseSignSGD
+from hrm_reason.outputs import (
+    EVAL_JSON,
+    SUBMISSION_OUT,
+    Output,
+    checked_text,
+    claim,
+    folder_of,
+    json_object_with,
+    read_own_json,
+)
 from hrm_reason.provenance import provenance
 from hrm_reason.runtime.device import resolve_device
 from hrm_reason.runtime.logs import progress_bar
@@ -47,6 +57,7 @@ from hrm_reason.train.optim import make_optimizer
 RECORD = "adapted.json"
 ROWS = "adapted.safetensors"
 SUBMISSION = "submission.json"
+LR_WHOLE = 1e-4  # --lr-whole's default under --whole
 
 Pair = tuple[np.ndarray, np.ndarray]
 
@@ -58,7 +69,7 @@ class AdaptOptions:
     num_aug: int | None = None  # None: the run's dataset's (builder.options.num_aug)
     whole: bool = False  # the network trains too, at lr_whole
     lr: float | None = None  # the rows' SignSGD rate; None: the run's puzzle_emb_lr
-    lr_whole: float = 1e-4
+    lr_whole: float | None = None  # the network's rate under whole; None: LR_WHOLE (given without whole: refused)
     batch_size: int | None = None  # None: the run's global_batch_size, at most the number of examples
     mmax: int | None = None  # segments of the answer; None: the trained halt_max_steps
     init: str = "mean"  # "mean" of the trained rows or the "blank" row (steps 0: as --puzzle-id blank)
@@ -126,7 +137,7 @@ def task_files(paths: Sequence[Path]) -> list[Path]:
             files.append(p)
     if not files:
         raise UserError("give at least one ARC task file or folder of them")
-    names = [f.stem for f in files]
+    names = [checked_text(f.stem, "task file") for f in files]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise UserError(f"task {twice[0]!r} is named twice: task ids are file names and must differ")
@@ -322,7 +333,7 @@ def adapt_rows(
             (loss / batch_size).backward()
             if optimizer is not None:
                 for group in optimizer.param_groups:
-                    group["lr"] = options.lr_whole
+                    group["lr"] = LR_WHOLE if options.lr_whole is None else options.lr_whole
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
             sparse.step()
@@ -401,12 +412,44 @@ def _grid_or_none(value: Any) -> np.ndarray | None:
 # ---------------------------------------------------------------------------------------------------------- entry
 
 
-def default_out(run_path: Path, tasks: list[AdaptTask]) -> Path:
+def _own_record(out: Path) -> str | None:
+    """hrm adapt's folder has its record, adapted.json, naming its tasks and identifiers."""
+    record = read_own_json(out / RECORD)
+    return None if isinstance(record, dict) and {"tasks", "identifiers"} <= set(record) else f"no {RECORD} of it"
+
+
+# What hrm adapt writes: OUT (replaced whole, atomically, by a call with other tasks or options) and --json.
+OUT = Output("--out", "hrm adapt", folder_of((RECORD, ROWS, SUBMISSION), "hrm adapt", _own_record), folder=True)
+JSON_OUT = Output(
+    "--json", "hrm adapt", json_object_with(("record", "tests", "provenance"), what="a result of hrm adapt --json")
+)
+
+
+def check_options(options: AdaptOptions) -> AdaptOptions:
+    """The options checked before any work, each count and rate in its bounds (hrm_reason.limits); --lr-whole's
+    default filled in (the record names the rate used)."""
+    ADAPT_STEPS.check(options.steps)
+    NUM_AUG.check(options.num_aug)
+    ADAPT_LR.check(options.lr)
+    ADAPT_LR_WHOLE.check(options.lr_whole)
+    if options.lr_whole is not None and not options.whole:
+        raise UserError(f"--lr-whole {options.lr_whole}: only with --whole (without it the network does not train)")
+    late = [k for k in options.curve if not 0 <= k <= options.steps]
+    if late:
+        raise UserError(f"--curve {late[0]}: expected step counts from 0 to --steps {options.steps}")
+    if options.init not in INITS:
+        raise UserError(f"--init {options.init!r}: expected one of {', '.join(INITS)}")
+    if options.mmax is not None:
+        check_mmax(options.mmax)
+    return replace(options, lr_whole=LR_WHOLE if options.lr_whole is None else options.lr_whole)
+
+
+def default_out(run_path: Path, names: list[str]) -> Path:
     base = run_path if run_path.is_dir() else run_path.parent
-    if len(tasks) == 1:
-        return base / "adapt" / tasks[0].name
-    digest = hashlib.sha256("\n".join(t.name for t in tasks).encode()).hexdigest()[:8]
-    return base / "adapt" / f"{len(tasks)}-tasks-{digest}"
+    if len(names) == 1:
+        return base / "adapt" / names[0]
+    digest = hashlib.sha256("\n".join(names).encode()).hexdigest()[:8]
+    return base / "adapt" / f"{len(names)}-tasks-{digest}"
 
 
 def adapt(
@@ -418,46 +461,24 @@ def adapt(
     progress: bool = True,
 ) -> AdaptResult:
     """Adapt new puzzle-embedding rows to the tasks (or load the rows a previous call with the same tasks and options
-    wrote to `out`), answer the test inputs by voting, write submission.json, adapted.safetensors and adapted.json."""
-    if options.steps < 0:
-        raise UserError(f"--steps {options.steps}: expected 0 or more")
-    late = [k for k in options.curve if not 0 <= k <= options.steps]
-    if late:
-        raise UserError(f"--curve {late[0]}: expected step counts from 0 to --steps {options.steps}")
-    if options.init not in INITS:
-        raise UserError(f"--init {options.init!r}: expected one of {', '.join(INITS)}")
-    if options.num_aug is not None and options.num_aug < 0:
-        raise UserError(f"--num-aug {options.num_aug}: expected 0 or more")
+    wrote to `out`), answer the test inputs by voting, write submission.json, adapted.safetensors and adapted.json.
+    Options, task file names and `out` are checked before the model loads; `out` is new, empty or this command's."""
+    options = check_options(options)
+    files = task_files(task_paths)
+    out = claim(out or default_out(run_path, [f.stem for f in files]), OUT)
+    assert out is not None
     run = load_adapt_run(run_path, device)
-    size = run.arc.size
-    tasks = [read_task(p, size) for p in task_files(task_paths)]
+    tasks = [read_task(p, run.arc.size) for p in files]
     build = run.builder.get("options") or {}
     num_aug = options.num_aug if options.num_aug is not None else int(build.get("num_aug", 0))
     aug_seed = int(run.builder.get("seed", build.get("seed", 0)))
     plans = [plan_augmentations(t, num_aug, aug_seed) for t in tasks]
     table = _table(run)
     first_id = int(table.weights.shape[0])
-    names = [
-        name
-        for t, plan in zip(tasks, plans)
-        for name in [t.name] + [arc.augmentation_name(t.name, tt, c) for tt, c in plan[1:]]
-    ]
     mmax = options.mmax or run.config.arch.halt_max_steps
     check_mmax(mmax, run.config.arch.halt_max_steps)
-    record = {
-        "tasks": [
-            {"name": t.name, "file": str(t.path), "sha256": t.digest(), "variants": len(p)}
-            for t, p in zip(tasks, plans)
-        ],
-        "options": {**asdict(options), "num_aug": num_aug, "mmax": mmax},
-        "seed": options.seed,
-        "augmentation_seed": aug_seed,
-        "checkpoint": str(run.checkpoint.resolve()),
-        "first_row": first_id,
-        "identifiers": names,
-    }
-    out = out or default_out(run_path, tasks)
-    previous = _previous(out, record)
+    record = _record(run, tasks, plans, options, num_aug, aug_seed, first_id, mmax)
+    previous = _previous(out, record, run)
     losses: list[float] = []
     if previous is not None:
         rows, net = previous
@@ -465,7 +486,8 @@ def adapt(
             run.model.load_state_dict(net, strict=False)
         append_rows(run, rows)
     else:
-        append_rows(run, INITS[options.init](run, len(names)))
+        append_rows(run, INITS[options.init](run, len(record["identifiers"])))
+    size = run.arc.size
     test_examples = _examples(tasks, plans, first_id, size, options.seed, test=True)
     curve: dict[int, dict[str, float]] = {}
     cpu = 0.0
@@ -478,19 +500,63 @@ def adapt(
         losses, cpu = adapt_rows(run, train_examples, options, progress, after)
         record["losses"] = losses
     submission, tests, metrics = answer(run, tasks, test_examples, plans, first_id, mmax)
-    text = json.dumps(submission)
-    if previous is None:
-        tensors = {"rows": table.weights[first_id:].detach().cpu().contiguous()}
-        if options.whole:
-            state = run.model.state_dict()
-            tensors |= {f"model.{k}": v.detach().cpu().contiguous() for k, v in state.items() if "puzzle_emb" not in k}
-        with atomic_directory(out, overwrite=True) as tmp:
-            (tmp / ROWS).write_bytes(save_safetensors(tensors))
-            (tmp / RECORD).write_text(json.dumps(record, indent=2))
-            (tmp / SUBMISSION).write_text(text)
-    else:
-        atomic_write_text(out / SUBMISSION, text)
+    _write(out, run, record, submission, options.whole, first_id, loaded=previous is not None)
     return AdaptResult(out, previous is not None, losses, submission, tests, record, metrics, curve, cpu)
+
+
+def _record(
+    run: AdaptRun,
+    tasks: list[AdaptTask],
+    plans: list[list[tuple[int, np.ndarray]]],
+    options: AdaptOptions,
+    num_aug: int,
+    aug_seed: int,
+    first_id: int,
+    mmax: int,
+) -> dict[str, Any]:
+    """adapted.json: what decides the rows (the tasks' content, the options, the seeds, the checkpoint) and the new
+    identifiers' names."""
+    names = [
+        name
+        for t, plan in zip(tasks, plans)
+        for name in [t.name] + [arc.augmentation_name(t.name, tt, c) for tt, c in plan[1:]]
+    ]
+    return {
+        "tasks": [
+            {"name": t.name, "file": str(t.path), "sha256": t.digest(), "variants": len(p)}
+            for t, p in zip(tasks, plans)
+        ],
+        "options": {**asdict(options), "num_aug": num_aug, "mmax": mmax},
+        "seed": options.seed,
+        "augmentation_seed": aug_seed,
+        "checkpoint": str(run.checkpoint.resolve()),
+        "first_row": first_id,
+        "identifiers": names,
+    }
+
+
+def _write(
+    out: Path,
+    run: AdaptRun,
+    record: dict[str, Any],
+    submission: dict[str, Any],
+    whole: bool,
+    first_id: int,
+    loaded: bool,
+) -> None:
+    """OUT's three files at once (a new adaptation), or its submission.json alone (the rows were loaded)."""
+    text = json.dumps(submission)
+    if loaded:
+        atomic_write_text(out / SUBMISSION, text)
+        return
+    tensors = {"rows": _table(run).weights[first_id:].detach().cpu().contiguous()}
+    if whole:
+        state = run.model.state_dict()
+        tensors |= {f"model.{k}": v.detach().cpu().contiguous() for k, v in state.items() if "puzzle_emb" not in k}
+    with atomic_directory(out, overwrite=True) as tmp:
+        (tmp / ROWS).write_bytes(save_safetensors(tensors))
+        (tmp / RECORD).write_text(json.dumps(record, indent=2))
+        (tmp / SUBMISSION).write_text(text)
 
 
 def adapt_test_split(
@@ -498,6 +564,7 @@ def adapt_test_split(
 ) -> AdaptResult:
     """`hrm eval --adapt`: `adapt` on the tasks of an ARC build's test split (`data`, by default the run's dataset),
     read from the task files the builder writes beside the split (tasks/arc.py TEST_TASKS), rows in RUN/adapt/."""
+    check_options(options)
     if data is None:
         data = Path(run_config(run_path).data_path)
     if not (data / "test" / "dataset.json").is_file():
@@ -524,21 +591,116 @@ def _key(record: dict[str, Any]) -> dict[str, Any]:
     return key
 
 
-def _previous(out: Path, record: dict[str, Any]) -> tuple[torch.Tensor, dict[str, torch.Tensor]] | None:
-    """The rows (and with --whole the network) a previous call with the same tasks and options wrote, else None."""
+def _previous(out: Path, record: dict[str, Any], run: AdaptRun) -> tuple[torch.Tensor, dict[str, torch.Tensor]] | None:
+    """The rows (and with --whole the network) a previous call with the same tasks and options wrote, else None. Its
+    adapted.safetensors is read through the checked reader and must fit the run: a damaged file is one line naming
+    it, never a traceback."""
     if not (out / RECORD).is_file() or not (out / ROWS).is_file():
         return None
-    try:
-        old = json.loads((out / RECORD).read_text())
-    except (OSError, ValueError):
-        return None
+    old = read_own_json(out / RECORD)
     if not isinstance(old, dict) or _key(old) != _key(json.loads(json.dumps(record))):
         return None
-    tensors = load_safetensors(read_bytes(out / ROWS))
+    tensors, _ = read_safetensors(out / ROWS)
     rows = tensors.pop("rows", None)
-    if rows is None or rows.shape[0] != len(record["identifiers"]):
-        return None
-    return rows, {k.removeprefix("model."): v for k, v in tensors.items()}
+    fix = f"delete {out} to adapt again"
+    width = _table(run).weights.shape[1]
+    expected = (len(record["identifiers"]), width)
+    if not isinstance(rows, torch.Tensor) or tuple(rows.shape) != expected or not rows.is_floating_point():
+        got = f"rows of shape {tuple(rows.shape)}" if isinstance(rows, torch.Tensor) else "no tensor 'rows'"
+        raise UserError(f"{out / ROWS}: holds {got}, expected {expected} float rows for this run ({fix})")
+    net = {k.removeprefix("model."): v for k, v in tensors.items()}
+    own = run.model.state_dict()
+    for key, value in net.items():
+        if key not in own or own[key].shape != value.shape:
+            raise UserError(f"{out / ROWS}: tensor 'model.{key}' does not fit this run's network ({fix})")
+    return rows, net
+
+
+# ------------------------------------------------------------------------------------------- the three commands
+
+
+def write_json(path: Path, value: object, indent: int | None = 2) -> str:
+    """`value` written atomically as JSON to `path` (claimed before the work); the line that says so."""
+    atomic_write_text(path, json.dumps(value, indent=indent))
+    return f"wrote {path}"
+
+
+def adapt_command(
+    run: Path,
+    tasks: Sequence[Path],
+    options: AdaptOptions,
+    out: Path | None,
+    json_out: Path | None,
+    device: str,
+    progress: bool,
+) -> str:
+    """`hrm adapt`: --json claimed before any work, then `adapt`; returns what the command prints."""
+    claim(json_out, JSON_OUT)
+    result = adapt(run, tasks, options, out, device, progress)
+    lines = [report(result, options.steps)]
+    if json_out is not None:
+        lines.append(write_json(json_out, result.to_dict()))
+    return "\n".join(lines)
+
+
+def refuse_unused(others: dict[str, Any], test_time: Any, why: str) -> None:
+    """One line naming every flag given that --adapt (of hrm solve or hrm eval) does not use: `others` maps a flag to
+    its value (None or False: not given); test-time options other than the defaults count as given."""
+    from hrm_reason.evaluate.tta import TestTimeOptions
+
+    given = [name for name, value in others.items() if value is not None and value is not False]
+    if test_time != TestTimeOptions():
+        given.append("--tta/--samples/--noise/--select/--puzzle-id")
+    if given:
+        raise UserError(f"--adapt: not with {', '.join(given)} ({why})")
+
+
+def solve_adapted(
+    run: Path | None, file: Path | None, steps: int, mmax: int | None, as_json: bool, device: str, progress: bool
+) -> str:
+    """`hrm solve --adapt`: hrm adapt on the one task of --file (rows in RUN/adapt/<task id>); its answers as hrm adapt
+    prints them, or the submission as JSON."""
+    ADAPT_STEPS.check(steps, flag="--adapt")
+    if run is None or file is None or not file.is_file():
+        raise UserError("--adapt: expected --run RUN and --file TASK.json, one ARC task (hrm adapt takes several)")
+    result = adapt(run, [file], AdaptOptions(steps=steps, mmax=mmax), None, device, progress)
+    return json.dumps(result.submission) if as_json else report(result, steps)
+
+
+def eval_adapted(
+    run: Path | None,
+    data: Path | None,
+    options: AdaptOptions,
+    json_out: Path | None,
+    submission: Path | None,
+    device: str,
+    progress: bool,
+) -> str:
+    """`hrm eval --adapt`: hrm adapt on the test split's tasks (the build's test_tasks/), pass@k printed; --submission
+    and --json claimed before the work, written after it."""
+    ADAPT_STEPS.check(options.steps, flag="--adapt")
+    if run is None:
+        raise UserError("--adapt: expected --run RUN (the run whose rows are adapted)")
+    claim(submission, SUBMISSION_OUT)
+    claim(json_out, EVAL_JSON)
+    result = adapt_test_split(run, data, options, device, progress)
+    lines = [report(result, options.steps)]
+    if submission is not None:
+        lines.append(write_json(submission, result.submission, indent=None))
+    if json_out is not None:
+        lines.append(write_json(json_out, result.to_dict()))
+    return "\n".join(lines)
+
+
+def report(result: AdaptResult, steps: int) -> str:
+    """What the three commands print: loaded or adapted, the attempts, pass@k, where the submission went."""
+    if result.loaded:
+        head = [f"loaded the adapted rows from {result.out / ROWS} (same tasks and options)"]
+    elif result.losses:
+        head = [f"adapted {steps} steps: demonstration loss {result.losses[0]:.4f} -> {result.losses[-1]:.4f}"]
+    else:
+        head = []
+    return "\n".join([*head, format_result(result), f"wrote {result.out / SUBMISSION}"])
 
 
 def format_result(result: AdaptResult) -> str:
@@ -565,8 +727,12 @@ __all__ = [
     "AdaptOptions",
     "AdaptResult",
     "adapt",
+    "adapt_command",
     "adapt_test_split",
+    "eval_adapted",
     "format_result",
     "plan_augmentations",
     "read_task",
+    "refuse_unused",
+    "solve_adapted",
 ]

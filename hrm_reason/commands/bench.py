@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from hrm_reason.config import TrainConfig
+from hrm_reason.limits import BENCH_SEQ_LEN, BENCH_STEPS, BENCH_VOCAB, BENCH_WARMUP
 from hrm_reason.load import puzzle_metadata
 from hrm_reason.models import registry
 from hrm_reason.models.act import act_loss
@@ -65,16 +66,36 @@ def _peak_memory(device: torch.device) -> int:
 def bench(
     config: TrainConfig, batch_size: int | None, seq_len: int, vocab_size: int, steps: int, warmup: int
 ) -> BenchResult:
-    """`hrm bench`: time `config`'s model on its device, at its global batch size unless `batch_size` is given. A
-    model and batch that cannot fit in the device's memory are refused before anything is built (train/fits.py)."""
+    """`hrm bench`: time `config`'s model on its device, at its global batch size unless `batch_size` is given. The
+    counts are bounded (hrm_reason.limits) and a model and batch that cannot fit in the device's memory are refused,
+    naming the flag or key that sizes them, before anything is built (train/fits.py)."""
+    BENCH_STEPS.check(steps)
+    BENCH_WARMUP.check(warmup)
+    BENCH_SEQ_LEN.check(seq_len)
+    BENCH_VOCAB.check(vocab_size)
     sizes = bench_sizes(config, seq_len, vocab_size)
     device = resolve_device(config.device)
     batch = batch_size or config.global_batch_size
     key = ("--batch-size", batch) if batch_size is not None else ("global_batch_size", batch)
     need, model = run_need(config, sizes, device, batch, batch, 0)  # the evaluation segments run on the same batch
-    check_fits(need, device, {"model": model, "activations": key, "evaluation": key})
-    with allocation_errors("hrm bench", f"{key[0]} or arch.hidden_size"):
+    culprits = {"model": model, "activations": key, "evaluation": key} | _size_culprits(config, sizes, need)
+    check_fits(need, device, culprits)
+    with allocation_errors("hrm bench", f"{key[0]} or {culprits['model'][0]}"):
         return run_bench(config, sizes, device, batch, steps, warmup)
+
+
+def _size_culprits(config: TrainConfig, sizes: dict[str, int], need: Any) -> dict[str, tuple[str, object]]:
+    """Without a built dataset the shape is --seq-len's and --vocab-size's: a model too large for one example is
+    --seq-len's (an LM head's: the config's seq_len), and one whose weights are mostly token embeddings is
+    --vocab-size's, not arch.hidden_size's."""
+    if puzzle_metadata(config.data_path) is not None and registry.family_spec(config.family).segments:
+        return {}
+    segments = registry.family_spec(config.family).segments
+    culprits: dict[str, tuple[str, object]] = {"example": ("--seq-len" if segments else "seq_len", sizes["seq_len"])}
+    hidden = getattr(config.arch, "hidden_size", None)
+    if hidden is not None and 2 * sizes["vocab_size"] * hidden * 4 > need.weights / 2:  # embedding and output rows
+        culprits["model"] = ("--vocab-size", sizes["vocab_size"])
+    return culprits
 
 
 def bench_sizes(config: TrainConfig, seq_len: int, vocab_size: int) -> dict[str, int]:

@@ -26,7 +26,6 @@ import json
 import multiprocessing
 import os
 import re
-import shutil
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +42,9 @@ from hrm_reason.errors import UserError
 from hrm_reason.evaluate.act import check_mmax, evaluate
 from hrm_reason.evaluate.run import load_model_for_eval
 from hrm_reason.jsonfile import read_json, read_jsonl
+from hrm_reason.limits import COMPARE_JOBS, COMPARE_SEEDS
 from hrm_reason.models.registry import family_spec
+from hrm_reason.outputs import Output, claim, folder_of, read_own_json
 from hrm_reason.tasks import task_metrics
 from hrm_reason.train.loop import train
 
@@ -70,8 +71,7 @@ def plan_runs(configs: list[Path], seeds: int, out: Path, overrides: list[str]) 
     """Every (config, seed) run, with all configs validated before anything trains."""
     if not configs:
         raise UserError("give at least one CONFIG file")
-    if seeds < 1:
-        raise UserError(f"--seeds {seeds}: expected 1 or more")
+    COMPARE_SEEDS.check(seeds)
     for item in overrides:
         if item.partition("=")[0].strip() in RESERVED_KEYS:
             raise UserError(f"override '{item}': hrm compare sets seed (0..--seeds-1) and run_dir (under --out) itself")
@@ -92,6 +92,38 @@ def plan_runs(configs: list[Path], seeds: int, out: Path, overrides: list[str]) 
     return specs
 
 
+def _own_study(out: Path) -> str | None:
+    """A study of hrm compare: its results.json (when written) is compare's, and runs/ holds runs/<label>/seed<k>/."""
+    if (out / "results.json").exists():
+        results = read_own_json(out / "results.json")
+        if not isinstance(results, dict) or not str(results.get("command", "")).startswith("hrm compare"):
+            return "a results.json that hrm compare did not write"
+    runs = out / "runs"
+    if runs.exists() and not _study_runs(runs):
+        return "a runs/ folder that is not runs/<config>/seed<k>/"
+    return None
+
+
+def _study_runs(runs: Path) -> bool:
+    """runs/ of a study: folders of configs, each holding seed<k>/ run folders only."""
+    if not runs.is_dir():
+        return False
+    for label in runs.iterdir():
+        if not label.is_dir() or any(not p.is_dir() or not re.fullmatch(r"seed\d+", p.name) for p in label.iterdir()):
+            return False
+    return True
+
+
+# --out of hrm compare: a study (resumed by a rerun, its summary files replaced by --runs).
+STUDY = Output(
+    "--out",
+    "hrm compare",
+    folder_of(("runs", "results.json", "results.md", "plots"), "a study of hrm compare", _own_study),
+    folder=True,
+    into=True,
+)
+
+
 def read_record(run_dir: Path) -> dict[str, Any]:
     """A finished study run's compare.json; one line naming it when it is damaged."""
     record = read_json(run_dir / RUN_RESULT, None)
@@ -106,9 +138,7 @@ def run_and_evaluate(spec: RunSpec, mmax: int | None, progress: bool) -> dict[st
     if (run_dir / RUN_RESULT).is_file():
         return read_record(run_dir)
     resume = (run_dir / "checkpoints" / "latest").is_file()
-    if run_dir.exists() and not resume:
-        shutil.rmtree(run_dir)  # died before its first checkpoint: nothing to keep
-    train(spec.config, resume=resume, progress=progress)
+    train(spec.config, resume=resume, progress=progress)  # a run killed before its first checkpoint starts again
 
     model, config, split, device = load_model_for_eval(run_dir, None, None, spec.config.device)
     m = mmax or 2 * config.arch.halt_max_steps
@@ -220,9 +250,13 @@ def compare(
     """Run the study (skipping finished runs) and write results.json, results.md and plots under `out`.
 
     jobs > 1 trains that many runs at once, each in its own process with cpu_count // jobs threads (no progress bars):
-    small models use a core each better than two threads of one run do."""
+    small models use a core each better than two threads of one run do. Counts, targets and `out` are checked
+    before any training: `out` is new, empty or a study of hrm compare (resumed)."""
     if mmax is not None:
         check_mmax(mmax)  # before any training: the evaluations come last
+    COMPARE_SEEDS.check(seeds)
+    COMPARE_JOBS.check(jobs)
+    claim(out, STUDY)
     specs = plan_runs(configs, seeds, out, overrides or [])
     if jobs > 1:
         pool = ProcessPoolExecutor(
@@ -326,7 +360,9 @@ def compare_runs(
     metric: str = "exact_accuracy",
     command: str = "hrm compare --runs",
 ) -> dict[str, Any]:
-    """The study's files for runs already made (`hrm compare --runs`): nothing trains or evaluates."""
+    """The study's files for runs already made (`hrm compare --runs`): nothing trains or evaluates. `out` is new,
+    empty or a study of hrm compare (its summary files replaced)."""
+    claim(out, STUDY)
     return write_results(read_runs(dirs), out, command, list(targets or DEFAULT_TARGETS), metric, {"from_runs": True})
 
 

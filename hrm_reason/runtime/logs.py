@@ -41,9 +41,9 @@ def progress_bar(enabled: bool = True, **options: Any) -> tqdm:
     return tqdm(disable=not enabled, file=PlainLines(), mininterval=LOG_INTERVAL, ncols=100, **options)
 
 
-def read_records(path: Path) -> list[str]:
-    """The lines of metrics.jsonl. A last line cut by a crash mid-write is dropped with a warning (the resume rewrites
-    what follows its checkpoint anyway); a damaged line before it is an error naming the line."""
+def read_records(path: Path, warn: bool = True) -> list[str]:
+    """The lines of metrics.jsonl. A last line cut by a crash mid-write is dropped with a warning (`warn`; the resume
+    rewrites what follows its checkpoint anyway); a damaged line before it is an error naming the line."""
     lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
     for i, line in enumerate(lines):
         try:
@@ -51,7 +51,8 @@ def read_records(path: Path) -> list[str]:
             record["step"]
         except (json.JSONDecodeError, TypeError, KeyError):
             if i == len(lines) - 1:
-                print(f"warning: {path}: dropped its last line, cut by a crash: {line[:60]!r}", file=sys.stderr)
+                if warn:
+                    print(f"warning: {path}: dropped its last line, cut by a crash: {line[:60]!r}", file=sys.stderr)
                 return lines[:-1]
             raise UserError(f"{path}: line {i + 1} is not a metrics record; fix or delete it to resume") from None
     return lines

@@ -177,7 +177,8 @@ def check_fits(
         if free is None or total <= free:
             continue
         if part in ("activations", "evaluation") and need.one_example > free:
-            part = "model"  # too big at any batch size: the model and its example are
+            # too big at any batch size: the model and its example are (an "example" culprit: what sizes one)
+            part = "example" if "example" in culprits else "model"
         key, value = culprits.get(part, culprits.get("model", ("the model", "")))
         parts = f"weights {gib(need.weights)}, optimizer {gib(need.optimizer)}, a training step {gib(need.activations)}"
         parts += f", an evaluation batch {gib(need.evaluation)}" if need.evaluation else ""

@@ -37,7 +37,7 @@ from hrm_reason.runtime.clock import RunClock
 from hrm_reason.runtime.device import matmul_peak, resolve_device
 from hrm_reason.runtime.distributed import Processes, barrier, lost_process, max_over_ranks, processes
 from hrm_reason.runtime.lock import LOCK, RunLock, is_stale_temporary
-from hrm_reason.runtime.logs import RunLog, progress_bar
+from hrm_reason.runtime.logs import RunLog, progress_bar, read_records
 from hrm_reason.runtime.memory import allocation_errors
 from hrm_reason.runtime.stop import FORWARDED_WITHIN, StopRequest, signal_name
 from hrm_reason.train.ema import EMA, ema_for_training, ema_weights
@@ -192,6 +192,7 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> P
     """Train (or resume) a run of any model family; returns the run directory. The main process holds the run
     directory's lock for the whole run, so a second process on it refuses instead of mixing two runs."""
     run_dir = Path(config.run_dir) if config.run_dir else default_run_dir(config)
+    check_run_dir(run_dir, resume)  # before its lock is made in it, anything loads or a line is said
     with processes(config.device) as procs, RunLock(run_dir) if procs.is_main else contextlib.nullcontext():
         try:
             with allocation_errors("hrm train", "global_batch_size, eval_global_batch_size or arch.hidden_size"):
@@ -289,6 +290,23 @@ def sample_machine(run: Run, device: torch.device, seconds: float) -> None:
     run.loads.append(os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0)
 
 
+def check_run_dir(run_dir: Path, resume: bool) -> None:
+    """The run directory checked before the data and model load and before the "resuming" line: a new run's is new,
+    empty or a run killed before its first checkpoint (else one line: resume it, or it is no run at all); a resumed
+    run's metrics.jsonl is readable (a damaged line is the one error, not a second line after "resuming")."""
+    if resume and has_checkpoint(run_dir):
+        if (run_dir / "metrics.jsonl").is_file():
+            read_records(run_dir / "metrics.jsonl", warn=False)
+        return
+    if not run_dir.is_dir() or (resume and (run_dir / "config.yaml").is_file()) or restartable(run_dir):
+        return  # resumed_state starts a run killed before its first checkpoint again
+    if not has_checkpoint(run_dir) and not (run_dir / "config.yaml").is_file():
+        names = sorted(p.name for p in run_dir.iterdir() if p.name != LOCK and not is_stale_temporary(p))
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        raise UserError(f"run directory {run_dir} is not empty and holds no run ({shown}): choose another --run-dir")
+    raise UserError(f"run directory {run_dir} is not empty: pass --resume to continue it, or choose another --run-dir")
+
+
 def resumed_state(task: TrainTask, procs: Processes, run_dir: Path, resume: bool) -> dict[str, Any] | None:
     """The state.pt of the checkpoint to resume from, its weights loaded into the task's model; None for a run from
     the beginning."""
@@ -298,10 +316,6 @@ def resumed_state(task: TrainTask, procs: Processes, run_dir: Path, resume: bool
             print(f"{run_dir} has no checkpoint yet: starting the run from the beginning", file=sys.stderr)
         resume = False
     if not resume:
-        if not restartable(run_dir):
-            raise UserError(
-                f"run directory {run_dir} is not empty: pass --resume to continue it, or choose another --run-dir"
-            )
         return None
     ckpt = find_checkpoint(run_dir)
     task.load_weights(ckpt)  # first: a checkpoint of another config is an error even when the run is finished

@@ -9,6 +9,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from hrm_reason.atomic import atomic_write_bytes
+from hrm_reason.outputs import PNG_MARKER
 
 DPI = 100
 
@@ -21,14 +22,19 @@ def new_figure(width: float, height: float) -> Figure:
 
 
 def png_bytes(fig: Figure) -> bytes:
-    """The figure as a 256-colour PNG: these pictures have few colours, and the files are a third of full RGBA."""
+    """The figure as a 256-colour PNG: these pictures have few colours, and the files are a third of full RGBA. Its
+    Software text chunk is our marker (hrm_reason.outputs.PNG_MARKER): a later call replaces its own pictures and
+    refuses a folder holding others'."""
     from PIL import Image  # a dependency of matplotlib
+    from PIL.PngImagePlugin import PngInfo
 
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=DPI, facecolor="white")
     image = Image.open(buffer).convert("RGB").quantize(colors=256, dither=Image.Dither.NONE)
+    info = PngInfo()
+    info.add_text("Software", PNG_MARKER.decode())
     out = io.BytesIO()
-    image.save(out, format="png", optimize=True)
+    image.save(out, format="png", optimize=True, pnginfo=info)
     return out.getvalue()
 
 

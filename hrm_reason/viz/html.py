@@ -10,6 +10,7 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from hrm_reason.jsonfile import read_text
+from hrm_reason.outputs import HTML_MARKER
 from hrm_reason.viz.canvas import png_bytes
 from hrm_reason.viz.curves import (
     find_eval_jsons,
@@ -81,6 +82,6 @@ def run_page(
             f"<h2>Config</h2><details><summary>config.yaml</summary><pre>{html.escape(read_text(config))}</pre></details>"
         )
     return (
-        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(run_dir.name)} - hrm-reason</title>'
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">{HTML_MARKER}<title>{html.escape(run_dir.name)} - hrm-reason</title>'
         f"<style>{STYLE}</style></head><body>\n" + "\n".join(parts) + "\n</body></html>\n"
     )

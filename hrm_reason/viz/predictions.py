@@ -17,9 +17,9 @@ import torch
 from matplotlib.figure import Figure
 from torch import nn
 
-from hrm_reason.errors import UserError
 from hrm_reason.evaluate.act import check_mmax
 from hrm_reason.evaluate.run import load_model_for_eval
+from hrm_reason.limits import VIZ_COUNT
 from hrm_reason.viz.canvas import panel_figure
 from hrm_reason.viz.grids import (
     GridSpec,
@@ -29,7 +29,7 @@ from hrm_reason.viz.grids import (
     rule_violations,
     wrong_cells,
 )
-from hrm_reason.viz.puzzles import Example, example_title, get_example, read_identifiers
+from hrm_reason.viz.puzzles import Example, example_title, get_examples, read_identifiers
 
 PANEL_INCHES = {"sudoku": 1.35, "maze": 1.8, "arc": 1.5, "tokens": 1.5}
 SOLVED_COLOUR, UNSOLVED_COLOUR = "#1a7f37", "#c0392b"
@@ -169,14 +169,13 @@ def prediction_figures(
     device_name: str,
 ) -> list[tuple[str, Figure]]:
     """Test examples start..start+count-1 through a checkpoint (mmax default: the trained halt_max_steps)."""
-    if count < 1:
-        raise UserError(f"--count {count}: expected at least 1")
+    VIZ_COUNT.check(count)
     if mmax is not None:
         check_mmax(mmax)
     model, config, split, device = load_model_for_eval(path, config_path, data, device_name)
     spec = grid_spec(split.metadata, str(split.path / "dataset.json"))
     identifiers = read_identifiers(split.path.parent)
-    examples = [get_example(split, i, "test", identifiers) for i in range(start, start + count)]
+    examples = get_examples(split, start, count, "test", identifiers)
     mmax = mmax or config.arch.halt_max_steps
     traces = trace_segments(model, examples, mmax, device)
     trained = config.arch.halt_max_steps

@@ -11,6 +11,7 @@ from matplotlib.figure import Figure
 from hrm_reason.data.puzzle import PuzzleSplit, load_split
 from hrm_reason.errors import UserError
 from hrm_reason.jsonfile import read_json
+from hrm_reason.limits import VIZ_COUNT
 from hrm_reason.viz.canvas import panel_figure
 from hrm_reason.viz.grids import GridSpec, content_window, draw_grid, grid_spec
 
@@ -86,16 +87,28 @@ def _givens(spec: GridSpec, inputs: np.ndarray) -> np.ndarray | None:
     return (np.asarray(inputs) >= 2) if spec.kind == "sudoku" else None
 
 
+def get_examples(
+    split: PuzzleSplit, start: int, count: int, split_name: str, identifiers: list[str] | None = None
+) -> list[Example]:
+    """Examples start..start+count-1: a start out of range names --index, a count past the split's end --count."""
+    first = get_example(split, start, split_name, identifiers)
+    if start + count > split.num_examples:
+        raise UserError(
+            f"--count {count}: the {split_name} split of {split.path.parent} has {split.num_examples} examples, "
+            f"{split.num_examples - start} of them from --index {start}"
+        )
+    return [first] + [get_example(split, i, split_name, identifiers) for i in range(start + 1, start + count)]
+
+
 def puzzle_figures(data_dir: Path, split_name: str, start: int, count: int) -> list[tuple[str, Figure]]:
     """Examples start..start+count-1 of the split, each as (file name, figure)."""
     if split_name not in ("train", "test"):
         raise UserError(f"--split {split_name}: expected train or test")
-    if count < 1:
-        raise UserError(f"--count {count}: expected at least 1")
+    VIZ_COUNT.check(count)
     split = load_split(data_dir, split_name)
     spec = grid_spec(split.metadata, str(split.path / "dataset.json"))
     identifiers = read_identifiers(data_dir)
-    examples = [get_example(split, i, split_name, identifiers) for i in range(start, start + count)]
+    examples = get_examples(split, start, count, split_name, identifiers)
     return [
         (f"puzzle_{split_name}_{ex.index:06d}.png", puzzle_figure(spec, ex, example_title(split_name, ex)))
         for ex in examples

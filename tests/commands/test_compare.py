@@ -244,16 +244,17 @@ def test_rerun_skips_finished_runs_and_resumes_interrupted_ones(study, monkeypat
 
 def test_bad_requests_are_one_line_errors(study, tmp_path: Path) -> None:
     _, configs, _ = study
+    out = tmp_path / "study"
     with pytest.raises(UserError, match="sets seed"):
-        compare(configs, 1, tmp_path, overrides=["seed=3"], progress=False)
+        compare(configs, 1, out, overrides=["seed=3"], progress=False)
     twin = tmp_path / "other"
     twin.mkdir()
     shutil.copy(configs[0], twin / configs[0].name)
     with pytest.raises(UserError, match="two configs are named hrm_tiny"):
-        compare([configs[0], twin / configs[0].name], 1, tmp_path, progress=False)
+        compare([configs[0], twin / configs[0].name], 1, out, progress=False)
     with pytest.raises(UserError, match="arch.hidden_size"):
-        compare(configs, 1, tmp_path, overrides=["arch.hidden_size=-1"], progress=False)
-    assert not (tmp_path / "runs").exists()  # nothing trains before every config is valid
+        compare(configs, 1, out, overrides=["arch.hidden_size=-1"], progress=False)
+    assert not out.exists()  # nothing trains before every config is valid
     assert_one_line_error(
         run_hrm("compare", str(tmp_path / "missing.yaml"), "--out", str(tmp_path / "o")), "missing.yaml", "not found"
     )

@@ -23,10 +23,11 @@ from typing import Any
 
 import torch
 from pydantic import ValidationError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 from hrm_reason.atomic import atomic_directory
 from hrm_reason.errors import UserError
+from hrm_reason.jsonfile import read_json, read_safetensors
 from hrm_reason.models.lm.hrm_text import HRMText, HRMTextConfig
 
 CONFIG_FILE = "config.json"
@@ -169,13 +170,12 @@ def load_hf_hrm_text(path: str | os.PathLike, map_location: str | torch.device =
         raise UserError(f"{config_path} not found: not a transformers checkpoint directory")
     if not weights_path.is_file():
         raise UserError(f"{weights_path} not found (sharded or .bin checkpoints are not supported)")
-    try:
-        raw = json.loads(config_path.read_text())
-    except ValueError as e:
-        raise UserError(f"{config_path}: not valid JSON ({e})") from None
+    raw = read_json(config_path, None)
+    if not isinstance(raw, dict):
+        raise UserError(f"{config_path}: expected a JSON object (a transformers config)")
     config = config_from_hf_dict(raw, str(config_path))
     model = HRMText(config)
-    state = hf_state_dict_to_ours(load_file(str(weights_path), device=str(map_location)), model, str(weights_path))
+    state = hf_state_dict_to_ours(read_safetensors(weights_path)[0], model, str(weights_path))
     dtype = state["embed_tokens.weight"].dtype
     model.to(device=map_location, dtype=dtype)
     model.load_state_dict(state, strict=not config.tie_word_embeddings)

@@ -1,0 +1,101 @@
+"""The bounds of the counts and rates the commands take (issue 43), each with its reason, checked before any work.
+
+A count of 10^9 once hung a command (adapt --steps, bench --steps/--warmup, compare --seeds, build-data arc
+--rung-tasks) or asked for 37 GiB at once (--num-aug); a rate of nan or -1 trained and wrote a submission. Each option
+type is bounded here once, as --mmax is in evaluate/act.py and --tta/--samples in evaluate/tta.py: `Count.check` and
+`Rate.check` raise the one line naming the flag, `problem` gives the reason alone (for the builders' pydantic
+validators, whose errors the CLI prefixes with the flag). Only the standard library and hrm_reason.errors are imported:
+`hrm --help` and the builders' option models read this module without loading torch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from hrm_reason.errors import UserError
+
+
+@dataclass(frozen=True)
+class Count:
+    """A whole number of things a command does or makes, from `low` to `high`; `why` says what each one costs."""
+
+    flag: str
+    low: int
+    high: int
+    why: str
+
+    def problem(self, value: int) -> str | None:
+        """None when `value` is in range, else what was expected and why."""
+        if self.low <= value <= self.high:
+            return None
+        return f"expected {self.low} to {self.high:,} ({self.why})"
+
+    def check(self, value: int | None, flag: str | None = None) -> int | None:
+        """`value` (None: not given) when in range; else a UserError naming the flag (`flag`: another that gives the
+        same count, e.g. hrm eval's --adapt STEPS)."""
+        if value is not None and (why := self.problem(value)) is not None:
+            raise UserError(f"{flag or self.flag} {value}: {why}")
+        return value
+
+
+@dataclass(frozen=True)
+class Rate:
+    """A finite rate above 0 (or at 0 with `zero`) and at most `high`; `why` says what it moves."""
+
+    flag: str
+    high: float
+    why: str
+    zero: bool = False
+
+    def problem(self, value: float) -> str | None:
+        low_ok = value >= 0 if self.zero else value > 0
+        if math.isfinite(value) and low_ok and value <= self.high:
+            return None
+        low = "[0" if self.zero else "(0"
+        return f"expected a finite rate in {low}, {self.high:g}] ({self.why})"
+
+    def check(self, value: float | None) -> float | None:
+        if value is not None and (why := self.problem(value)) is not None:
+            raise UserError(f"{self.flag} {value}: {why}")
+        return value
+
+
+# --- hrm adapt (also solve --adapt, eval --adapt) and the ARC builder
+ADAPT_STEPS = Count(
+    "--steps", 0, 100_000, "each step is one ACT segment on a batch of demonstrations; 500 times the default 200"
+)
+NUM_AUG = Count(
+    "--num-aug",
+    0,
+    10_000,
+    "ten times the paper's 1000: each variant is a puzzle-embedding row and a copy of every pair of its task, and "
+    "5 draws are made for each",
+)
+SUDOKU_NUM_AUG = Count(
+    "--num-aug", 0, 10_000, "each copy is one more training example of every puzzle; the paper's 1000 gives a million"
+)
+ADAPT_LR = Rate(
+    "--lr", 1.0, "SignSGD moves every coordinate of a new row by the rate each step; trained rows are of order 1"
+)
+ADAPT_LR_WHOLE = Rate("--lr-whole", 1.0, "the network's optimizer rate under --whole; training uses 1e-4 to 1e-3")
+RUNG_TASKS = Count(
+    "--rung-tasks", 0, 10_000, "each task is generated, silently, then copied --num-aug times; 50 times the default 200"
+)
+RUNG_EVAL_TASKS = Count("--rung-eval-tasks", 1, 10_000, "each task is generated, then copied --num-aug times")
+
+# --- hrm bench
+BENCH_STEPS = Count("--steps", 1, 10_000, "timed steps, each a full training step and an evaluation segment")
+BENCH_WARMUP = Count("--warmup", 1, 1_000, "untimed steps that absorb compile time; a few do")
+BENCH_SEQ_LEN = Count("--seq-len", 1, 1 << 16, "attention holds seq_len^2 scores per head and example")
+BENCH_VOCAB = Count(
+    "--vocab-size", 2, 1 << 20, "every token is an embedding row and an output logit; tokenizers have up to ~256k"
+)
+
+# --- hrm compare
+COMPARE_SEEDS = Count("--seeds", 1, 1_000, "each seed trains and evaluates every config once")
+COMPARE_JOBS = Count("--jobs", 1, 256, "each job is a training process of its own")
+
+# --- hrm viz
+VIZ_COUNT = Count("--count", 1, 10_000, "one picture each")
+VIZ_STRIPS = Count("--count", 0, 100, "prediction strips of one page, each a model run over every segment")
