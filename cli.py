@@ -23,9 +23,11 @@ from rich.markup import escape
 
 from datasets_build.options import ArcBuildOptions, Flag, MazeBuildOptions, SudokuBuildOptions, TextBuildOptions
 from hrm_reason.atomic import DISK_ERRORS, atomic_write_text
+from hrm_reason.commands.cli_help import ConfigKeysCommand, hide_flag_placeholders
 from hrm_reason.errors import UserError, one_line
 from hrm_reason.outputs import check_arguments
 
+hide_flag_placeholders()  # flags take no value: no <bool> in the help
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
@@ -191,7 +193,7 @@ def _write_json(path: Path, value: object, indent: int | None = 2) -> None:
     typer.echo(f"wrote {path}")
 
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@app.command(cls=ConfigKeysCommand, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def train(
     ctx: typer.Context,
     config: Path | None = typer.Option(
@@ -269,24 +271,20 @@ def eval_cmd(
     --tta/--samples add a table of exact accuracy for each segment budget, number of copies and samples, against the
     total segments run per puzzle (docs/training.md, "Test-time compute"; plot it with hrm viz test-time).
 
-    On ARC datasets also the voting over augmentations: pass@1, 2, 10, 100, 1000 (per-task results in --json);
-    --adapt STEPS treats the test split's tasks as new ones (hrm adapt on the build's test_tasks/).
-    For a language-model head (or a transformers HrmText directory): cross-entropy, perplexity and tokens/s on the
-    text dataset's val split; on a puzzle dataset (PrefixLM on puzzles) the exact and token accuracy of greedy decoding
-    on the test split."""
-    from hrm_reason.commands.adapt import AdaptOptions, eval_adapted, refuse_unused
-    from hrm_reason.evaluate.run import evaluate_run, format_result
-    from hrm_reason.outputs import EVAL_JSON, SUBMISSION_OUT, claim
+    On ARC datasets also the voting over augmentations: pass@1, 2, 10, 100, 1000 (per-task results in --json); --adapt
+    STEPS treats the test split's tasks as new ones (hrm adapt on the build's test_tasks/). For a language-model head
+    (or a transformers HrmText directory): cross-entropy, perplexity and tokens/s on the text dataset's val split; on a
+    puzzle dataset (PrefixLM on puzzles) the exact and token accuracy of greedy decoding on the test split."""
+    from hrm_reason.commands.adapt import eval_adapted
+    from hrm_reason.evaluate.run import evaluate_run
 
     if adapt_steps is not None:
         others = {"--checkpoint": checkpoint, "--config": config, "--batch-size": batch_size}
         others |= {"--max-examples": max_examples, "--max-tokens": max_tokens, "--seq-len": seq_len}
-        refuse_unused(others, test_time, "hrm adapt RUN DATA/test_tasks takes its options")
-        options = AdaptOptions(steps=adapt_steps, mmax=mmax)
-        typer.echo(eval_adapted(run, data, options, json_out, submission, device, not quiet))
+        text = eval_adapted(run, data, adapt_steps, mmax, json_out, submission, device, not quiet, others, test_time)
+        typer.echo(text)
         return
-    claim(submission, SUBMISSION_OUT)
-    claim(json_out, EVAL_JSON)
+    _claim_eval_outputs(json_out, submission)
     result = evaluate_run(
         _one_of(run, checkpoint),
         config,
@@ -301,6 +299,20 @@ def eval_cmd(
         arc_submission=submission is not None,
         test_time=test_time,
     )
+    _echo_eval(result, json_out, submission)
+
+
+def _claim_eval_outputs(json_out: Path | None, submission: Path | None) -> None:
+    """hrm eval's --json and --submission: new or its own, checked before the evaluation (hrm_reason.outputs)."""
+    from hrm_reason.outputs import EVAL_JSON, SUBMISSION_OUT, claim
+
+    claim(submission, SUBMISSION_OUT)
+    claim(json_out, EVAL_JSON)
+
+
+def _echo_eval(result: Any, json_out: Path | None, submission: Path | None) -> None:
+    from hrm_reason.evaluate.run import format_result
+
     arc_submission = getattr(result, "extra", {}).pop("arc_submission", None)
     typer.echo(format_result(result))
     if submission is not None and arc_submission is not None:
@@ -628,15 +640,13 @@ def bench_cmd(
     batch_size: int | None = typer.Option(
         None, "--batch-size", min=1, help="Examples per step (default: the config's global_batch_size)."
     ),
-    seq_len: int = typer.Option(
-        81,
+    seq_len: int | None = typer.Option(
+        None,
         "--seq-len",
-        help="Puzzle models: sequence length when the config's dataset is not built (81: 9x9 Sudoku); LM heads use the config's seq_len.",
+        help="Puzzle models whose dataset is not built: sequence length (default 81: 9x9 Sudoku); LM heads: seq_len=N.",
     ),
-    vocab_size: int = typer.Option(
-        11,
-        "--vocab-size",
-        help="Vocabulary when the config's dataset is not built (11: Sudoku), and of LM heads.",
+    vocab_size: int | None = typer.Option(
+        None, "--vocab-size", help="Vocabulary when the config's dataset is not built, and of LM heads (default 11)."
     ),
     steps: int = typer.Option(5, "--steps", help="Timed training steps (and evaluation segments), 1 to 10,000."),
     warmup: int = typer.Option(2, "--warmup", help="Untimed steps first (they absorb torch.compile time), 1 to 1,000."),

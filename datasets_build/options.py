@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from hrm_reason.limits import NUM_AUG, RUNG_EVAL_TASKS, RUNG_TASKS, SUDOKU_NUM_AUG, Count
+from hrm_reason.limits import NUM_AUG, RUNG_EVAL_TASKS, RUNG_TASKS, SUDOKU_NUM_AUG, WORKERS, Count
 
 STDLIB = "stdlib"  # `--input stdlib`: the running Python's standard library
 ARC_MAX_GRID = 30  # the ARC format's largest grid side (hrm_reason.tasks.arc.MAX_SIZE)
@@ -41,6 +41,13 @@ class Flag:
     hidden: bool = False
 
 
+def bounded(count: Count, value: int | None) -> int | None:
+    """`value` within `count`'s bounds (hrm_reason.limits), else the ValueError the CLI prefixes with the flag."""
+    if value is not None and (why := count.problem(value)) is not None:
+        raise ValueError(why)
+    return value
+
+
 # Options several builders share, declared once.
 Overwrite = Annotated[bool, Field(description="Replace the output if it exists.")]
 Quiet = Annotated[bool, Field(description="No progress bars.")]
@@ -57,17 +64,9 @@ StrictSplit = Annotated[
 ]
 Workers = Annotated[
     int,
-    Field(
-        ge=0, description="Generator processes (0 = one per CPU core for large jobs); the output does not depend on it."
-    ),
+    Field(description="Generator processes (0 = one per CPU core for large jobs); the output does not depend on it."),
+    AfterValidator(lambda v: bounded(WORKERS, v)),
 ]
-
-
-def bounded(count: Count, value: int | None) -> int | None:
-    """`value` within `count`'s bounds (hrm_reason.limits), else the ValueError the CLI prefixes with the flag."""
-    if value is not None and (why := count.problem(value)) is not None:
-        raise ValueError(why)
-    return value
 
 
 class SourceBuildOptions(BaseModel):

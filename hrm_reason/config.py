@@ -296,18 +296,28 @@ class TrainConfig(StrictModel):
     optimizer: Literal["adam_atan2", "adamw"] = Field(
         "adam_atan2", description="adam_atan2 (HRM's); adamw (the HRM-LM paper's)"
     )
-    lr: float = Field(gt=0)
-    lr_min_ratio: float = Field(ge=0, le=1)
-    lr_warmup_steps: int = Field(ge=0)
-    beta1: float = Field(0.9, ge=0, lt=1)
-    beta2: float = Field(0.95, ge=0, lt=1)
-    weight_decay: float = Field(0.1, ge=0)
+    lr: float = Field(gt=0, description="peak learning rate of the network (after the warmup; the schedule scales it)")
+    lr_min_ratio: float = Field(
+        ge=0,
+        le=1,
+        description="where the schedule ends, as a share of lr (1.0: constant after the warmup, the original's)",
+    )
+    lr_warmup_steps: int = Field(ge=0, description="optimizer steps of linear warmup from 0 to lr")
+    beta1: float = Field(0.9, ge=0, lt=1, description="decay of the first-moment average (adam_atan2, adamw)")
+    beta2: float = Field(0.95, ge=0, lt=1, description="decay of the second-moment average (adam_atan2, adamw)")
+    weight_decay: float = Field(0.1, ge=0, description="decoupled weight decay of the network")
     grad_clip: Amount | None = Field(None, description="LM heads: max global gradient norm; None: no clipping")
-    puzzle_emb_lr: float = Field(1e-2, ge=0)
-    puzzle_emb_weight_decay: float = Field(0.1, ge=0)
+    puzzle_emb_lr: float = Field(
+        1e-2, ge=0, description="ACT puzzle models: SignSGD learning rate of the puzzle-embedding table"
+    )
+    puzzle_emb_weight_decay: float = Field(
+        0.1, ge=0, description="ACT puzzle models: weight decay of the puzzle-embedding table"
+    )
 
     seed: int = Field(0, description=f"seeds the weights, the batches and the exploration: 0 .. {SEED_MAX}")
-    device: Literal["auto", "cpu", "cuda"] = "auto"
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        "auto", description="auto (CUDA when present, else the CPU), cpu or cuda"
+    )
     forward_dtype: Literal["auto", "float32", "bfloat16"] = Field(
         "auto",
         description="the one precision policy: auto/bfloat16 compute in bf16 on CUDA (fp32 master weights); a "
@@ -320,7 +330,7 @@ class TrainConfig(StrictModel):
     eval_max_tokens: Count | None = Field(
         None, description="text datasets: validation tokens per evaluation; None: all"
     )
-    checkpoint_every_eval: bool = True
+    checkpoint_every_eval: bool = Field(True, description="write a checkpoint after each evaluation")
     checkpoint_every_steps: Count | None = Field(None, description="also checkpoint every N steps (long iterations)")
     keep_checkpoints: Count | None = Field(
         None, description="keep only the last N checkpoints (older ones are removed after each save); None: all"
@@ -330,7 +340,9 @@ class TrainConfig(StrictModel):
         description="with keep_checkpoints: also keep the checkpoint with the best evaluation (highest exact "
         "accuracy, or lowest eval CE where there is none)",
     )
-    logger: Literal["none", "wandb", "tensorboard"] = "none"
+    logger: Literal["none", "wandb", "tensorboard"] = Field(
+        "none", description="none, wandb or tensorboard (when installed): where metrics go besides metrics.jsonl"
+    )
     compile: bool = Field(False, description="torch.compile the recurrent core (first steps pay the compile time)")
     ema: float | None = Field(
         None,
@@ -380,8 +392,8 @@ class TrainConfig(StrictModel):
         "that every run of an equal-time comparison completes its decay however fast its steps are",
     )
 
-    project_name: str | None = None
-    run_name: str | None = None
+    project_name: str | None = Field(None, description="the logger's project; None: hrm-reason")
+    run_name: str | None = Field(None, description="the logger's run name; None: the run directory's name")
 
     @model_validator(mode="before")
     @classmethod

@@ -84,6 +84,8 @@ RUNG_TASKS = Count(
 )
 RUNG_EVAL_TASKS = Count("--rung-eval-tasks", 1, 10_000, "each task is generated, then copied --num-aug times")
 
+WORKERS = Count("--workers", 0, 256, "each worker is a process of its own, all started at once; 0 gives one per core")
+
 # --- hrm bench
 BENCH_STEPS = Count("--steps", 1, 10_000, "timed steps, each a full training step and an evaluation segment")
 BENCH_WARMUP = Count("--warmup", 1, 1_000, "untimed steps that absorb compile time; a few do")

@@ -55,9 +55,9 @@ def claim(path: Path | None, output: Output) -> Path | None:
         raise UserError(f"{where}: a link to nothing; remove it or choose another path")
     if path.exists():
         if output.folder and not path.is_dir():
-            raise UserError(f"{where}: is a file, expected a folder; nothing was written (choose another path)")
+            raise UserError(f"{where}: is a file, expected a directory; nothing was written (choose another path)")
         if not output.folder and path.is_dir():
-            raise UserError(f"{where}: is a folder, expected a file to write; nothing was written")
+            raise UserError(f"{where}: is a directory, expected a file to write; nothing was written")
         why = None if output.folder and not entries(path) else output.recognise(path)
         if why is not None:
             raise UserError(

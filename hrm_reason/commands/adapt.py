@@ -670,15 +670,20 @@ def solve_adapted(
 def eval_adapted(
     run: Path | None,
     data: Path | None,
-    options: AdaptOptions,
+    steps: int,
+    mmax: int | None,
     json_out: Path | None,
     submission: Path | None,
     device: str,
     progress: bool,
+    others: dict[str, Any],
+    test_time: Any,
 ) -> str:
-    """`hrm eval --adapt`: hrm adapt on the test split's tasks (the build's test_tasks/), pass@k printed; --submission
-    and --json claimed before the work, written after it."""
-    ADAPT_STEPS.check(options.steps, flag="--adapt")
+    """`hrm eval --adapt`: hrm adapt on the test split's tasks (the build's test_tasks/), pass@k printed; the flags of
+    hrm eval it does not use (`others`, `test_time`) refused, --submission and --json claimed before the work."""
+    refuse_unused(others, test_time, "hrm adapt RUN DATA/test_tasks takes its options")
+    ADAPT_STEPS.check(steps, flag="--adapt")
+    options = AdaptOptions(steps=steps, mmax=mmax)
     if run is None:
         raise UserError("--adapt: expected --run RUN (the run whose rows are adapted)")
     claim(submission, SUBMISSION_OUT)

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from hrm_reason.config import TrainConfig
+from hrm_reason.errors import UserError
 from hrm_reason.limits import BENCH_SEQ_LEN, BENCH_STEPS, BENCH_VOCAB, BENCH_WARMUP
 from hrm_reason.load import puzzle_metadata
 from hrm_reason.models import registry
@@ -30,6 +31,8 @@ from hrm_reason.runtime.memory import allocation_errors, check_fits
 from hrm_reason.train.act import optimizer_step
 from hrm_reason.train.fits import run_need
 from hrm_reason.train.optim import make_adam_atan2
+
+DEFAULT_SEQ_LEN, DEFAULT_VOCAB = 81, 11  # a 9x9 Sudoku's shape, where nothing else gives one
 
 
 @dataclass
@@ -64,16 +67,14 @@ def _peak_memory(device: torch.device) -> int:
 
 
 def bench(
-    config: TrainConfig, batch_size: int | None, seq_len: int, vocab_size: int, steps: int, warmup: int
+    config: TrainConfig, batch_size: int | None, seq_len: int | None, vocab_size: int | None, steps: int, warmup: int
 ) -> BenchResult:
     """`hrm bench`: time `config`'s model on its device, at its global batch size unless `batch_size` is given. The
     counts are bounded (hrm_reason.limits) and a model and batch that cannot fit in the device's memory are refused,
     naming the flag or key that sizes them, before anything is built (train/fits.py)."""
     BENCH_STEPS.check(steps)
     BENCH_WARMUP.check(warmup)
-    BENCH_SEQ_LEN.check(seq_len)
-    BENCH_VOCAB.check(vocab_size)
-    sizes = bench_sizes(config, seq_len, vocab_size)
+    sizes = bench_sizes(config, *shape_flags(config, seq_len, vocab_size))
     device = resolve_device(config.device)
     batch = batch_size or config.global_batch_size
     key = ("--batch-size", batch) if batch_size is not None else ("global_batch_size", batch)
@@ -96,6 +97,22 @@ def _size_culprits(config: TrainConfig, sizes: dict[str, int], need: Any) -> dic
     if hidden is not None and 2 * sizes["vocab_size"] * hidden * 4 > need.weights / 2:  # embedding and output rows
         culprits["model"] = ("--vocab-size", sizes["vocab_size"])
     return culprits
+
+
+def shape_flags(config: TrainConfig, seq_len: int | None, vocab_size: int | None) -> tuple[int, int]:
+    """--seq-len and --vocab-size (None: not given) where they apply, bounded, with their defaults (a 9x9 Sudoku's); one
+    given where the shape comes from elsewhere is refused, since it would be ignored: a puzzle model's built dataset
+    gives both, an LM head's windows are the config's seq_len."""
+    segments = registry.family_spec(config.family).segments
+    built = segments and puzzle_metadata(config.data_path) is not None
+    if seq_len is not None and (built or not segments):
+        why = f"the built dataset {config.data_path} gives the shape" if built else "an LM head's windows are seq_len=N"
+        raise UserError(f"--seq-len {seq_len}: not used ({why})")
+    if vocab_size is not None and built:
+        raise UserError(f"--vocab-size {vocab_size}: not used (the built dataset {config.data_path} gives the shape)")
+    BENCH_SEQ_LEN.check(seq_len)
+    BENCH_VOCAB.check(vocab_size)
+    return (DEFAULT_SEQ_LEN if seq_len is None else seq_len), (DEFAULT_VOCAB if vocab_size is None else vocab_size)
 
 
 def bench_sizes(config: TrainConfig, seq_len: int, vocab_size: int) -> dict[str, int]:

@@ -65,9 +65,9 @@ def test_what_is_not_the_commands_is_refused_naming_it(tmp_path: Path) -> None:
     mine.write_text("mine")
     assert (
         refusal(mine, ADAPT_LIKE)
-        == f"--out {mine}: is a file, expected a folder; nothing was written (choose another path)"
+        == f"--out {mine}: is a file, expected a directory; nothing was written (choose another path)"
     )
-    assert refusal(folder, EVAL_JSON).startswith(f"--json {folder}: is a folder, expected a file")
+    assert refusal(folder, EVAL_JSON).startswith(f"--json {folder}: is a directory, expected a file")
     assert "not a result of hrm eval" in refusal(mine, EVAL_JSON)
     mine.write_text(json.dumps({"count": 3}))  # JSON, but not the record (no provenance)
     assert "not a result of hrm eval" in refusal(mine, EVAL_JSON)
