@@ -293,8 +293,10 @@ class TrainConfig(StrictModel):
         "hold seq_len + 1); puzzle datasets fix their own",
     )
 
-    optimizer: Literal["adam_atan2", "adamw"] = Field(
-        "adam_atan2", description="adam_atan2 (HRM's); adamw (the HRM-LM paper's)"
+    optimizer: Literal["adam_atan2", "adamw", "muon"] = Field(
+        "adam_atan2",
+        description="adam_atan2 (HRM's); adamw (the HRM-LM paper's); muon: Muon on the weight matrices of the blocks "
+        "(muon_lr, muon_weight_decay), adam_atan2 on the rest (lr, weight_decay) (docs/training.md, Muon)",
     )
     lr: float = Field(gt=0, description="peak learning rate of the network (after the warmup; the schedule scales it)")
     lr_min_ratio: float = Field(
@@ -307,6 +309,15 @@ class TrainConfig(StrictModel):
     beta2: float = Field(0.95, ge=0, lt=1, description="decay of the second-moment average (adam_atan2, adamw)")
     weight_decay: float = Field(0.1, ge=0, description="decoupled weight decay of the network")
     grad_clip: Amount | None = Field(None, description="LM heads: max global gradient norm; None: no clipping")
+    muon_lr: float = Field(
+        0.02,
+        gt=0,
+        description="optimizer muon: peak lr of the blocks' weight matrices (Muon); the schedule scales it by the "
+        "factor it scales lr by",
+    )
+    muon_weight_decay: float = Field(
+        0.01, ge=0, description="optimizer muon: decoupled weight decay of the blocks' weight matrices (Muon)"
+    )
     puzzle_emb_lr: float = Field(
         1e-2, ge=0, description="ACT puzzle models: SignSGD learning rate of the puzzle-embedding table"
     )

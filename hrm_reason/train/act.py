@@ -31,7 +31,7 @@ from hrm_reason.runtime.prefetch import prefetch
 from hrm_reason.tasks import task_metrics
 from hrm_reason.tasks.augment import train_augmentation
 from hrm_reason.train.curriculum import depth_at, flops_at_depth, segment_weights
-from hrm_reason.train.optim import make_optimizer, scheduled_lr
+from hrm_reason.train.optim import make_optimizer, scheduled_lr, set_lr
 
 
 class ACTTask:
@@ -224,8 +224,7 @@ def optimizer_step(
     """Backward of the summed loss as a mean over the global batch (under DDP, which averages gradients over the
     processes, each process's share is scaled up by the world size), then both optimizers."""
     (loss * (world_size / global_batch_size)).backward()
-    for group in optimizer.param_groups:
-        group["lr"] = lr
+    set_lr(optimizer, lr)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     if sparse_opt is not None:

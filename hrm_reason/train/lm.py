@@ -36,7 +36,7 @@ from hrm_reason.evaluate.prefix_lm import evaluate_puzzle_lm
 from hrm_reason.models.registry import build_lm, flop_count, flops_or_none
 from hrm_reason.runtime.device import autocast_context
 from hrm_reason.runtime.distributed import Processes, sum_over_ranks
-from hrm_reason.train.optim import make_optimizer, scheduled_lr
+from hrm_reason.train.optim import make_optimizer, scheduled_lr, set_lr
 
 
 class LMTask:
@@ -101,8 +101,7 @@ class LMTask:
         lr = scheduled_lr(c, c.lr, position, self.total_steps)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, c.grad_clip if c.grad_clip is not None else math.inf)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        set_lr(self.optimizer, lr)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.model.post_step()

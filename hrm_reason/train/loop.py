@@ -42,6 +42,7 @@ from hrm_reason.runtime.memory import allocation_errors
 from hrm_reason.runtime.stop import FORWARDED_WITHIN, StopRequest, signal_name
 from hrm_reason.train.ema import EMA, ema_for_training, ema_weights
 from hrm_reason.train.fits import check_run_memory
+from hrm_reason.train.optim import load_optimizer_state
 
 
 class TrainingDiverged(UserError):
@@ -226,7 +227,7 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) 
                     file=sys.stderr,
                 )
             return run_dir
-        task.optimizer.load_state_dict(saved["optimizer"])
+        load_optimizer_state(task.optimizer, saved["optimizer"], config.optimizer)
         task.load_state(saved)
         saved_world = saved.get("world_size", procs.world_size)
         if saved_world != procs.world_size and procs.is_main:

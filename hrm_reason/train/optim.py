@@ -9,6 +9,9 @@ from typing import TYPE_CHECKING
 import torch
 from torch.optim import Optimizer
 
+from hrm_reason.errors import UserError
+from hrm_reason.train.muon import LR_SCALE, SplitOptimizer, make_muon, muon_split
+
 if TYPE_CHECKING:
     from hrm_reason.config import TrainConfig
 
@@ -73,12 +76,45 @@ def make_adam_atan2(
 
 
 def make_optimizer(config: TrainConfig, model: torch.nn.Module, device: torch.device) -> Optimizer:
-    """The run's optimizer (config.optimizer) over the model's trainable parameters."""
+    """The run's optimizer (config.optimizer) over the model's trainable parameters. `muon`: Muon on the blocks'
+    weight matrices at muon_lr, AdamAtan2 on the rest at lr (train/muon.py; docs/training.md, "Muon")."""
     params = [p for p in model.parameters() if p.requires_grad]
     betas = (config.beta1, config.beta2)
     if config.optimizer == "adamw":
         return torch.optim.AdamW(params, lr=config.lr, betas=betas, weight_decay=config.weight_decay)
+    if config.optimizer == "muon":
+        matrices, rest = muon_split(model)
+        muon = make_muon(
+            matrices, config.muon_lr, config.muon_weight_decay, config.muon_lr / config.lr, config.model_name
+        )
+        parts = {"muon": muon}
+        if rest:
+            parts["adam_atan2"] = make_adam_atan2(
+                rest, lr=config.lr, betas=betas, weight_decay=config.weight_decay, device=device
+            )
+        return SplitOptimizer(parts)
     return make_adam_atan2(params, lr=config.lr, betas=betas, weight_decay=config.weight_decay, device=device)
+
+
+def set_lr(optimizer: Optimizer, lr: float) -> None:
+    """Every param group at `lr`, the schedule's value of the run's lr, but a group with its own base lr (Muon's,
+    muon_lr) at `lr` times its LR_SCALE (muon_lr / lr): one schedule scales every group by the same factor
+    (docs/training.md, "Muon: one schedule, two learning rates")."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr * group[LR_SCALE] if LR_SCALE in group else lr
+
+
+def load_optimizer_state(optimizer: Optimizer, state: dict, name: str) -> None:
+    """A checkpoint's optimizer state into `optimizer` (config.optimizer `name`); one line naming `optimizer` when the
+    state is another optimizer's (a resume with optimizer=... changed) or is for other parameters."""
+    try:
+        optimizer.load_state_dict(state)
+    except (KeyError, ValueError, TypeError) as e:
+        reason = f"no {e}" if isinstance(e, KeyError) else (str(e).splitlines() or [type(e).__name__])[0]
+        raise UserError(
+            f"optimizer: the checkpoint's optimizer state does not fit optimizer {name} on this model ({reason}); "
+            "resume with the optimizer and model the run was saved with"
+        ) from None
 
 
 def cosine_schedule_with_warmup(

@@ -1,0 +1,96 @@
+"""`optimizer: muon`: torch's Muon on the weight matrices of the model's blocks, another optimizer on the rest.
+
+Muon orthogonalises the momentum of a matrix that maps hidden activations to hidden activations; an embedding row,
+an output head, a gain or a bias is not such a matrix (Muon's authors train those with Adam), so the split is by what
+a parameter does, not only by its shape: docs/training.md, "Muon: the parameter split".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+from torch.optim import Optimizer
+
+from hrm_reason.errors import UserError
+from hrm_reason.models.layers import CastedEmbedding, CastedLinear
+
+# Linear layers whose output leaves the network (token logits, halting logits): Adam's, as Muon's authors advise for
+# the output layer (docs/training.md, "Muon: the parameter split").
+OUTPUT_HEADS = ("lm_head", "q_head")
+# A param group's lr relative to the run's `lr`: the schedule sets group lr = scheduled lr * this (optim.set_lr;
+# docs/training.md, "Muon: one schedule, two learning rates").
+LR_SCALE = "lr_scale"
+
+
+def muon_split(model: nn.Module) -> tuple[list[nn.Parameter], list[nn.Parameter]]:
+    """(Muon's, the other optimizer's) trainable parameters, each in the model's parameter order: Muon takes the
+    weight of every linear layer but the output heads; embeddings (a tied head among them), norms, biases, scalars
+    and convolution kernels go to the other."""
+    not_hidden: set[int] = set()
+    linear: set[int] = set()
+    for name, module in model.named_modules():
+        if isinstance(module, nn.Embedding | CastedEmbedding):
+            not_hidden.add(id(module.weight))
+        elif name.rpartition(".")[2] in OUTPUT_HEADS:
+            not_hidden.update(id(p) for p in module.parameters())
+        if isinstance(module, nn.Linear | CastedLinear):
+            linear.add(id(module.weight))
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    muon = [p for p in trainable if id(p) in linear and id(p) not in not_hidden and p.ndim == 2]
+    chosen = {id(p) for p in muon}
+    return muon, [p for p in trainable if id(p) not in chosen]
+
+
+def make_muon(
+    params: list[nn.Parameter], lr: float, weight_decay: float, lr_scale: float, model_name: str
+) -> Optimizer:
+    """torch.optim.Muon with the defaults of Muon's reference implementation (momentum 0.95, Nesterov, 5 Newton-Schulz
+    steps, lr scaled by sqrt(max(1, rows / cols))); refused in one line naming `optimizer` where it cannot apply.
+    The defaults and their sources: docs/training.md, "Muon (`optimizer: muon`)"."""
+    muon_cls = getattr(torch.optim, "Muon", None)
+    if muon_cls is None:
+        raise UserError(
+            f"optimizer: muon needs torch.optim.Muon (torch 2.9 or later); this torch is {torch.__version__}"
+        )
+    if not params:
+        raise UserError(
+            f"optimizer: muon trains the weight matrices of the blocks' linear layers, and arch.name {model_name} "
+            "has none to train: use adam_atan2 or adamw"
+        )
+    group: dict[str, Any] = {"params": params, LR_SCALE: lr_scale}
+    return muon_cls([group], lr=lr, weight_decay=weight_decay)
+
+
+class SplitOptimizer(Optimizer):
+    """Several optimizers, each over its own parameters, stepped, scheduled and checkpointed as one: `param_groups` is
+    theirs (the same dicts, so setting a group's lr sets it in its optimizer) and the state dict holds each one's
+    under its name, so a resumed run restores every state."""
+
+    def __init__(self, parts: dict[str, Optimizer]) -> None:
+        self.parts = parts
+        super().__init__(self._groups(), {})
+
+    def _groups(self) -> list[dict[str, Any]]:
+        return [group for part in self.parts.values() for group in part.param_groups]
+
+    @torch.no_grad()
+    def step(self, closure: Any = None) -> None:  # type: ignore[override]
+        for part in self.parts.values():
+            part.step()
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for part in self.parts.values():
+            part.zero_grad(set_to_none=set_to_none)
+
+    def state_dict(self) -> dict[str, Any]:  # type: ignore[override]
+        return {name: part.state_dict() for name, part in self.parts.items()}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:  # type: ignore[override]
+        if not isinstance(state_dict, dict) or set(state_dict) != set(self.parts):
+            found = sorted(state_dict) if isinstance(state_dict, dict) else type(state_dict).__name__
+            raise ValueError(f"it holds {found}, not the states of {sorted(self.parts)}")
+        for name, part in self.parts.items():
+            part.load_state_dict(state_dict[name])
+        self.param_groups = self._groups()  # loading replaces each optimizer's group dicts
