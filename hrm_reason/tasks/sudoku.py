@@ -7,7 +7,8 @@ n/c = r *stacks* are c columns wide. Cells hold 0 for a blank and 1..n for a dig
 original builder: PAD 0, blank 1, digit d -> d + 1, vocab n + 2; every cell of the label is supervised (docs/data.md).
 
 `puzzle_problem` says why a puzzle someone typed has no solution (a repeated given, a cell left without a candidate,
-or an exhaustive search that found none), so `hrm solve` refuses it before the model guesses at it.
+or an exhaustive search that found none), so `hrm solve` refuses it before the model guesses at it, and notes one
+that has more than one solution (the search counts to two).
 """
 
 from __future__ import annotations
@@ -173,13 +174,21 @@ def repeated_given(values: np.ndarray, r: int, c: int) -> str | None:
 
 
 class SearchBound(Exception):
-    """The exact search tried its SEARCH_NODES placements without settling the puzzle."""
+    """The exact search tried its SEARCH_NODES placements without settling the puzzle; `found` holds the solutions
+    it had found by then."""
+
+    def __init__(self, found: list[np.ndarray] | None = None) -> None:
+        super().__init__()
+        self.found = found or []
 
 
-def search_solution(values: np.ndarray, r: int, c: int, max_nodes: int = SEARCH_NODES) -> np.ndarray | None:
-    """One solution of a puzzle whose givens do not repeat ([n*n] values, 0 blank), or None when it has none; raises
-    SearchBound after `max_nodes` placements. Depth first, always on the blank with the fewest candidates (a blank
-    with one is placed at once, one with none ends the branch): exact, and bounded in time by the placements."""
+def search_solutions(
+    values: np.ndarray, r: int, c: int, limit: int = 1, max_nodes: int = SEARCH_NODES
+) -> list[np.ndarray]:
+    """Up to `limit` solutions of a puzzle whose givens do not repeat ([n*n] values, 0 blank); fewer when it has
+    fewer (none: no solution); raises SearchBound after `max_nodes` placements. Depth first, always on the blank with
+    the fewest candidates (a blank with one is placed at once, one with none ends the branch): exact, and bounded in
+    time by the placements. limit=2 tells a puzzle with one solution from one with several."""
     geo = geometry(r, c)
     cells = [int(v) for v in np.asarray(values).reshape(-1)]
     used = [0] * len(geo.units)
@@ -189,8 +198,10 @@ def search_solution(values: np.ndarray, r: int, c: int, max_nodes: int = SEARCH_
                 used[k] |= 1 << (v - 1)
     blanks = [i for i, v in enumerate(cells) if not v]
     nodes = 0
+    found: list[np.ndarray] = []
 
     def place() -> bool:
+        """True once `limit` solutions are found (the search stops there)."""
         nonlocal nodes
         best, best_mask, best_count = -1, 0, geo.n + 1
         for i in blanks:
@@ -203,8 +214,9 @@ def search_solution(values: np.ndarray, r: int, c: int, max_nodes: int = SEARCH_
                 best, best_mask, best_count = i, mask, count
                 if count <= 1:
                     break
-        if best < 0:
-            return True  # every blank filled
+        if best < 0:  # every blank filled
+            found.append(np.array(cells, dtype=np.int64))
+            return len(found) >= limit
         units = geo.cell_units[best]
         while best_mask:
             bit = best_mask & -best_mask
@@ -215,21 +227,34 @@ def search_solution(values: np.ndarray, r: int, c: int, max_nodes: int = SEARCH_
             cells[best] = bit.bit_length()
             for k in units:
                 used[k] |= bit
-            if place():
-                return True
+            done = place()
             for k in units:
                 used[k] ^= bit
+            if done:
+                return True
         cells[best] = 0
         return False
 
-    return np.array(cells, dtype=np.int64) if place() else None
+    try:
+        place()
+    except SearchBound:
+        raise SearchBound(found) from None
+    return found
+
+
+def search_solution(values: np.ndarray, r: int, c: int, max_nodes: int = SEARCH_NODES) -> np.ndarray | None:
+    """One solution of a puzzle whose givens do not repeat, or None when it has none (`search_solutions`)."""
+    found = search_solutions(values, r, c, 1, max_nodes)
+    return found[0] if found else None
 
 
 def puzzle_problem(values: np.ndarray, r: int, c: int, max_nodes: int = SEARCH_NODES) -> tuple[str | None, str | None]:
     """(problem, note) of a puzzle ([n*n] values, 0 blank) before a model is asked to solve it. The problem, None when
     there is none, says why it has no solution: a given repeated in a row, column or box (naming it and the digit), a
     blank whose row, column and box already hold every digit (naming the cell), else no solution found by the exact
-    search. The note, None unless the search stopped at its bound, says the puzzle could not be checked."""
+    search. The note, None for a puzzle with exactly one solution, says that it has several (a model trained on
+    unique puzzles answers one of them, with a confidence that does not say the puzzle was determined) or that the
+    search stopped at its bound before settling whether it has one, or a second."""
     geo = geometry(r, c)
     flat = np.asarray(values).reshape(-1)
     repeated = repeated_given(flat, r, c)
@@ -244,12 +269,22 @@ def puzzle_problem(values: np.ndarray, r: int, c: int, max_nodes: int = SEARCH_N
                 None,
             )
     try:
-        found = search_solution(flat, r, c, max_nodes)
-    except SearchBound:
-        return None, f"not checked for a solution: the exact search stopped after {max_nodes} placements"
-    if found is None:
+        found = search_solutions(flat, r, c, 2, max_nodes)
+    except SearchBound as bound:
+        what = "a second solution" if bound.found else "a solution"
+        return None, f"not checked for {what}: the exact search stopped after {max_nodes} placements"
+    if not found:
         return "every blank has a candidate, but an exhaustive search fills no board", None
+    if len(found) > 1:
+        return None, MULTIPLE_SOLUTIONS
     return None, None
+
+
+# What hrm solve says of a puzzle with several solutions: the answer may be any of them, valid or not.
+MULTIPLE_SOLUTIONS = (
+    "more than one solution: the givens do not determine the board, so the answer is checked against the rules and "
+    "the givens only, and its confidence does not say which solution is meant"
+)
 
 
 def matches_layout(split: PuzzleSplit, sample: int = 4096) -> tuple[int, int] | None:

@@ -530,6 +530,24 @@ def test_allow_unsolvable_shows_the_models_guess_with_the_problem_as_a_note(
     assert answer["valid"] is False
 
 
+def test_a_sudoku_with_several_solutions_says_so_beside_the_answer(
+    sudoku_run: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 44 item 7: the model answers such a puzzle with one board and a confidence; the note says the givens do
+    not determine it. A puzzle with one solution gets no note."""
+    from hrm_reason.tasks.sudoku import MULTIPLE_SOLUTIONS
+
+    several, unique = "12..34" + "." * 10, "1.....3..4.....2"  # 12 solutions; 1 (tests/tasks/test_puzzle_checks.py)
+    code, out, err = hrm(capsys, monkeypatch, "solve", "--run", str(sudoku_run), several, "--quiet")
+    assert code == 0, err
+    head, note, *_ = out.splitlines()
+    assert head.startswith("argument line 1: ") and note == f"note: {MULTIPLE_SOLUTIONS}"
+    (answer,) = solve_json(capsys, monkeypatch, "--run", str(sudoku_run), several)["puzzles"]
+    assert answer["notes"] == [MULTIPLE_SOLUTIONS]
+    (answer,) = solve_json(capsys, monkeypatch, "--run", str(sudoku_run), unique)["puzzles"]
+    assert "notes" not in answer
+
+
 def test_every_puzzle_is_checked_before_any_runs(
     sudoku_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

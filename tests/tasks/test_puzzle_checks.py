@@ -64,8 +64,57 @@ def test_a_board_with_candidates_everywhere_but_no_solution_is_found_by_the_sear
     assert problem == "every blank has a candidate, but an exhaustive search fills no board"
     # without the 3 it has a solution: the search is exact, not a heuristic
     solvable = values("..1....." + "21.." + "....")
-    assert sudoku.puzzle_problem(solvable, 2, 2) == (None, None)
+    assert sudoku.puzzle_problem(solvable, 2, 2) == (None, sudoku.MULTIPLE_SOLUTIONS)  # 4 givens: several boards
     assert sudoku.is_valid_solution(sudoku.search_solution(solvable, 2, 2), 2, 2)
+
+
+def count_in_cell_order(board: np.ndarray, r: int, c: int) -> int:
+    """Every solution counted by the plainest search (cells in order, each digit its row, column and box allow): the
+    reference the bounded search's count is checked against."""
+    n, grid = r * c, board.reshape(r * c, r * c).copy()
+
+    def allowed(i: int, j: int, d: int) -> bool:
+        top, left = i - i % r, j - j % c
+        return d not in grid[i] and d not in grid[:, j] and d not in grid[top : top + r, left : left + c]
+
+    def count(k: int) -> int:
+        if k == n * n:
+            return 1
+        i, j = divmod(k, n)
+        if grid[i, j]:
+            return count(k + 1)
+        total = 0
+        for d in range(1, n + 1):
+            if allowed(i, j, d):
+                grid[i, j] = d
+                total += count(k + 1)
+                grid[i, j] = 0
+        return total
+
+    return count(0)
+
+
+@pytest.mark.parametrize(
+    "board",
+    [
+        "1234" + "3412" + "2143" + "4321",  # solved: one
+        "1..." + "..3." + ".4.." + "...2",  # unique with 4 givens
+        "12.." + "34.." + ".1.." + "...2",  # two
+        "12.." + "34.." + "...." + "....",  # several
+        "1..." + "...." + "...." + "...4",  # several
+        "." * 16,  # 288
+        "12.." + "....." + "21." + "....",  # none: the search fills no board
+    ],
+)
+def test_the_search_counts_to_two_as_the_plainest_search_does(board: str) -> None:
+    given = values(board)
+    truth = count_in_cell_order(given, 2, 2)
+    found = sudoku.search_solutions(given, 2, 2, limit=2)
+    assert len(found) == min(truth, 2)
+    assert len({f.tobytes() for f in found}) == len(found)
+    assert all(sudoku.is_valid_solution(f, 2, 2) and (f[given > 0] == given[given > 0]).all() for f in found)
+    problem, note = sudoku.puzzle_problem(given, 2, 2)
+    assert (problem is not None, note == sudoku.MULTIPLE_SOLUTIONS) == (truth == 0, truth > 1)
 
 
 @pytest.mark.parametrize("board", HARD_9)
@@ -82,6 +131,9 @@ def test_a_search_past_its_bound_is_a_note_not_a_verdict() -> None:
         sudoku.search_solution(values(HARD_9[0]), 3, 3, max_nodes=50)
     problem, note = sudoku.puzzle_problem(values(HARD_9[0]), 3, 3, max_nodes=50)
     assert problem is None and note == "not checked for a solution: the exact search stopped after 50 placements"
+    # An empty board: the first solution comes at once, the search for a second one runs out of placements.
+    problem, note = sudoku.puzzle_problem(np.zeros(81, dtype=np.int64), 3, 3, max_nodes=81)
+    assert problem is None and note == "not checked for a second solution: the exact search stopped after 81 placements"
 
 
 def _position_permutations(r: int, c: int) -> set[bytes]:
