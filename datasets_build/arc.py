@@ -43,6 +43,7 @@ from hrm_reason.atomic import atomic_directory
 from hrm_reason.data.puzzle import PuzzleDatasetMetadata
 from hrm_reason.errors import UserError
 from hrm_reason.jsonfile import read_json
+from hrm_reason.outputs import checked_text
 from hrm_reason.runtime.logs import progress_bar
 from hrm_reason.tasks.arc import (
     AUG_NAME,
@@ -166,6 +167,7 @@ def load_json_dirs(dirs: Sequence[Path], force_role: Role | None = None) -> list
             role: Role = force_role or ("evaluation" if folder.name == "evaluation" else "training")
             collection = f"{root.name}/{folder.name}" if folder != root else root.name
             for path in _json_files(folder):
+                checked_text(str(path), "task file")  # its name is the task id, written to identifiers.json
                 data = read_json(path, None)
                 tasks.append(parse_task(data, path.stem, collection, role, str(path)))
                 found += 1

@@ -30,6 +30,7 @@ from datasets_build.options import STDLIB, TextBuildOptions
 from hrm_reason.atomic import atomic_directory
 from hrm_reason.data.text import DATASET_FILE, ByteTokenizer, HFTokenizer, Tokenizer, save_tokenizer
 from hrm_reason.errors import UserError
+from hrm_reason.outputs import checked_text
 from hrm_reason.runtime.logs import progress_bar
 
 BUILDER_VERSION = "1"
@@ -80,7 +81,7 @@ def list_documents(inputs: list[str], glob: str) -> tuple[list[tuple[str, Path]]
             )
             if not files:
                 raise UserError(f"--input {item}: no file matching --glob {glob!r} in this directory")
-            docs += [(p.as_posix(), p) for p in files]
+            docs += [(checked_text(p.as_posix(), "--input file"), p) for p in files]  # names go to documents.json
             source["inputs"].append({"input": item, "glob": glob, "files": len(files)})
         else:
             raise UserError(f"--input {item}: no such file or directory (or use --input stdlib)")

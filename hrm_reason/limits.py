@@ -65,6 +65,7 @@ class Rate:
 ADAPT_STEPS = Count(
     "--steps", 0, 100_000, "each step is one ACT segment on a batch of demonstrations; 500 times the default 200"
 )
+ADAPT_SEED = Count("--seed", 0, 2**32 - 1, "it seeds numpy's and torch's generators, as a config's seed does")
 NUM_AUG = Count(
     "--num-aug",
     0,

@@ -131,16 +131,24 @@ def folder_of(names: Collection[str], what: str, record: Recognise | None = None
     return recognise
 
 
+# The names hrm viz and hrm solve --png give their pictures: a picture so named, written before the marker was, is
+# taken as theirs too (a run's viz/ folder made earlier stays usable).
+PICTURE_NAMES = re.compile(
+    r"(puzzle_(train|test)_\d{6}|predictions_test_\d{6}|curves|segments|test_time|solve_\d{4})\.png"
+)
+
+
 def marked_picture(path: Path) -> bool:
-    """A PNG file with our marker, or an HTML page with ours: a picture or page hrm viz (or solve --png) wrote."""
+    """A PNG file with our marker, or an HTML page with ours: a picture or page hrm viz (or solve --png) wrote; or a
+    PNG named as they name theirs, from before the marker."""
     try:
         with open(path, "rb") as f:
             head = f.read(4096)
     except OSError:
         return False
     if head.startswith(PNG_MAGIC):
-        return PNG_MARKER in head
-    return HTML_MARKER.encode() in head
+        return PNG_MARKER in head or PICTURE_NAMES.fullmatch(path.name) is not None
+    return HTML_MARKER.encode() in head or (path.name == "index.html" and b" - hrm-reason</title>" in head)
 
 
 def picture_folder(path: Path) -> str | None:

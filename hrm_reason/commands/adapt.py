@@ -32,7 +32,7 @@ from hrm_reason.data.puzzle import PuzzleDatasetMetadata, dataset_kind, load_spl
 from hrm_reason.errors import UserError
 from hrm_reason.evaluate.act import check_mmax, plain_segments
 from hrm_reason.jsonfile import read_json, read_json_model, read_safetensors
-from hrm_reason.limits import ADAPT_LR, ADAPT_LR_WHOLE, ADAPT_STEPS, NUM_AUG
+from hrm_reason.limits import ADAPT_LR, ADAPT_LR_WHOLE, ADAPT_SEED, ADAPT_STEPS, NUM_AUG
 from hrm_reason.load import load_run, run_config
 from hrm_reason.models.act import act_loss
 from hrm_reason.models.registry import family_spec
@@ -137,7 +137,7 @@ def task_files(paths: Sequence[Path]) -> list[Path]:
             files.append(p)
     if not files:
         raise UserError("give at least one ARC task file or folder of them")
-    names = [checked_text(f.stem, "task file") for f in files]
+    names = [Path(checked_text(str(f), "task file")).stem for f in files]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise UserError(f"task {twice[0]!r} is named twice: task ids are file names and must differ")
@@ -429,6 +429,7 @@ def check_options(options: AdaptOptions) -> AdaptOptions:
     """The options checked before any work, each count and rate in its bounds (hrm_reason.limits); --lr-whole's
     default filled in (the record names the rate used)."""
     ADAPT_STEPS.check(options.steps)
+    ADAPT_SEED.check(options.seed)
     NUM_AUG.check(options.num_aug)
     ADAPT_LR.check(options.lr)
     ADAPT_LR_WHOLE.check(options.lr_whole)

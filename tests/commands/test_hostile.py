@@ -13,6 +13,7 @@ tests/commands/test_bad_inputs.py (full disks, read-only folders)."""
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -98,6 +99,21 @@ def hf_with(weights: Callable[[bytes], bytes]) -> Callable[[dict[str, Path]], No
         paths["hf"] = copy
 
     return setup
+
+
+def non_utf8_task(paths: dict[str, Path]) -> None:
+    """A folder of tasks holding a task file whose name is not UTF-8 (byte 0xff), a copy of {task}."""
+    (paths["tmp"] / "tasks").mkdir()
+    shutil.copy(paths["task"], paths["tmp"] / "tasks" / os.fsdecode(b"t\xff.json"))
+
+
+def non_utf8_corpus(paths: dict[str, Path]) -> None:
+    """{tmp}/corpus: three documents and one whose file name is not UTF-8; {tmp}/arc/evaluation: a task, likewise."""
+    (paths["tmp"] / "corpus").mkdir()
+    for name in (b"a.txt", b"b.txt", b"c.txt", b"d\xff.txt"):
+        (paths["tmp"] / "corpus" / os.fsdecode(name)).write_text("a document\n")
+    (paths["tmp"] / "arc" / "evaluation").mkdir(parents=True)
+    shutil.copy(paths["task"], paths["tmp"] / "arc" / "evaluation" / os.fsdecode(b"e\xff.json"))
 
 
 def bert_folder(paths: dict[str, Path]) -> None:
@@ -255,8 +271,22 @@ CASES: dict[str, Case] = {
         setup=hf_with(lambda b: b[: len(b) // 2]),
     ),
     "task file name not UTF-8": Case(("adapt", "{arc}", "{tmp}/t\udcff.json"), "t\\xff.json: not valid UTF-8"),
+    "a task file name in a folder not UTF-8": Case(
+        ("adapt", "{arc}", "{tmp}/tasks", "--steps", "1"), "t\\xff.json: not valid UTF-8", setup=non_utf8_task
+    ),
+    "build-data text: a file name not UTF-8": Case(
+        ("build-data", "text", "--input", "{tmp}/corpus", "--out", "{tmp}/t"),
+        "d\\xff.txt: not valid",
+        setup=non_utf8_corpus,
+    ),
+    "build-data arc --source json: a file name not UTF-8": Case(
+        ("build-data", "arc", "--source", "json", "{tmp}/arc", "--out", "{tmp}/a"),
+        "e\\xff.json: not valid",
+        setup=non_utf8_corpus,
+    ),
     "generate --prompt not UTF-8": Case(("generate", "--run", "{lm}", "--prompt", "ab\udcffc"), "--prompt ab\\xffc"),
     # nonsense accepted
+    "adapt --seed -1": Case((*ADAPT, "--seed", "-1"), "--seed -1: expected 0 to"),
     "adapt --lr nan": Case((*ADAPT, "--lr", "nan"), "--lr nan: expected a finite rate"),
     "adapt --lr -1": Case((*ADAPT, "--lr", "-1"), "--lr -1.0: expected a finite rate"),
     "adapt --lr-whole inf": Case((*ADAPT, "--whole", "--lr-whole", "inf"), "--lr-whole inf: expected a finite rate"),

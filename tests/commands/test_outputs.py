@@ -85,6 +85,8 @@ def test_a_picture_folder_is_its_own_only_with_its_marked_pictures(tmp_path: Pat
     folder.mkdir()
     (folder / "a.png").write_bytes(png_bytes(new_figure(1, 1)))
     assert claim(folder, VIZ_FOLDER) == folder
+    (folder / "curves.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 64)  # named as ours, from before the marker
+    assert claim(folder, VIZ_FOLDER) == folder
     (folder / "holiday.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 64)  # a PNG, not ours
     assert "it holds holiday.png, which are no pictures of hrm viz" in refusal(folder, VIZ_FOLDER)
 
