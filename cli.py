@@ -270,7 +270,6 @@ def eval_cmd(
 
     --tta/--samples add a table of exact accuracy for each segment budget, number of copies and samples, against the
     total segments run per puzzle (docs/training.md, "Test-time compute"; plot it with hrm viz test-time).
-
     On ARC datasets also the voting over augmentations: pass@1, 2, 10, 100, 1000 (per-task results in --json); --adapt
     STEPS treats the test split's tasks as new ones (hrm adapt on the build's test_tasks/). For a language-model head
     (or a transformers HrmText directory): cross-entropy, perplexity and tokens/s on the text dataset's val split; on a
