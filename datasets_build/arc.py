@@ -37,7 +37,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from datasets_build.common import check_out, open_example_arrays, write_identifiers, write_split
+from datasets_build.common import check_out, open_example_arrays, write_identifiers, write_split, write_val_split
 from datasets_build.options import ArcBuildOptions
 from hrm_reason.atomic import atomic_directory
 from hrm_reason.data.puzzle import PuzzleDatasetMetadata
@@ -578,6 +578,7 @@ def build_arc(opts: ArcBuildOptions) -> Path:
             _write_arc_split(tmp / split, split, plan, seen)
         write_identifiers(tmp, plan.names)
         _write_test_tasks(tmp / TEST_TASKS, plan)
+        write_val_split(tmp)
     return out
 
 

@@ -5,12 +5,20 @@ Layout (reference: sapientinc/HRM `dataset/common.py`):
 group_indices}.npy` and `<out>/identifiers.json`. Datasets written here load in the original code (which ignores the
 extra `builder` record) and datasets written by the original code load here.
 
+For the other implementations' loaders (docs/data.md, "Other implementations"), each dataset.json also holds
+`total_puzzles` (the split's puzzles: the original TRM's loader requires it) and `grid_size` (the board's side:
+nano-trm reads it), after the original fields, whose values and the .npy bytes stay those of the original format; and
+`<out>/val/` is the test split again (nano-trm trains with a val split), as hard links to test/'s files.
+
 Every write is deterministic: the same arrays and metadata give the same bytes, so a rebuild can be compared with `cmp`.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
+import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -110,10 +118,39 @@ def write_split(
         with open(path, "wb") as f:
             np.save(f, arrays[name], allow_pickle=False)
     meta = metadata.model_dump()
-    if meta.get("builder") is None:
-        meta.pop("builder", None)  # keep files from other tools' shape: no `"builder": null`
+    builder = meta.pop("builder", None)  # last, and only when there is one: no `"builder": null`
+    meta |= interop_fields(metadata.seq_len, arrays["puzzle_identifiers"].size)
+    if builder is not None:
+        meta["builder"] = builder
     (split_dir / "dataset.json").write_text(dumps_json(meta), encoding="utf-8")
     return split_dir
+
+
+def interop_fields(seq_len: int, puzzles: int) -> dict[str, int]:
+    """The dataset.json keys other implementations' loaders need beyond the original HRM's: `total_puzzles`, the
+    split's puzzles (TRM's PuzzleDatasetMetadata requires it, and weighs mean_puzzle_examples by it), and `grid_size`,
+    the side of the square board the sequence is (nano-trm reads it)."""
+    fields = {"total_puzzles": int(puzzles)}
+    side = math.isqrt(seq_len)
+    if side * side == seq_len:
+        fields["grid_size"] = side
+    return fields
+
+
+VAL_SPLIT = "val"
+
+
+def write_val_split(out: Path) -> Path:
+    """`<out>/val/`: the test split again, file for file, for loaders that want train, val and test (nano-trm). Hard
+    links (no second copy on disk); a copy where the filesystem has none. Our commands read train and test only."""
+    val = Path(out) / VAL_SPLIT
+    val.mkdir()
+    for path in sorted((Path(out) / "test").iterdir()):
+        try:
+            os.link(path, val / path.name)
+        except OSError:
+            shutil.copyfile(path, val / path.name)
+    return val
 
 
 def write_identifiers(out_dir: str | Path, names: Sequence[str]) -> Path:
@@ -159,9 +196,9 @@ def write_grid_split(
 
 # What each builder writes at the top of its --out: a folder holding anything else is not its dataset.
 DATASET_ENTRIES = {
-    "sudoku": ("train", "test", "identifiers.json"),
-    "maze": ("train", "test", "identifiers.json"),
-    "arc": ("train", "test", "identifiers.json", "test_tasks"),
+    "sudoku": ("train", "test", VAL_SPLIT, "identifiers.json"),
+    "maze": ("train", "test", VAL_SPLIT, "identifiers.json"),
+    "arc": ("train", "test", VAL_SPLIT, "identifiers.json", "test_tasks"),
     "text": ("dataset.json", "documents.json", "train", "val", "tokenizer.json"),
 }
 
@@ -229,9 +266,11 @@ def write_grid_dataset(
     out: Path, overwrite: bool, vocab_size: int, splits: dict[str, tuple[np.ndarray, np.ndarray, int, dict[str, Any]]]
 ) -> Path:
     """Write a Sudoku/maze dataset atomically (all or nothing): per split (inputs, labels, groups, builder record) in
-    the layout of `write_grid_split`, then identifiers.json with the blank identifier only."""
+    the layout of `write_grid_split`, then identifiers.json with the blank identifier only, and val/ (the test split
+    again, `write_val_split`)."""
     with atomic_directory(out, overwrite=overwrite) as tmp:
         for split, (inputs, labels, groups, record) in splits.items():
             write_grid_split(tmp / split, inputs, labels, groups, vocab_size, record)
         write_identifiers(tmp, ["<blank>"])
+        write_val_split(tmp)
     return out

@@ -263,7 +263,7 @@ def test_rebuild_with_the_same_seed_is_byte_identical(built: Path, tmp_path: Pat
     again = A.build_arc(opts(tmp_path / "again"))
     files = sorted(p.relative_to(built) for p in built.rglob("*") if p.is_file())
     assert files == sorted(p.relative_to(again) for p in again.rglob("*") if p.is_file())
-    assert len(files) == 13 + len(EVAL_IDS)  # 2 splits x 6, identifiers.json, a test_tasks/ file per evaluation task
+    assert len(files) == 19 + len(EVAL_IDS)  # 3 splits x 6 (val: test again), identifiers.json, a test_tasks/ file each
     for f in files:
         assert (built / f).read_bytes() == (again / f).read_bytes(), f
     other = A.build_arc(opts(tmp_path / "other", seed=7))

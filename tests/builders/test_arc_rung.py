@@ -265,7 +265,7 @@ def record(out: Path, split: str) -> dict:
 def test_a_rebuild_with_the_same_seed_is_byte_identical(tmp_path: Path) -> None:
     first = files(A.build_arc(options(tmp_path / "a", quiet=True)))
     assert first == files(A.build_arc(options(tmp_path / "b", quiet=True)))
-    assert len(first) == 2 * 6 + 1 + 4  # 2 splits x 6 files, identifiers.json, test_tasks/ per evaluation task
+    assert len(first) == 3 * 6 + 1 + 4  # 3 splits x 6 files (val: test again), identifiers.json, test_tasks/ per task
     assert first != files(A.build_arc(options(tmp_path / "c", seed=6, quiet=True)))
 
 
@@ -302,7 +302,8 @@ def test_generate_writes_what_json_of_the_same_tasks_writes(tmp_path: Path, spli
     from_json = A.build_arc(ArcBuildOptions(source="json", dirs=[folder], out=tmp_path / "json", **json_opts))
     a, b = files(generated), files(from_json)
     assert a.keys() == b.keys()
-    assert [k for k in a if a[k] != b[k]] == ["test/dataset.json", "train/dataset.json"]  # the records: source, options
+    differ = ["test/dataset.json", "train/dataset.json", "val/dataset.json"]  # the records: source, options
+    assert sorted(k for k in a if a[k] != b[k]) == differ
     json_record = record(from_json, "train")
     assert not A.RUNG_OPTIONS & set(json_record["options"])  # other sources' records are as before the rung
     assert ArcBuildOptions(source="json", dirs=[folder]).max_grid_size == 30

@@ -144,9 +144,11 @@ def test_maze_solution_counts_and_both_split_kinds(tmp_path: Path) -> None:
 
 # ----------------------------------------------------------------------------------------------- byte identity
 
-# SHA-256 of every file of the original format (dataset.json without our `builder` record), written by the builders
-# before --strict-split existed (commit fb43149). A change here is a change of the default datasets, also when it
-# comes from numpy's random streams.
+# SHA-256 of every file of the original format (dataset.json without the keys we add to it: our `builder` record,
+# and `total_puzzles` and `grid_size` for the other implementations' loaders), written by the builders before
+# --strict-split existed (commit fb43149). A change here is a change of the default datasets, also when it comes from
+# numpy's random streams. The val/ split (the test split again, for nano-trm) is no part of the original format: it is
+# checked to be test/'s bytes.
 BEFORE = {
     "sudoku6x6": (
         lambda out: S.build_sudoku(
@@ -215,16 +217,24 @@ BEFORE = {
 }
 
 
+ADDED_KEYS = ("total_puzzles", "grid_size", "builder")
+
+
 def original_format_hashes(out: Path) -> dict[str, str]:
     hashes = {}
     for p in sorted(out.rglob("*")):
-        if p.is_file():
+        if p.is_file() and p.parts[len(out.parts)] != "val":
             data = p.read_bytes()
             if p.name == "dataset.json":
                 meta = json.loads(data)
-                meta.pop("builder")
+                assert list(meta)[-len(ADDED_KEYS) :] == list(ADDED_KEYS)  # after the original fields
+                for key in ADDED_KEYS:
+                    meta.pop(key)
                 data = json.dumps(meta, sort_keys=True).encode()
             hashes[str(p.relative_to(out))] = hashlib.sha256(data).hexdigest()[:16]
+    test = sorted(p.name for p in (out / "test").iterdir())
+    assert sorted(p.name for p in (out / "val").iterdir()) == test
+    assert all((out / "val" / n).read_bytes() == (out / "test" / n).read_bytes() for n in test)
     return hashes
 
 

@@ -245,7 +245,7 @@ def test_rebuild_is_byte_identical_and_seed_matters(tmp_path: Path) -> None:
     kw = {"size": 8, "min_path": 14, "train_size": 12, "test_size": 5, "aug": True, "subsample_size": 10}
     a, b, c = build(tmp_path, "a", seed=3, **kw), build(tmp_path, "b", seed=3, **kw), build(tmp_path, "c", seed=4, **kw)
     files = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
-    assert len(files) == 13
+    assert len(files) == 19  # 13 of the original format, and val/: test/ again
     for rel in files:
         assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
     assert (a / "train/all__inputs.npy").read_bytes() != (c / "train/all__inputs.npy").read_bytes()
