@@ -15,9 +15,10 @@ budget_clock=cpu schedule_over=seconds` gives every run the same CPU-time budget
 
 `hrm compare --runs DIR...` trains nothing: it reads run directories already made by `hrm train` or `hrm compare` (or
 whole study directories, or their kept records under benchmarks/) and writes the same files: the final evaluation of
-compare.json where a run has one, else the last evaluation of its metrics.jsonl. Runs are grouped by label (a study's
-runs/<label>/seed<k>, or a run directory's name less -seed<k>) and, within a label, by config: seeds of one config
-are averaged.
+compare.json where a run has one, else of the `hrm eval --json` output kept in the run directory (`eval_json`: the
+one of the final checkpoint on the run's data with the most segments), else the last evaluation of its metrics.jsonl.
+Runs are grouped by label (a study's runs/<label>/seed<k>, or a run directory's name less -seed<k>) and, within a
+label, by config: seeds of one config are averaged.
 """
 
 from __future__ import annotations
@@ -312,8 +313,9 @@ def run_label(run_dir: Path) -> str:
 
 
 def run_record(run_dir: Path) -> dict[str, Any]:
-    """compare.json where the run has one (a study's run), else what config.yaml and metrics.jsonl say; with the
-    run's curve and its config's fingerprint (the config less BOOKKEEPING_KEYS)."""
+    """compare.json where the run has one (a study's run), else what config.yaml, metrics.jsonl and the run's
+    `hrm eval --json` output (`eval_json`) say; with the run's curve and its config's fingerprint (the config less
+    BOOKKEEPING_KEYS)."""
     config = load_config(run_dir / "config.yaml")
     if not family_spec(config.family).segments:
         raise UserError(f"{run_dir}: arch.name={config.model_name}: hrm compare studies the ACT puzzle models only")
@@ -325,6 +327,9 @@ def run_record(run_dir: Path) -> dict[str, Any]:
         return {**record, "fingerprint": fingerprint}
     records = read_jsonl(run_dir / "metrics.jsonl", "a run directory holds the metrics.jsonl hrm train writes")
     header = records[0] if records else {}  # the run's first record: its parameter count
+    progress = run_progress(run_dir)
+    last = progress["curve"][-1]["step"] if progress["curve"] else None
+    evaluated = eval_json(run_dir, config.data_path, last)
     return {
         "label": run_label(run_dir),
         "config": str(run_dir / "config.yaml"),
@@ -335,8 +340,44 @@ def run_record(run_dir: Path) -> dict[str, Any]:
         "halt_max_steps": config.arch.halt_max_steps,
         "run_dir": str(run_dir),
         "fingerprint": fingerprint,
-        **run_progress(run_dir),
+        **progress,
+        **({"eval": evaluated[1], "eval_json": evaluated[0]} if evaluated is not None else {}),
     }
+
+
+EVAL_KEYS = ("count", "mmax", "exact_accuracy", "token_accuracy", "act_exact_accuracy", "act_mean_segments", "extra")
+
+
+def eval_json(run_dir: Path, data_path: str, step: int | None) -> tuple[str, dict[str, Any]] | None:
+    """(file name, result) of the `hrm eval --json` output in `run_dir` that stands for the run's final evaluation:
+    a plain evaluation (no --tta, --samples or --puzzle-id blank) of the final checkpoint (`step`) on the run's own
+    data, where its provenance says so (outputs written before hrm eval recorded one are taken as they are); of
+    several, the one with the most segments, then the most examples. None when there is none."""
+    found = []
+    for path in sorted(Path(run_dir).glob("*.json")):
+        if path.name in ("run.json", RUN_RESULT):
+            continue
+        try:
+            value = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue  # not an evaluation of ours: other JSON files may sit in a run directory
+        if not isinstance(value, dict) or any(k not in value for k in EVAL_KEYS):
+            continue
+        m, extra = value["mmax"], value["extra"]
+        if not isinstance(m, int) or not isinstance(extra, dict) or "test_time" in extra:
+            continue
+        if not all(isinstance(value[k], list) and len(value[k]) == m for k in ("exact_accuracy", "token_accuracy")):
+            continue
+        where = value.get("provenance") or {}
+        if "data_path" in where and Path(str(where["data_path"])) != Path(data_path):
+            continue
+        if where.get("step") is not None and step is not None and where["step"] != step:
+            continue
+        found.append((m, value["count"] or 0, path.name, value))
+    if not found:
+        return None
+    m, count, name, value = max(found, key=lambda f: (f[0], f[1], f[2]))
+    return name, value
 
 
 def group_by_config(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -363,7 +404,16 @@ def compare_runs(
     """The study's files for runs already made (`hrm compare --runs`): nothing trains or evaluates. `out` is new,
     empty or a study of hrm compare (its summary files replaced)."""
     claim(out, STUDY)
-    return write_results(read_runs(dirs), out, command, list(targets or DEFAULT_TARGETS), metric, {"from_runs": True})
+    records = read_runs(dirs)
+    bare = [r["run_dir"] for r in records if "eval" not in r and "run_dir" in r]
+    if bare:
+        typer.echo(
+            f"note: {len(bare)} run(s) without an hrm eval --json output in their directory (first: {bare[0]}): @ mmax, "
+            "the per-segment table and plots leave them out, and their ACT is capped at the trained segments; "
+            "hrm eval --run RUN --mmax M --json RUN/evalM.json adds one",
+            err=True,
+        )
+    return write_results(records, out, command, list(targets or DEFAULT_TARGETS), metric, {"from_runs": True})
 
 
 def read_runs(dirs: list[Path]) -> list[dict[str, Any]]:

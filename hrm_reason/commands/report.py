@@ -4,9 +4,12 @@ markdown tables that docs/ embeds verbatim (tests/commands/test_docs_tables.py r
 records under benchmarks/).
 
 A run is a record: `label` and `seed`, its `config` fingerprint, `curve` (the evaluations of metrics.jsonl with the
-training time, steps and FLOPs at each) and, for a study's run, `eval` (compare.json: the final checkpoint evaluated
-at every segment budget up to mmax and with ACT). A plain `hrm train` run has no `eval`: its final evaluation is the
-last evaluation it logged, at the trained segments and with ACT."""
+training time, steps and FLOPs at each) and, where there is one, `eval`: the final checkpoint evaluated at every
+segment budget up to mmax and with ACT (a study's compare.json, or an `hrm eval --json` output kept in a plain run's
+directory). Without one, the final evaluation is the last evaluation the run logged, at the trained segments and
+with ACT capped there.
+
+The ACT figure has one definition (ACT_DEFINITION), and its cap is printed beside it wherever it is."""
 
 from __future__ import annotations
 
@@ -17,6 +20,13 @@ from typing import Any
 from hrm_reason.errors import UserError
 from hrm_reason.jsonfile import read_jsonl
 from hrm_reason.provenance import matmul_peak_of
+
+# What every ACT figure means; `act_cell` prints one with its cap.
+ACT_DEFINITION = (
+    "ACT: each example halts at the first segment where q_halt > q_continue (TRM: q_halt > 0) and answers there, at "
+    "most `cap` segments (an example that has not halted by then answers at the cap); the figure is its accuracy, "
+    "with the mean segments it ran"
+)
 
 # What it took to reach an accuracy: the run's totals at each evaluation (hrm train logs them, runtime/clock.py).
 PROGRESS_KEYS = ("train_wall_seconds", "train_cpu_seconds", "step", "examples_seen", "train_flops")
@@ -119,8 +129,9 @@ def time_to_accuracy(records: list[dict[str, Any]], targets: list[float], metric
 
 def final_evaluation(record: dict[str, Any], metric: str) -> dict[str, Any]:
     """One run's end: `metric` and exact accuracy at the trained segments (N, or mmax when it was evaluated with
-    fewer), at mmax, after each m (a study's run only), with ACT and its mean segments; the steps and training CPU
-    seconds. Read from compare.json where the run has one, else from the last evaluation of metrics.jsonl."""
+    fewer), at mmax, after each m (runs with an `eval`), with ACT, its mean segments and its cap; the steps, training
+    CPU seconds and test examples. Read from the run's `eval` where it has one, else from the last evaluation of
+    metrics.jsonl."""
     last = record["curve"][-1] if record["curve"] else {}
     cpu, steps = last.get("train_cpu_seconds"), record.get("steps", last.get("step"))
     ev = record.get("eval")
@@ -133,6 +144,7 @@ def final_evaluation(record: dict[str, Any], metric: str) -> dict[str, Any]:
             "per_segment": None,
             "act": last.get(f"eval/act_{metric}"),
             "act_segments": last.get("eval/steps"),
+            "act_cap": record["halt_max_steps"],  # hrm train evaluates the trained segments (train/act.py)
             "steps": steps,
             "cpu_seconds": cpu,
             "count": last.get("eval/count"),
@@ -150,10 +162,25 @@ def final_evaluation(record: dict[str, Any], metric: str) -> dict[str, Any]:
         "per_segment": curve,
         "act": act,
         "act_segments": ev["act_mean_segments"],
+        "act_cap": ev["mmax"],
         "steps": steps,
         "cpu_seconds": cpu,
         "count": ev["count"],
     }
+
+
+def with_usable_eval(record: dict[str, Any], metric: str) -> dict[str, Any]:
+    """The record, less an `hrm eval --json` output that has no per-segment `metric` (ARC's pass@k are voted once, not
+    per segment): its final evaluation is then the last one the run logged, as without the output."""
+    ev = record.get("eval")
+    if (
+        ev is None
+        or "eval_json" not in record
+        or metric == "exact_accuracy"
+        or isinstance(ev["extra"].get(metric), list)
+    ):
+        return record
+    return {k: v for k, v in record.items() if k not in ("eval", "eval_json")}
 
 
 def _stat(values: list[float | None]) -> dict[str, float | None] | None:
@@ -164,6 +191,7 @@ def summarise(records: list[dict[str, Any]], metric: str = "exact_accuracy") -> 
     """Per label (config), over its seeds: the final evaluation (`final_evaluation`) as mean ± std, with every seed's
     value at the trained segments; for studies also the per-segment curves of exact and token accuracy and of the
     evaluation's extra metrics (the plots read them)."""
+    records = [with_usable_eval(r, metric) for r in records]
     summary: dict[str, dict[str, Any]] = {}
     for label in dict.fromkeys(r["label"] for r in records):
         runs = [r for r in records if r["label"] == label]
@@ -181,7 +209,8 @@ def summarise(records: list[dict[str, Any]], metric: str = "exact_accuracy") -> 
             "halt_max_steps": first["halt_max_steps"],
             "metric": metric,
             "segments": segments.pop(),
-            "count": finals[0]["count"],
+            "counts": [f["count"] for f in finals],
+            "act_caps": sorted({f["act_cap"] for f in finals}),
             "per_seed": [f["at_trained"] for f in finals],
             "at_trained": _stat([f["at_trained"] for f in finals]),
             "exact_at_trained": _stat([f["exact_at_trained"] for f in finals]),
@@ -237,12 +266,13 @@ def _name(metric: str) -> str:
 
 
 def final_table(summary: dict[str, dict[str, Any]]) -> str:
-    """One row per config: the metric at the trained segments (each seed, then mean ± sd), at mmax, with ACT."""
+    """One row per config: the test examples, the metric at the trained segments (each seed, then mean ± sd), at
+    mmax, and with ACT (its cap and mean segments)."""
     multi = len({e["data_path"] for e in summary.values()}) > 1
     metric = next(iter(summary.values()))["metric"]
     exact = metric != "exact_accuracy"
-    head = ["config", *(["data"] if multi else []), "arch", "params", "seeds", "steps", "CPU-s per step"]
-    head += [f"{_name(metric)} @ N (seeds)", "mean ± sd", "@ mmax", "ACT (mean segments)"]
+    head = ["config", *(["data"] if multi else []), "arch", "params", "seeds", "steps", "CPU-s per step", "tests"]
+    head += [f"{_name(metric)} @ N (seeds)", "mean ± sd", "@ mmax", "ACT (cap; mean segments)"]
     head += ["exact @ N"] if exact else []
     lines = [
         "| " + " | ".join(head) + " |",
@@ -252,12 +282,24 @@ def final_table(summary: dict[str, dict[str, Any]]) -> str:
         seeds = " / ".join("-" if v is None else f"{100 * v:.1f}" for v in e["per_seed"])
         params = "-" if e["num_params"] is None else f"{e['num_params']:,}"
         at_mmax = f"{pct(e['at_mmax'])} (@{e['mmax']})" if "at_mmax" in e else "-"
-        act = "-" if e["act"] is None else f"{pct(e['act'])} ({num(e['act_segments'], 2)})"
+        act = "-" if e["act"] is None else act_cell(e["act"], e["act_caps"], e["act_segments"])
         cells = [label, *([e["data_path"]] if multi else []), e["arch"], params, str(len(e["seeds"]))]
-        cells += [num(e["steps"]), num(e["cpu_seconds_per_step"], 3), f"{seeds}% (@{e['segments']})"]
+        cells += [num(e["steps"]), num(e["cpu_seconds_per_step"], 3), counts_cell(e["counts"])]
+        cells += [f"{seeds}% (@{e['segments']})"]
         cells += [pct(e["at_trained"]), at_mmax, act] + ([pct(e["exact_at_trained"])] if exact else [])
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def act_cell(act: dict[str, Any], caps: list[int], segments: dict[str, Any] | None) -> str:
+    """An ACT figure as every table prints it (ACT_DEFINITION): accuracy, then its cap and mean segments."""
+    return f"{pct(act)} (cap {'/'.join(map(str, caps))}; {num(segments, 2)})"
+
+
+def counts_cell(counts: list[int | None]) -> str:
+    """The test examples a row's evaluations ran on: one number when the seeds agree."""
+    shown = list(dict.fromkeys("-" if c is None else f"{c:,}" for c in counts))
+    return " / ".join(shown)
 
 
 def segments_table(summary: dict[str, dict[str, Any]]) -> str | None:
@@ -301,18 +343,18 @@ def tables(summary: dict[str, dict[str, Any]], tta: dict[str, Any]) -> dict[str,
 def markdown(summary: dict[str, dict[str, Any]], tta: dict[str, Any], named: dict[str, str], command: str) -> str:
     """results.md: the named tables (`tables`) with their headings and what their columns mean."""
     metric = _name(tta["metric"])
-    counts = sorted({e["count"] for e in summary.values() if e["count"] is not None})
     parts = [
         "# hrm compare",
         "",
         f"Command: `{command}`",
         "",
-        "Mean ± sample standard deviation over seeds. N: the segments the runs were trained with (halt_max_steps), "
-        "or mmax when they were evaluated with fewer; @ mmax: after the largest budget evaluated (hrm compare's own "
-        "runs); ACT: each example halts at the first segment with q_halt > q_continue (TRM: q_halt > 0). Runs of "
-        "plain hrm train are read from their last logged evaluation.",
+        "Mean ± sample standard deviation over seeds. tests: the test examples each row's evaluations ran on. N: the "
+        "segments the runs were trained with (halt_max_steps), or mmax when they were evaluated with fewer; @ mmax: "
+        "after the largest budget evaluated (hrm compare's own runs, or the `hrm eval --json` output kept in a plain "
+        f"run's directory); {ACT_DEFINITION}. Plain hrm train runs without such an output are read from their last "
+        "logged evaluation, ACT capped at the trained segments.",
         "",
-        f"## Final evaluation ({metric}; {', '.join(f'{c:,}' for c in counts) or 'unknown'} test examples)",
+        f"## Final evaluation ({metric})",
         "",
         named["final"],
         "",

@@ -18,7 +18,14 @@ from hrm_reason.commands.report import reach, time_to_accuracy
 from hrm_reason.config import save_config
 from hrm_reason.errors import UserError
 from hrm_reason.evaluate.run import evaluate_run
-from tests.helpers import assert_one_line_error, run_hrm, tiny_config, torch_threads, write_original_layout
+from tests.helpers import (
+    assert_one_line_error,
+    hrm_in_process,
+    run_hrm,
+    tiny_config,
+    torch_threads,
+    write_original_layout,
+)
 
 TINY = ["epochs=2", "eval_interval=2"]
 
@@ -214,6 +221,57 @@ def test_runs_are_summarised_without_training(study, tmp_path: Path, monkeypatch
         compare_runs([empty], tmp_path / "bad")
 
 
+def test_runs_read_the_hrm_eval_json_kept_in_their_directory(
+    study, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 44 item 5: a plain run's `hrm eval --json` output fills @ mmax, the per-segment table and the plots of
+    --runs, ACT is printed with its cap, and each row gives its test examples. Only a plain evaluation of the final
+    checkpoint on the run's own data stands for the run; of several, the one with the most segments."""
+    out, _, results = study
+    plain = []
+    for seed in (0, 1):
+        plain.append(tmp_path / f"sudoku4-hrm-seed{seed}")
+        shutil.copytree(
+            out / "runs" / "hrm_tiny" / f"seed{seed}", plain[-1], ignore=shutil.ignore_patterns("compare.json")
+        )
+    bare = compare_runs(plain, tmp_path / "bare")  # no eval JSON yet: the last logged evaluation, ACT capped at N
+    assert "ACT (cap; mean segments)" in bare["tables"]["final"] and "% (cap 3; " in bare["tables"]["final"]
+    logged = [r["curve"][-1]["eval/count"] for r in bare["runs"]]
+    assert "segments" not in bare["tables"] and bare["summary"]["sudoku4-hrm"]["counts"] == logged == [16, 16]
+
+    def hrm_eval(run: Path, *args: str) -> dict:
+        code, err = hrm_in_process(capsys, monkeypatch, "eval", "--run", str(run), "--quiet", *args)
+        assert code == 0, err
+        return json.loads(Path(args[args.index("--json") + 1]).read_text())
+
+    evals = []
+    for run in plain:
+        evals.append(hrm_eval(run, "--mmax", "5", "--json", str(run / "eval5.json")))
+        hrm_eval(run, "--mmax", "2", "--json", str(run / "eval2.json"))  # fewer segments: not the one
+        test_time = ("--mmax", "8", "--samples", "2", "--noise", "0.1", "--json", str(run / "eval-samples.json"))
+        assert "test_time" in hrm_eval(run, *test_time)["extra"]  # test-time compute: not it
+        elsewhere = {**evals[-1], "mmax": 9, "exact_accuracy": [0.0] * 9, "token_accuracy": [0.0] * 9}
+        elsewhere["provenance"] = {**evals[-1]["provenance"], "data_path": "data/another"}
+        (run / "eval-other-data.json").write_text(json.dumps(elsewhere))  # another dataset's: not it
+        older = {**elsewhere, "provenance": {**evals[-1]["provenance"], "step": 2}}
+        (run / "eval-older.json").write_text(json.dumps(older))  # an older checkpoint's: not it
+        (run / "notes.json").write_text('["not an evaluation"]')
+    got = compare_runs(plain, tmp_path / "with-evals")
+    assert [r["eval_json"] for r in got["runs"]] == ["eval5.json", "eval5.json"]
+    entry = got["summary"]["sudoku4-hrm"]
+    assert entry["mmax"] == 5 and entry["act_caps"] == [5] and entry["counts"] == [e["count"] for e in evals]
+    assert entry["at_mmax"]["mean"] == pytest.approx(statistics.fmean(e["exact_accuracy"][4] for e in evals))
+    assert entry["per_seed"] == [e["exact_accuracy"][2] for e in evals]  # at the trained 3 segments
+    assert entry["act"]["mean"] == pytest.approx(statistics.fmean(e["act_exact_accuracy"] for e in evals))
+    row = next(line for line in got["tables"]["final"].splitlines() if line.startswith("| sudoku4-hrm |"))
+    assert f"| {evals[0]['count']:,} |" in row and "(@5)" in row and "(cap 5; " in row
+    assert "| sudoku4-hrm |" in got["tables"]["segments"]
+    plots = {Path(p).name for p in got["plots"]}
+    assert {"accuracy_vs_segments.png", "act_vs_fixed_segments.png", "accuracy_vs_time.png"} <= plots
+    text = (tmp_path / "with-evals" / "results.md").read_text()
+    assert report.ACT_DEFINITION in text and "## Final evaluation (exact accuracy)\n" in text
+
+
 def test_rerun_skips_finished_runs_and_resumes_interrupted_ones(study, monkeypatch: pytest.MonkeyPatch) -> None:
     out, configs, results = study
     calls: list[tuple[str, bool]] = []
@@ -394,10 +452,10 @@ def test_a_per_segment_metric_gets_its_own_table_and_the_plots(tmp_path: Path) -
     tta = time_to_accuracy(records, [0.5], "optimal_path_accuracy")
     text = report.markdown(summary, tta, report.tables(summary, tta), "hrm compare (test)")
     row = next(line for line in text.splitlines() if line.startswith("| maze | hrm |"))
-    # metric at the trained 2 segments per seed, mean ± sd, at mmax 3, ACT (segments), exact accuracy at 2.
+    # tests, metric at the trained 2 segments per seed, mean ± sd, at mmax 3, ACT (cap; segments), exact at 2.
     assert row == (
-        "| maze | hrm | 1,000 | 2 | 10 ± 0 | 1.000 ± 0.000 | 60.0 / 80.0% (@2) | 70.0 ± 14.1% | 60.0 ± 14.1% (@3) | "
-        "71.0 ± 14.1% (2.00 ± 0.00) | 30.0 ± 14.1% |"
+        "| maze | hrm | 1,000 | 2 | 10 ± 0 | 1.000 ± 0.000 | 50 | 60.0 / 80.0% (@2) | 70.0 ± 14.1% | "
+        "60.0 ± 14.1% (@3) | 71.0 ± 14.1% (cap 3; 2.00 ± 0.00) | 30.0 ± 14.1% |"
     )
     assert "| maze | 45.0 | 70.0 | 60.0 |" in text and "## Optimal path accuracy after m segments" in text
     # A run whose evaluation lacks the metric is named, not silently drawn with another.
