@@ -88,17 +88,22 @@ def record_provenance(run_dir: Path, resume_step: int | None = None) -> dict[str
 
 
 def record_peak(
-    run_dir: Path, flops: float, samples: list[float] | None = None, load: float | None = None, cpus: int | None = None
+    run_dir: Path,
+    flops: float | None,
+    samples: list[float] | None = None,
+    load: float | None = None,
+    cpus: int | None = None,
 ) -> None:
     """Add this machine's fp32 matrix-product peak (FLOP/s: the median of the samples taken during the run and at its
     end) to this start's record in run.json, with the samples, the highest load average seen and the cores: the
     figures that scale the run's times to another machine, and say whether it had the machine to itself
-    (docs/training.md, "Time to accuracy")."""
+    (docs/training.md, "Time to accuracy"). A start stopped before any sample records its load alone (flops None)."""
     path = run_dir / RUN_RECORD
     try:
         loaded = json.loads(path.read_text())
         runs = loaded["runs"]
-        runs[-1]["matmul_peak_flops"] = flops
+        if flops is not None:
+            runs[-1]["matmul_peak_flops"] = flops
         if samples is not None:
             runs[-1].update(matmul_peak_samples=samples, load_average_max=load, cpu_count=cpus)
     except (OSError, json.JSONDecodeError, UnicodeDecodeError, KeyError, IndexError, TypeError):
@@ -114,3 +119,36 @@ def matmul_peak_of(run_dir: Path) -> float | None:
     except (OSError, json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
         return None
     return float(peaks[-1]) if peaks else None
+
+
+SHARED_LOAD_MARGIN = 0.5  # a load average above the cores by more than this: other work ran beside the run
+
+
+def shared_machine_warning(run_dir: Path) -> str | None:
+    """The warning a run ends with when any of its starts (run.json: the first and every resume, as record_peak wrote
+    them) found the machine shared, naming the starts when there were several; None when none did, or none recorded
+    its load (starts shorter than the peak's measurement, or written before loads were recorded)."""
+    try:
+        runs = json.loads((Path(run_dir) / RUN_RECORD).read_text())["runs"]
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
+        return None
+    if not isinstance(runs, list):
+        return None
+    shared = []
+    for number, start in enumerate(runs, 1):
+        load, cpus = (
+            (start.get("load_average_max"), start.get("cpu_count")) if isinstance(start, dict) else (None, None)
+        )
+        if isinstance(load, (int, float)) and isinstance(cpus, int) and load > cpus + SHARED_LOAD_MARGIN:
+            shared.append((number, float(load), cpus))
+    if not shared:
+        return None
+    load, cpus = max(shared, key=lambda s: s[1])[1:]
+    numbers = [str(n) for n, _, _ in shared]
+    starts = numbers[0] if len(numbers) == 1 else ", ".join(numbers[:-1]) + " and " + numbers[-1]
+    where = "" if len(runs) == 1 else f" in start{'s' * (len(shared) > 1)} {starts} of {len(runs)} (run.json)"
+    return (
+        f"warning: the machine was shared during this run (load average up to {load:.1f} on {cpus} cores{where}): its "
+        "wall times and recorded matrix-product peak are those of a loaded machine; compare runs by CPU-seconds and "
+        "FLOPs"
+    )

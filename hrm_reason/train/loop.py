@@ -32,7 +32,7 @@ from hrm_reason.checkpoint import find_checkpoint, prune_checkpoints, read_state
 from hrm_reason.config import TrainConfig, dotted_keys, load_config, save_config
 from hrm_reason.errors import UserError
 from hrm_reason.models.registry import family_part
-from hrm_reason.provenance import record_peak, record_provenance
+from hrm_reason.provenance import record_peak, record_provenance, shared_machine_warning
 from hrm_reason.runtime.clock import RunClock
 from hrm_reason.runtime.device import matmul_peak, resolve_device
 from hrm_reason.runtime.distributed import Processes, barrier, lost_process, max_over_ranks, processes
@@ -269,26 +269,32 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) 
     finally:
         run.bar.close()
         run.log.close()
+    if procs.is_main and time.perf_counter() - run.started_at >= PEAK_AFTER_SECONDS:
+        # Every start records the machine it found, a stopped one too (its load now, no last peak: it stops at once),
+        # so that the warning below covers every start of a resumed run.
+        if state.stopped:
+            run.loads.append(load_average())
+        else:
+            sample_machine(run, device, seconds=1.0)
+        peak = statistics.median(run.peaks) if run.peaks else None
+        record_peak(run_dir, peak, run.peaks, max(run.loads), os.cpu_count())
     if state.stopped:
         raise stop.stopped()
-    if procs.is_main and time.perf_counter() - run.started_at >= PEAK_AFTER_SECONDS:
-        sample_machine(run, device, seconds=1.0)
-        record_peak(run_dir, statistics.median(run.peaks), run.peaks, max(run.loads), os.cpu_count())
-        if max(run.loads) > (os.cpu_count() or 1) + 0.5:
-            print(
-                f"warning: the machine was shared during this run (load average up to {max(run.loads):.1f} on "
-                f"{os.cpu_count()} cores): its wall times and recorded matrix-product peak are those of a loaded "
-                "machine; compare runs by CPU-seconds and FLOPs",
-                file=sys.stderr,
-            )
+    if procs.is_main and (warning := shared_machine_warning(run_dir)) is not None:
+        print(warning, file=sys.stderr)
     return run_dir
+
+
+def load_average() -> float:
+    """The 1-minute load average (0 where the platform has none)."""
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
 
 
 def sample_machine(run: Run, device: torch.device, seconds: float) -> None:
     """Measure the matrix-product peak and the load average now, as the run finds the machine: at each evaluation
     and at the end, so that a peak taken in a quiet moment cannot stand for a run that shared its cores."""
     run.peaks.append(matmul_peak(device, torch.float32, seconds=seconds))
-    run.loads.append(os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0)
+    run.loads.append(load_average())
 
 
 def check_run_dir(run_dir: Path, resume: bool) -> None:
