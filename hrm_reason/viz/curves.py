@@ -86,7 +86,7 @@ def curves_figure(records: list[dict[str, Any]], title: str) -> Figure:
         if eval_key is not None:
             _plot_eval(ax, records, eval_key, "eval", EVAL_COLOUR)
         if eval_key == "eval/exact_accuracy":
-            _plot_eval(ax, records, "eval/act_exact_accuracy", "eval, ACT halting", ACT_COLOUR)
+            _plot_eval(ax, records, "eval/act_exact_accuracy", "eval, ACT halting (cap: trained segments)", ACT_COLOUR)
             extra = sorted({k for r in records for k in r if k.startswith("eval/") and k not in KNOWN_EVAL})
             for key in extra:
                 _, values = series(records, key)
@@ -194,7 +194,8 @@ def segments_figure(results: dict[str, dict[str, Any]], title: str, trained: int
                 zorder=5,
                 edgecolor="black",
                 linewidth=0.5,
-                label=f"ACT halting: {r['act_exact_accuracy']:.1%} at {r['act_mean_segments']:.1f} segments",
+                label=f"ACT halting (cap {r.get('mmax', '?')}): {r['act_exact_accuracy']:.1%} at "
+                f"{r['act_mean_segments']:.1f} segments",
             )
         for j, (key, values) in enumerate(sorted((r.get("extra") or {}).items())):
             if (

@@ -43,7 +43,10 @@ def _eval_table(name: str, result: dict[str, Any]) -> str:
     if isinstance(result.get("act_exact_accuracy"), (int, float)) and isinstance(
         result.get("act_mean_segments"), (int, float)
     ):
-        act = f"<p>ACT halting: exact {result['act_exact_accuracy']:.1%} with {result['act_mean_segments']:.2f} segments on average.</p>"
+        act = (
+            f"<p>ACT halting (cap {result.get('mmax', '?')} segments): exact {result['act_exact_accuracy']:.1%} with "
+            f"{result['act_mean_segments']:.2f} segments on average.</p>"
+        )
     return (
         f"<h3>{html.escape(name)} ({result.get('count', '?')} examples)</h3>{act}"
         f"<table><tr><th>segments</th><th>exact</th><th>token</th></tr>{rows}</table>"

@@ -95,7 +95,7 @@ def _act(ax: Any, entries: dict[str, dict[str, Any]], metric: str, colours: dict
             fmt="*",
             ms=10,
             color=colours[label],
-            label=f"{label} ACT",
+            label=f"{label} ACT (cap {'/'.join(map(str, e.get('act_caps', [e['mmax']])))})",
         )
     ax.set_xlabel("segments (line: fixed m; star: ACT mean)")
     ax.set_ylabel(f"{metric.replace('_', ' ')} (%)")
