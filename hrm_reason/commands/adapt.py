@@ -52,7 +52,7 @@ from hrm_reason.runtime.device import resolve_device
 from hrm_reason.runtime.logs import progress_bar
 from hrm_reason.tasks import arc
 from hrm_reason.train.act import exploration_generator
-from hrm_reason.train.optim import make_optimizer
+from hrm_reason.train.optim import make_optimizer, set_lr
 
 RECORD = "adapted.json"
 ROWS = "adapted.safetensors"
@@ -332,8 +332,7 @@ def adapt_rows(
             )
             (loss / batch_size).backward()
             if optimizer is not None:
-                for group in optimizer.param_groups:
-                    group["lr"] = LR_WHOLE if options.lr_whole is None else options.lr_whole
+                set_lr(optimizer, LR_WHOLE if options.lr_whole is None else options.lr_whole)
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
             sparse.step()
