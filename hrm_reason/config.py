@@ -590,9 +590,43 @@ def read_yaml(path: Path) -> dict[str, Any]:
 UNREAD_FILE_KEYS = ("checkpoint_path", "eval_save_outputs")
 
 
+def _merge_base(base: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
+    """`child` over its `base`: mappings merged key by key, the child's value winning, except that an `arch` naming
+    another model than the base's replaces the base's `arch` whole (one model's options mean nothing to another)."""
+    arch, base_arch = child.get("arch"), base.get("arch")
+    if isinstance(arch, dict) and isinstance(base_arch, dict) and "name" in arch:
+        if arch["name"] != base_arch.get("name", "hrm"):
+            base = {k: v for k, v in base.items() if k != "arch"}
+    return _merge(base, child)
+
+
+def read_preset(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """A config file's mapping with the file its `base` key names (relative to the file's folder; a chain of them)
+    merged under it (`_merge_base`), the `base` key dropped. A missing base or a cycle is a UserError naming the file
+    and its `base` key."""
+    data = read_yaml(path)
+    if "base" not in data:
+        return data
+    ref = data.pop("base")
+    if not isinstance(ref, str) or not ref.strip():
+        raise UserError(
+            f"{path}: field 'base': expected the path of another config file, relative to this file's folder "
+            f"(got {ref!r})"
+        )
+    base_path = path.parent / ref
+    seen = (*chain, path.resolve())
+    if base_path.resolve() in seen:
+        cycle = " -> ".join(str(p) for p in (*seen, base_path.resolve()))
+        raise UserError(f"{path}: field 'base': {ref} makes a cycle of bases ({cycle})")
+    if not base_path.is_file():
+        raise UserError(f"{path}: field 'base': {base_path} not found (a base is relative to this file's folder)")
+    return _merge_base(read_preset(base_path, seen), data)
+
+
 def read_config(path: str | Path | None, overrides: list[str] | None = None) -> dict[str, Any]:
-    """The config file (if any) with `key=value` overrides applied, before validation."""
-    data = read_yaml(Path(path)) if path is not None else {}
+    """The config file (if any), its bases merged under it (`read_preset`), with `key=value` overrides applied, before
+    validation."""
+    data = read_preset(Path(path)) if path is not None else {}
     # Hydra leftovers of original configs are not settings.
     data.pop("defaults", None)
     data.pop("hydra", None)
