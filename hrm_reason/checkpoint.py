@@ -26,7 +26,7 @@ from torch import nn
 from hrm_reason.atomic import atomic_directory, atomic_write_text
 from hrm_reason.errors import UserError
 from hrm_reason.jsonfile import read_json, read_jsonl, read_safetensors, read_text
-from hrm_reason.models.registry import MODELS, checkpoint_adapter
+from hrm_reason.models.registry import checkpoint_adapter
 
 WEIGHTS = "model.safetensors"
 STATE = "state.pt"
@@ -288,8 +288,7 @@ def convert_original_state_dict(sd: dict[str, torch.Tensor], model_name: str = "
     """Key names of the original code (`[_orig_mod.]model.inner.embed_tokens.embedding_weight`, ...) to ours, by the
     checkpoint adapter of `model_name` (models/registry.py); a model without one takes HRM's, whose names are those
     of the shared puzzle core."""
-    spec = MODELS.get(model_name)
-    return checkpoint_adapter(model_name if spec is not None and spec.adapter is not None else "hrm")(sd)
+    return checkpoint_adapter(model_name)(sd)
 
 
 def load_checkpoint(model: nn.Module, ckpt: Path) -> None:

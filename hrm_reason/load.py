@@ -6,8 +6,8 @@ model; `load_run` also gives the run's config and the model family, for evaluati
 - the same of an ACT puzzle model (or an original HRM checkpoint with its all_config.yaml) -> that model; without its
   dataset on disk, the shapes come from the weights' header.
 The model comes back in eval mode. An LM head called with `input_ids` (and optional `token_type_ids`) returns an
-output whose `.logits` is (batch, seq, vocab), as a `transformers` causal LM does. Each family's loader is named in
-models/registry.py (FAMILIES) and has one signature, so `load_run` never branches on the family.
+output whose `.logits` is (batch, seq, vocab), as a `transformers` causal LM does. Each family's loader is in `LOADERS`
+(keyed by the family's name) and has one signature, so `load_run` never branches on the family.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from hrm_reason.hub import resolve_checkpoint
 # that pull in torch (checkpoint, data, models: ~1 s) or pydantic (config, models.registry: ~0.1 s) stay inside the
 # functions, so that `hrm --help` stays at ~0.2 s.
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from torch import nn
 
     from hrm_reason.config import Family, TrainConfig
@@ -89,12 +91,11 @@ def load_run(
 
     from hrm_reason.checkpoint import find_checkpoint, saved_model_config
     from hrm_reason.config import family_of, load_config
-    from hrm_reason.models.registry import family_part
 
     path, device = resolve_checkpoint(path), torch.device(device)
     if not path.exists():
         raise UserError(f"{path}: no such checkpoint, run directory or transformers directory")
-    if is_hf_hrm_text(path):  # HRMText's module only when asked for: the registry imports each model on first use
+    if is_hf_hrm_text(path):  # the converter's module only when asked for
         from hrm_reason.models.lm.hrm_text_convert import load_hf_hrm_text
 
         return LoadedRun(load_hf_hrm_text(path).to(device).eval(), None, path, "lm")
@@ -103,7 +104,7 @@ def load_run(
     config = load_config(cfg_path) if cfg_path is not None else None
     # The family: the run config's model, else the one named in the weights' header (an LM checkpoint outside a run).
     family = config.family if config is not None else family_of(saved_model_config(ckpt) or {})
-    model = family_part(family, "loader")(ckpt, config, cfg_path, data, device)
+    model = LOADERS[family](ckpt, config, cfg_path, data, device)
     return LoadedRun(model.to(device).eval(), config, ckpt, family)
 
 
@@ -163,3 +164,7 @@ def load_act_model(
     model = build_model(config.arch, meta, device, config.seed)
     load_checkpoint(model, ckpt)
     return model
+
+
+# Each family's loader, one signature: (checkpoint, run config, its path, dataset, device) -> the model with its weights.
+LOADERS: dict[Family, Callable[..., nn.Module]] = {"act": load_act_model, "lm": load_lm_model}

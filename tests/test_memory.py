@@ -59,7 +59,7 @@ def test_the_floor_is_below_what_a_puzzle_models_step_keeps(name: str) -> None:
     sizes = dict(seq_len=16, vocab_size=6, num_puzzle_identifiers=3)
     model = registry.build(ACT_MODELS[name], sizes, CPU)
     batch = puzzle_batch(n=8)
-    state = {"carry": model.initial_carry(batch)}
+    state = {"carry": model.empty_carry(batch)}
 
     def step() -> None:
         state["carry"], out = model(state["carry"], batch)

@@ -325,7 +325,7 @@ def adapt_rows(
             rows, order = torch.tensor(order[:batch_size], device=device), order[batch_size:]
             batch = {k: v[rows] for k, v in data.items()}
             if carry is None:
-                carry = model.initial_carry(batch)
+                carry = model.empty_carry(batch)
             carry, outputs = model(carry, batch, generator=exploration_generator(generator, options.seed, step, 0))
             loss, metrics = act_loss(
                 outputs, carry.current_data["labels"], carry.halted, carry.steps, config.arch.loss.loss_type

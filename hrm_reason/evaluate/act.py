@@ -48,7 +48,7 @@ class SegmentSource(Protocol):
 
 
 def plain_segments(model: nn.Module, batch: dict[str, torch.Tensor], mmax: int) -> Iterator[ACTOutput]:
-    carry = model.initial_carry(batch)
+    carry = model.empty_carry(batch)
     for _ in range(mmax):
         carry, out = model(carry, batch, halt_max_steps=mmax)
         yield out

@@ -1,6 +1,6 @@
 """The one evaluation entry (`hrm eval`): load a run, a checkpoint (ours or an original HRM one) or a transformers
-HrmText directory through `hrm_reason.load`, and evaluate it the way its model family is evaluated (the family's
-evaluator is named in models/registry.py, FAMILIES).
+HrmText directory through `hrm_reason.load`, and evaluate it the way its model family is evaluated (`EVALUATORS`,
+keyed by the family's name).
 
 - ACT puzzle models: accuracy after every segment m = 1..mmax on the test split and the ACT result (evaluate/act.py);
 - LM heads on a text dataset: CE, perplexity and tokens/s on the val split (evaluate/lm.py);
@@ -11,6 +11,7 @@ evaluator is named in models/registry.py, FAMILIES).
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ from hrm_reason.evaluate.tta import (
     format_test_time,
 )
 from hrm_reason.load import LoadedRun, load_run, run_config
-from hrm_reason.models.registry import family_part, family_spec
+from hrm_reason.models.registry import Family, family_spec
 from hrm_reason.provenance import provenance
 from hrm_reason.runtime.device import free_memory, resolve_device
 from hrm_reason.tasks import task_metrics, task_transforms
@@ -142,7 +143,7 @@ def evaluate_run(
             f"{path}: a language-model head; --tta, --samples, --noise and --puzzle-id blank are for ACT puzzle models"
         )
     options = EvalOptions(path, data, mmax, batch_size, max_examples, device, progress, max_tokens, seq_len, test_time)
-    result = family_part(loaded.family, "evaluator")(loaded, options)
+    result = EVALUATORS[loaded.family](loaded, options)
     result.provenance = {
         "evaluated": str(path),
         "checkpoint": str(loaded.checkpoint),
@@ -234,6 +235,13 @@ def evaluate_lm_run(loaded: LoadedRun, options: EvalOptions) -> LMEvalResult | P
     return evaluate_lm(
         model, val, seq, bs, options.device, options.max_tokens, progress=options.progress, forward_dtype=forward_dtype
     )
+
+
+# Each family's evaluator, one signature: (loaded run, options) -> its result.
+EVALUATORS: dict[Family, Callable[[LoadedRun, EvalOptions], Result]] = {
+    "act": evaluate_act_run,
+    "lm": evaluate_lm_run,
+}
 
 
 def format_result(result: Result) -> str:

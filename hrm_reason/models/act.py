@@ -16,9 +16,15 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch import nn
 
 from hrm_reason.losses import IGNORE_LABEL_ID, LOSS_FUNCTIONS
+from hrm_reason.models.spec import FamilySpec
 from hrm_reason.runtime.device import compute_dtype
 
+# The ACT family (models/registry.py `families`): evaluated per segment, no text generation.
+FAMILY = FamilySpec(segments=True, generates=False)
+
 Batch = dict[str, torch.Tensor]
+# Where the Q-continue target of a model that has one comes from (docs/models.md, "The Q-continue target").
+QTarget = Literal["extra_forward", "next_segment"]
 
 
 class LossConfig(BaseModel):
@@ -29,8 +35,8 @@ class LossConfig(BaseModel):
 
 
 class ACTConfig(BaseModel):
-    """The options every ACT puzzle model reads; each model's config adds its own (models/hrm.py, baselines.py,
-    trm.py). seq_len, vocab_size and num_puzzle_identifiers come from the dataset (registry.build_model)."""
+    """The options every ACT puzzle model reads; each model's config adds its own (models/hrm.py, transformer.py,
+    unitf.py, trm.py). seq_len, vocab_size and num_puzzle_identifiers come from the dataset (registry.build_model)."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
@@ -147,21 +153,24 @@ class Carry:
 class ACTModel(nn.Module):
     """One call = one segment; halted rows are reset and refilled from the incoming batch.
 
-    `config` needs halt_max_steps, halt_exploration_prob and q_target. A model names its core class as `core`; the
-    core built from the config is `inner` (models/core.py, compiled alone by `hrm train compile=true`)."""
+    `config` needs halt_max_steps, halt_exploration_prob and q_target. A model names the class of its core as
+    `inner_class`; the core built from the config is `inner` (a models/core.py `PuzzleCore`, compiled alone by
+    `hrm train compile=true`; `inner` is the name the original code's checkpoints give its parameters)."""
 
-    core: type[nn.Module]
+    inner_class: type[nn.Module]
 
     def __init__(self, config: Any) -> None:
         super().__init__()
         self.config = config
-        self.inner = self.core(config)
+        self.inner = self.inner_class(config)
 
     @property
     def puzzle_emb(self) -> nn.Module | None:
         return getattr(self.inner, "puzzle_emb", None)
 
-    def initial_carry(self, batch: Batch) -> Carry:
+    def empty_carry(self, batch: Batch) -> Carry:
+        """The carry before the first call: every row halted and empty, so that the call resets it to the initial
+        states and fills it with its example of `batch`."""
         batch_size, device = batch["inputs"].shape[0], batch["inputs"].device
         return Carry(
             inner_carry=self.inner.empty_carry(batch_size, device),
@@ -173,7 +182,7 @@ class ACTModel(nn.Module):
     def started_carry(self, batch: Batch) -> Carry:
         """The carry after the first call's reset: every row holds its example and the initial states, so a change
         made to the state now (test-time noise) reaches the first segment (`forward` resets only halted rows)."""
-        carry = self.initial_carry(batch)
+        carry = self.empty_carry(batch)
         return Carry(
             inner_carry=self.inner.reset_carry(carry.halted, carry.inner_carry),
             steps=carry.steps,
@@ -206,8 +215,9 @@ class ACTModel(nn.Module):
             for k, v in carry.current_data.items()
         }
 
-        inner_carry, logits, (q_halt, q_continue) = self.inner(inner_carry, data, **depth)
-        out = ACTOutput(logits=logits, q_halt_logits=q_halt, q_continue_logits=q_continue)
+        segment = self.inner(inner_carry, data, **depth)
+        inner_carry, q_halt, q_continue = segment.carry, segment.q_halt, segment.q_continue
+        out = ACTOutput(logits=segment.logits, q_halt_logits=q_halt, q_continue_logits=q_continue)
 
         with torch.no_grad():
             steps = steps + 1
@@ -227,9 +237,11 @@ class ACTModel(nn.Module):
 
                 if self.config.q_target == "extra_forward":
                     # Q-learning target from one more segment on the new state (no replay buffer, no target network).
-                    _, _, (next_q_halt, next_q_continue) = self.inner(inner_carry, data, **depth)
+                    following = self.inner(inner_carry, data, **depth)
                     out.target_q_continue = torch.sigmoid(
-                        torch.where(is_last_step, next_q_halt, torch.maximum(next_q_halt, next_q_continue))
+                        torch.where(
+                            is_last_step, following.q_halt, torch.maximum(following.q_halt, following.q_continue)
+                        )
                     )
                 elif self.config.q_target == "next_segment":
                     # This segment's Q values are the target of the previous step's continue prediction, on rows that

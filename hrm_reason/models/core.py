@@ -2,7 +2,7 @@
 
 The recipe is the original HRM's: token embeddings scaled by sqrt(D), a sparse puzzle embedding on prefix positions,
 RoPE or learned positions, an untied LM head read after the prefix, a Q head on position 0 initialised to "never
-halt". HRM (models/hrm.py), the baselines (baselines.py) and TRM (trm.py) only add their recurrence, so a comparison
+halt". HRM (models/hrm.py), the baselines (transformer.py, unitf.py) and TRM (trm.py) only add their recurrence, so a comparison
 between them is about the recurrence alone ("same data, loss and puzzle embedding").
 """
 
@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -23,9 +24,25 @@ from hrm_reason.models.sparse_embedding import SparsePuzzleEmbedding
 CosSin = tuple[torch.Tensor, torch.Tensor] | None
 
 
+class CoreOutput(NamedTuple):
+    """One segment of a core (`PuzzleCore.forward`, read by `ACTModel.forward`)."""
+
+    carry: Any  # the states for the next segment, detached (the core's `carry_cls`)
+    logits: torch.Tensor  # [B, seq_len, vocab]: the LM head over the grid positions
+    q_halt: torch.Tensor  # [B], float32
+    q_continue: torch.Tensor  # [B], float32; 0 for a core without a continue logit
+
+
+@dataclass
+class LatentCarry:
+    """The carry of a core with one state (the transformer and UniTF baselines)."""
+
+    z: torch.Tensor
+
+
 class PuzzleCore(nn.Module):
     """Base of a core: subclasses build their layers, call `register_initial_states()` and implement
-    `forward(carry, batch) -> (carry, logits, (q_halt, q_continue))`.
+    `forward(carry, batch) -> CoreOutput`, ending with `return self.segment_result(**states)`.
 
     `carry_cls` is a dataclass of [B, positions, D] tensors, one per recurrent state; each state has a fixed
     (untrained) initial vector, the buffer `<state>_init` without a leading "z_" (HRM's names H_init and L_init),
@@ -117,11 +134,12 @@ class PuzzleCore(nn.Module):
         q_continue = q_logits[..., 1] if q_logits.shape[-1] > 1 else torch.zeros_like(q_halt)
         return logits, (q_halt, q_continue)
 
-    def segment_result(self, **states: torch.Tensor) -> tuple[Any, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    def segment_result(self, **states: torch.Tensor) -> CoreOutput:
         """The end of every core's forward: the carry of the states (detached: the next segment starts without
         gradient), and the heads read from the output state."""
-        logits, q = self.heads(states[self.output_state])
-        return self.carry_cls(**{name: state.detach() for name, state in states.items()}), logits, q
+        logits, (q_halt, q_continue) = self.heads(states[self.output_state])
+        carry = self.carry_cls(**{name: state.detach() for name, state in states.items()})
+        return CoreOutput(carry, logits, q_halt, q_continue)
 
 
 class ReasoningModule(nn.Module):

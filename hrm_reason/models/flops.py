@@ -1,4 +1,4 @@
-"""Model FLOPs from the config and the shapes, for `hrm bench`'s MFU: each model's count (named in the registry) is
+"""Model FLOPs from the config and the shapes, for `hrm bench`'s MFU: each model's count (its module's `SPEC.flops`) is
 built from these pieces.
 
 A multiply-add counts 2. Counted is what is computed, gradient-free passes included: matrix products (projections,

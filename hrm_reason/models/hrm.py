@@ -1,7 +1,8 @@
 """The Hierarchical Reasoning Model (HRM ACT v1): two recurrent transformer modules, H (slow) and L (fast).
 
 This file holds the whole recurrence: the config, the post-norm block, the H and L modules and one segment of their
-updates (`HRMCore.forward`), the model, its FLOP count and the original code's weight names. One call of
+updates (`HRMCore.forward`), the model, its FLOP count, the original code's weight names and its registry entry
+(`SPEC`). One call of
 `HRM.forward` is one ACT segment. Inside a segment L runs L_cycles times per H update, H runs H_cycles times, and only
 the last L and the last H application carry gradient (the one-step gradient approximation). The state (z_H, z_L) is
 carried detached from segment to segment: deep supervision.
@@ -20,10 +21,11 @@ from typing import Any, Literal
 import torch
 from pydantic import Field, field_validator
 
-from hrm_reason.models.act import ACTConfig, ACTModel, Batch
-from hrm_reason.models.core import CosSin, PuzzleCore, ReasoningModule
+from hrm_reason.models.act import ACTConfig, ACTModel, Batch, QTarget
+from hrm_reason.models.core import CoreOutput, CosSin, PuzzleCore, ReasoningModule
 from hrm_reason.models.flops import ACTFlops, block_flops, head_flops
 from hrm_reason.models.layers import Attention, SwiGLU, rms_norm, swiglu_intermediate_size
+from hrm_reason.models.spec import ModelSpec
 
 
 class HRMConfig(ACTConfig):
@@ -32,7 +34,7 @@ class HRMConfig(ACTConfig):
     L_cycles: int = Field(2, ge=1, description="L updates per H update")
     H_layers: int = Field(4, ge=1, description="blocks of the H module")
     L_layers: int = Field(4, ge=1, description="blocks of the L module")
-    q_target: Literal["extra_forward", "next_segment"] = Field(
+    q_target: QTarget = Field(
         "extra_forward",
         description="extra_forward: the original's extra no-grad segment for the Q-continue target; next_segment: the "
         "target comes one step later from the next segment's own forward (about a third less compute per step)",
@@ -77,9 +79,7 @@ class HRMCore(PuzzleCore):
         self.L_level = ReasoningModule([HRMBlock(config) for _ in range(config.L_layers)])
         self.register_initial_states()
 
-    def forward(
-        self, carry: InnerCarry, batch: Batch, cycles: tuple[int, int] | None = None
-    ) -> tuple[InnerCarry, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    def forward(self, carry: InnerCarry, batch: Batch, cycles: tuple[int, int] | None = None) -> CoreOutput:
         """`cycles` (H_cycles, L_cycles) overrides the configured depth for this call (the depth curriculum)."""
         cos_sin = self.cos_sin()
         x = self.input_embeddings(batch["inputs"], batch["puzzle_identifiers"])
@@ -103,7 +103,7 @@ class HRMCore(PuzzleCore):
 class HRM(ACTModel):
     """HRM ACT v1: the H/L core inside the shared ACT loop (models/act.py); one call = one segment."""
 
-    core = HRMCore
+    inner_class = HRMCore
 
 
 def hrm_flops(config: HRMConfig) -> ACTFlops:
@@ -120,3 +120,14 @@ def from_original_weights(weights: dict[str, Any]) -> dict[str, Any]:
         key.removeprefix("_orig_mod.").removeprefix("model.").replace(".embedding_weight", ".weight"): value
         for key, value in weights.items()
     }
+
+
+SPEC = ModelSpec(
+    family="act",
+    config=HRMConfig,
+    model=HRM,
+    flops=hrm_flops,
+    tiny=dict(hidden_size=32, num_heads=2, H_layers=1, L_layers=1, H_cycles=2, L_cycles=2),
+    foreign_option="unitf_steps=3",
+    adapter=from_original_weights,
+)

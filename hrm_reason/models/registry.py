@@ -1,101 +1,57 @@
-"""The one place that knows every model: `arch.name` -> its module, config class, model class, family, FLOP count
-and checkpoint adapter, imported on first use.
+"""The one place that knows every model and family: `arch.name` -> the model's module, a family's name -> the
+family's module, each a real import. A model module exports `SPEC` (models/spec.py `ModelSpec`: its config class,
+model class, family, FLOP count, checkpoint adapter and the facts the test suite needs); a family module exports
+`FAMILY` (`FamilySpec`). The family's training task, evaluator and loader are held by the layers that use them
+(train/loop.py `TASKS`, evaluate/run.py `EVALUATORS`, load.py `LOADERS`), so every import points down.
 
-Importing lazily keeps `hrm --help` fast and lets the registry list a model whose file needs an optional package:
-naming it gives a one-line error instead of breaking every other model. Adding a model is one file (its config, its
-module, its FLOP count) plus one line in MODELS.
+Adding a model is one file (its config, its model, its FLOP count, its `SPEC`) plus one line in `models()`. The
+modules are imported on the first call, not with this module: `config.py` imports the registry, and `hrm train --help`
+reads the config without torch. A model module imports at its top only what the package requires; an optional package
+is imported where it is used (as models/lm/gated_delta.py does for fla), so that without it the model fails in one
+line when asked for it, and every other model is unaffected.
 """
 
 from __future__ import annotations
 
-import importlib
+import functools
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Literal
+from types import ModuleType
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from hrm_reason.errors import UserError, validation_message
-
-Family = Literal["act", "lm"]
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    family: Family  # "act": a puzzle model in the ACT loop (models/act.py); "lm": a language-model head
-    module: str
-    config: str  # its pydantic config class (extra="forbid"): what `arch` is validated by
-    model: str  # its nn.Module class, built from the config
-    flops: str  # its FLOP count from the config: per example (act, flops.ACTFlops), per token (lm, flops.LMFlops)
-    adapter: str | None = None  # "module:function" from a foreign checkpoint's tensor names to ours
+from hrm_reason.models.spec import Family, FamilySpec, ModelSpec
 
 
-MODELS: dict[str, ModelSpec] = {
-    "hrm": ModelSpec(
-        "act",
-        "hrm_reason.models.hrm",
-        "HRMConfig",
-        "HRM",
-        "hrm_flops",
-        adapter="hrm_reason.models.hrm:from_original_weights",
-    ),
-    "transformer": ModelSpec(
-        "act", "hrm_reason.models.baselines", "TransformerConfig", "Transformer", "transformer_flops"
-    ),
-    "unitf": ModelSpec("act", "hrm_reason.models.baselines", "UniTFConfig", "UniTF", "unitf_flops"),
-    "trm": ModelSpec(
-        "act",
-        "hrm_reason.models.trm",
-        "TRMConfig",
-        "TRM",
-        "trm_flops",
-        adapter="hrm_reason.models.trm_original:from_original_weights",
-    ),
-    "hrm_lm": ModelSpec("lm", "hrm_reason.models.lm.hrm_lm", "HRMLMConfig", "HRMLM", "hrm_lm_flops"),
-    "unitf_lm": ModelSpec("lm", "hrm_reason.models.lm.unitf_lm", "UniTFLMConfig", "UniTFLM", "unitf_lm_flops"),
-    "hrm_text": ModelSpec(
-        "lm",
-        "hrm_reason.models.lm.hrm_text",
-        "HRMTextConfig",
-        "HRMText",
-        "hrm_text_flops",
-        adapter="hrm_reason.models.lm.hrm_text_convert:rename_hf_weights",
-    ),
-    "ham_lm": ModelSpec("lm", "hrm_reason.models.lm.ham", "HAMLMConfig", "HAMLM", "ham_lm_flops"),
-}
+@functools.cache
+def models() -> dict[str, ModuleType]:
+    """Every model, `arch.name` -> its module (which exports `SPEC`), in the order error messages list them."""
+    from hrm_reason.models import hrm, transformer, trm, unitf
+    from hrm_reason.models.lm import ham, hrm_lm, hrm_text, unitf_lm
+
+    return {
+        "hrm": hrm,
+        "transformer": transformer,
+        "unitf": unitf,
+        "trm": trm,
+        "hrm_lm": hrm_lm,
+        "unitf_lm": unitf_lm,
+        "hrm_text": hrm_text,
+        "ham_lm": ham,
+    }
 
 
-@dataclass(frozen=True)
-class FamilySpec:
-    """What a model family brings besides its models, each part named "module:attribute" and imported on first use.
-    The registry sits below the code it names (training, evaluation, loading): naming by string, as torchtitan's
-    train spec does, keeps every import pointing down (docs/architecture.md), and nothing outside the registry
-    branches on the family."""
+@functools.cache
+def families() -> dict[Family, ModuleType]:
+    """Every family -> its module (which exports `FAMILY`): the ACT loop's, the language-model heads' base."""
+    from hrm_reason.models import act
+    from hrm_reason.models.lm import output
 
-    task: str  # its part of a training run: a TrainTask class (train/loop.py), built (config, device, procs, progress)
-    evaluator: str  # (loaded run, options) -> its evaluation result (evaluate/run.py)
-    loader: str  # (checkpoint, config, config path, data, device) -> the model with its weights (load.py)
-    segments: bool  # runs in ACT segments: --mmax, test-time compute, `hrm solve` and puzzle-sized benches apply
-    generates: bool  # a language model: `hrm generate` applies, and text datasets
+    return {"act": act, "lm": output}
 
 
-FAMILIES: dict[Family, FamilySpec] = {
-    "act": FamilySpec(
-        task="hrm_reason.train.act:ACTTask",
-        evaluator="hrm_reason.evaluate.run:evaluate_act_run",
-        loader="hrm_reason.load:load_act_model",
-        segments=True,
-        generates=False,
-    ),
-    "lm": FamilySpec(
-        task="hrm_reason.train.lm:LMTask",
-        evaluator="hrm_reason.evaluate.run:evaluate_lm_run",
-        loader="hrm_reason.load:load_lm_model",
-        segments=False,
-        generates=True,
-    ),
-}
 # The original HRM code's arch names, accepted so that its all_config.yaml loads.
 ORIGINAL_NAMES = {"hrm.hrm_act_v1@HierarchicalReasoningModel_ACTV1": "hrm"}
 
@@ -104,10 +60,23 @@ def canonical_name(name: Any) -> Any:
     return ORIGINAL_NAMES.get(name, name) if isinstance(name, str) else name
 
 
+def model_spec(name: Any, want: Family | None = None) -> ModelSpec:
+    """The spec of model `name` (of family `want` when given); an unknown name is a one-line error listing the
+    known ones."""
+    name = canonical_name(name)
+    module = models().get(name) if isinstance(name, str) else None
+    spec: ModelSpec | None = module.SPEC if module is not None else None
+    if spec is None or (want is not None and spec.family != want):
+        names = [n for n, m in models().items() if want is None or m.SPEC.family == want]
+        what = {"lm": "language-model head", "act": "puzzle model", None: "model"}[want]
+        raise UserError(f"field 'arch.name': unknown {what} {name!r} (expected one of {', '.join(names)})")
+    return spec
+
+
 def family(name: Any) -> Family | None:
     """ "act" or "lm" for a registered name, None for anything else: the one "is this a language model" test."""
-    spec = MODELS.get(canonical_name(name)) if isinstance(name, str) else None
-    return spec.family if spec is not None else None
+    module = models().get(canonical_name(name)) if isinstance(name, str) else None
+    return module.SPEC.family if module is not None else None
 
 
 def is_lm_arch(name: Any) -> bool:
@@ -115,45 +84,14 @@ def is_lm_arch(name: Any) -> bool:
 
 
 def family_spec(family: Family) -> FamilySpec:
-    return FAMILIES[family]
-
-
-def family_part(family: Family, part: Literal["task", "evaluator", "loader"]) -> Any:
-    """The family's training task class, evaluator or loader, imported now."""
-    module_name, attribute = getattr(FAMILIES[family], part).split(":")
-    return getattr(importlib.import_module(module_name), attribute)
-
-
-def _spec(name: Any, want: Family | None = None) -> ModelSpec:
-    name = canonical_name(name)
-    spec = MODELS.get(name) if isinstance(name, str) else None
-    if spec is None or (want is not None and spec.family != want):
-        names = [n for n, s in MODELS.items() if want is None or s.family == want]
-        what = {"lm": "language-model head", "act": "puzzle model", None: "model"}[want]
-        raise UserError(f"field 'arch.name': unknown {what} {name!r} (expected one of {', '.join(names)})")
-    return spec
-
-
-def _load(name: str, module_name: str, attribute: str) -> Any:
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as e:
-        if e.name == module_name:
-            raise UserError(
-                f"arch.name {name}: the model's module {module_name} is not available in this installation"
-            ) from None
-        raise UserError(f"arch.name {name}: its module needs the package '{e.name}', which is not installed") from None
-    try:
-        return getattr(module, attribute)
-    except AttributeError:
-        raise UserError(f"arch.name {name}: {module_name} does not define {attribute}") from None
+    """What the code above the models may ask of `family` (segments, generates)."""
+    return families()[family].FAMILY
 
 
 def model_classes(name: Any, want: Family | None = None) -> tuple[type[BaseModel], type]:
     """The config and model classes of `name` (of family `want` when given)."""
-    spec = _spec(name, want)
-    name = canonical_name(name)
-    return _load(name, spec.module, spec.config), _load(name, spec.module, spec.model)
+    spec = model_spec(name, want)
+    return spec.config, spec.model
 
 
 def head_classes(name: Any) -> tuple[type[BaseModel], type]:
@@ -163,30 +101,24 @@ def head_classes(name: Any) -> tuple[type[BaseModel], type]:
 def flop_count(config: Any, seq_len: int | None = None) -> Any:
     """The model's FLOP count from its (resolved) config: flops.ACTFlops per example, or flops.LMFlops per token of
     windows of `seq_len` tokens."""
-    spec = _spec(config.name)
-    count = _load(config.name, spec.module, spec.flops)
-    return count(config) if spec.family == "act" else count(config, seq_len)
+    spec = model_spec(config.name)
+    if spec.flops is None:
+        raise UserError(f"arch.name {config.name}: the model declares no FLOP count")
+    return spec.flops(config) if spec.family == "act" else spec.flops(config, seq_len)
 
 
-def checkpoint_adapter(name: str) -> Any:
+def checkpoint_adapter(name: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """The function that renames a foreign checkpoint's tensors (the original HRM and TRM code's, transformers') to
-    ours."""
-    spec = _spec(name)
-    if spec.adapter is None:
-        raise UserError(f"arch.name {name}: no foreign checkpoint layout is known for this model")
-    module_name, function = spec.adapter.split(":")
-    return _load(name, module_name, function)
+    ours for model `name`; a model without one, or a name the registry does not know, takes HRM's, whose names are
+    those of the shared puzzle core."""
+    module = models().get(name) if isinstance(name, str) else None
+    adapter = module.SPEC.adapter if module is not None else None
+    return adapter if adapter is not None else models()["hrm"].SPEC.adapter
 
 
 def unknown_key_message(name: str, key: str) -> str:
     """'q_target is an option of hrm, transformer, unitf, not trm': which models read the key the user gave."""
-    owners = []
-    for other, spec in MODELS.items():
-        try:
-            if key in _load(other, spec.module, spec.config).model_fields:
-                owners.append(other)
-        except UserError:  # a model whose module is not installed
-            continue
+    owners = [other for other, module in models().items() if key in module.SPEC.config.model_fields]
     if not owners:
         return f"unknown key (not an option of {name})"
     return f"{key} is an option of {', '.join(owners)}, not {name}"
@@ -205,7 +137,7 @@ def arch_config(arch: Any, source: str = "config", want: Family | None = None) -
     """`arch` (a mapping, or a model config already) validated by the config of the model that arch.name picks (of
     family `want` when given); an option that model does not read is an error naming the key and the model."""
     if isinstance(arch, BaseModel):
-        _spec(getattr(arch, "name", None), want)
+        model_spec(getattr(arch, "name", None), want)
         return arch
     if not isinstance(arch, dict):
         raise UserError(f"{source}: field 'arch': expected a mapping of model options")

@@ -20,9 +20,11 @@ from pydantic import Field, model_validator
 from torch import nn
 
 from hrm_reason.models.act import ACTModel, Batch, PrefixConfig
-from hrm_reason.models.core import CosSin, PuzzleCore, ReasoningModule
+from hrm_reason.models.core import CoreOutput, CosSin, PuzzleCore, ReasoningModule
 from hrm_reason.models.flops import ACTFlops, block_flops, head_flops, swiglu
 from hrm_reason.models.layers import Attention, SwiGLU, rms_norm, swiglu_intermediate_size
+from hrm_reason.models.spec import ModelSpec
+from hrm_reason.models.trm_original import from_original_weights
 
 
 class TRMConfig(PrefixConfig):
@@ -96,9 +98,7 @@ class TRMCore(PuzzleCore):
         y = self.net(y, z, cos_sin)
         return y, z
 
-    def forward(
-        self, carry: TRMCarry, batch: Batch, cycles: tuple[int, int] | None = None
-    ) -> tuple[TRMCarry, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    def forward(self, carry: TRMCarry, batch: Batch, cycles: tuple[int, int] | None = None) -> CoreOutput:
         """`cycles` (H_cycles, L_cycles) overrides the configured depth for this call (the depth curriculum)."""
         H_cycles, L_cycles = cycles or (self.config.H_cycles, self.config.L_cycles)
         cos_sin = self.cos_sin()
@@ -112,7 +112,7 @@ class TRMCore(PuzzleCore):
 
 
 class TRM(ACTModel):
-    core = TRMCore
+    inner_class = TRMCore
 
 
 def trm_flops(config: TRMConfig) -> ACTFlops:
@@ -130,3 +130,14 @@ def trm_flops(config: TRMConfig) -> ACTFlops:
     recursion = (config.L_cycles + 1) * config.L_layers * block
     head = head_flops(config)
     return ACTFlops.of(config, segment=config.H_cycles * recursion + head, backward=2 * (recursion + head))
+
+
+SPEC = ModelSpec(
+    family="act",
+    config=TRMConfig,
+    model=TRM,
+    flops=trm_flops,
+    tiny={"hidden_size": 32, "num_heads": 2, "L_layers": 1, "H_cycles": 2, "L_cycles": 2},
+    foreign_option="q_target=next_segment",
+    adapter=from_original_weights,  # the original TRM code's checkpoints (models/trm_original.py)
+)

@@ -101,7 +101,7 @@ class ACTTask:
     ) -> tuple[torch.Tensor, Any]:
         c = self.config
         if self.carry is None:
-            self.carry = self.model.initial_carry(batch)
+            self.carry = self.model.empty_carry(batch)
             if self.carry_state is not None:
                 self.carry = _fill_carry(self.carry, self.carry_state, self.device)
         generator = exploration_generator(self.generator, c.seed, step, self.procs.rank)
@@ -280,7 +280,7 @@ def _flatten_carry(obj: Any, prefix: str = "") -> dict[str, torch.Tensor]:
 
 
 def _fill_carry(template: Any, flat: dict[str, torch.Tensor], device: torch.device) -> Any:
-    """Write saved tensors into a carry of the same structure (made by model.initial_carry on the first batch)."""
+    """Write saved tensors into a carry of the same structure (made by model.empty_carry on the first batch)."""
     for name, value in flat.items():
         *parents, leaf = name.split(".")
         obj = template

@@ -31,7 +31,7 @@ from tqdm import tqdm
 from hrm_reason.checkpoint import find_checkpoint, prune_checkpoints, read_state, save_checkpoint
 from hrm_reason.config import TrainConfig, dotted_keys, load_config, save_config
 from hrm_reason.errors import UserError
-from hrm_reason.models.registry import family_part
+from hrm_reason.models.registry import Family
 from hrm_reason.provenance import record_peak, record_provenance, shared_machine_warning
 from hrm_reason.runtime.clock import RunClock
 from hrm_reason.runtime.device import matmul_peak, resolve_device
@@ -40,8 +40,10 @@ from hrm_reason.runtime.lock import LOCK, RunLock, is_stale_temporary
 from hrm_reason.runtime.logs import RunLog, progress_bar, read_records
 from hrm_reason.runtime.memory import allocation_errors
 from hrm_reason.runtime.stop import FORWARDED_WITHIN, StopRequest, signal_name
+from hrm_reason.train.act import ACTTask
 from hrm_reason.train.ema import EMA, ema_for_training, ema_weights
 from hrm_reason.train.fits import check_run_memory
+from hrm_reason.train.lm import LMTask
 from hrm_reason.train.optim import load_optimizer_state
 
 
@@ -168,9 +170,13 @@ def default_run_dir(config: TrainConfig) -> Path:
     return Path("runs") / f"{Path(config.data_path).name}-{config.model_name}-seed{config.seed}"
 
 
+# Each family's part of a run: a TrainTask class, built (config, device, procs, progress).
+TASKS: dict[Family, type[ACTTask] | type[LMTask]] = {"act": ACTTask, "lm": LMTask}
+
+
 def make_task(config: TrainConfig, device: torch.device, procs: Processes, progress: bool) -> TrainTask:
-    """The model family's part of the run (models/registry.py FAMILIES names it)."""
-    return family_part(config.family, "task")(config, device, procs, progress)
+    """The model family's part of the run (`TASKS`)."""
+    return TASKS[config.family](config, device, procs, progress)
 
 
 def has_checkpoint(run_dir: Path) -> bool:

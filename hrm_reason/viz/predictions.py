@@ -68,7 +68,7 @@ def trace_segments(model: nn.Module, examples: list[Example], mmax: int, device:
     }
     was_training = model.training
     model.eval()
-    carry = model.initial_carry(batch)
+    carry = model.empty_carry(batch)
     preds, q_halt, q_continue = [], [], []
     for _ in range(mmax):
         carry, out = model(carry, batch, halt_max_steps=mmax)

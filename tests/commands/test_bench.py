@@ -23,7 +23,7 @@ def test_counted_flops_match_pytorch_flop_counter(q_target: str) -> None:
     model = tiny_hrm(H_cycles=2, L_cycles=3, H_layers=2, L_layers=1, q_target=q_target)
     model.train()
     b = puzzle_batch(n=4)
-    carry = model.initial_carry(b)
+    carry = model.empty_carry(b)
     carry, _ = model(carry, b)  # the second step has rows that go on (next_segment's Q-head term)
     # The math attention backend is made of matrix products that the counter sees (the fused CPU kernel is not counted).
     with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
@@ -37,7 +37,7 @@ def test_counted_flops_match_pytorch_flop_counter(q_target: str) -> None:
 
     model.eval()
     with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
-        model(model.initial_carry(b), b)
+        model(model.empty_carry(b), b)
     assert counter.get_total_flops() == pytest.approx(segment_flops, rel=0.01)
 
 
@@ -83,7 +83,7 @@ def test_baseline_flops_match_pytorch_flop_counter(case: str) -> None:
     model = registry.build(arch, SIZES, "cpu", seed=0)
     model.train()
     b = puzzle_batch(n=4)
-    carry, _ = model(model.initial_carry(b), b)
+    carry, _ = model(model.empty_carry(b), b)
     with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
         carry, out = model(carry, b)
         loss, _ = act_loss(out, carry.current_data["labels"], carry.halted, carry.steps, "softmax_cross_entropy")
@@ -92,7 +92,7 @@ def test_baseline_flops_match_pytorch_flop_counter(case: str) -> None:
     assert counter.get_total_flops() == pytest.approx(4 * flops.train_step, rel=0.01)
     model.eval()
     with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
-        model(model.initial_carry(b), b)
+        model(model.empty_carry(b), b)
     assert counter.get_total_flops() == pytest.approx(4 * flops.segment, rel=0.01)
 
 

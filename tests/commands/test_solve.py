@@ -452,7 +452,7 @@ def test_predict_with_mmax_1_is_the_first_segment(sudoku_run: Path) -> None:
         "puzzle_identifiers": torch.zeros(2, dtype=torch.int32),
     }
     pred = predict(trajectories(solver.model, batch, 1, TestTimeOptions(), None), 1, "q")
-    carry = solver.model.initial_carry(batch)
+    carry = solver.model.empty_carry(batch)
     with torch.no_grad():
         _, out = solver.model(carry, batch, halt_max_steps=1)
     torch.testing.assert_close(pred.preds, out.logits.argmax(-1).to(pred.preds.dtype))

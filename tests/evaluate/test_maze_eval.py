@@ -215,7 +215,7 @@ class Scripted(nn.Module):
         super().__init__()
         self.script, self.halt, self.vocab = script, halt, vocab
 
-    def initial_carry(self, batch: dict[str, torch.Tensor]) -> dict[str, int]:
+    def empty_carry(self, batch: dict[str, torch.Tensor]) -> dict[str, int]:
         return {"segment": 0}
 
     def forward(self, carry: dict[str, int], batch: dict[str, torch.Tensor], halt_max_steps: int):

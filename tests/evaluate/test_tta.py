@@ -298,7 +298,7 @@ def test_blank_puzzle_id_feeds_identifier_zero(sudoku_data: Path) -> None:
 def test_predict_maps_answers_back_and_reports_act(sudoku_data: Path) -> None:
     model, batch = tiny_model(sudoku_data), first_batch(sudoku_data)
     plain = predict(trajectories(model, batch, 3, TestTimeOptions(), None), 3, "q")
-    carry = model.initial_carry(batch)
+    carry = model.empty_carry(batch)
     for _ in range(3):
         carry, out = model(carry, batch, halt_max_steps=3)
     assert plain.segments.tolist() == [3] * 6 or bool((plain.segments <= 3).all())

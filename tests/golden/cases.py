@@ -76,7 +76,7 @@ def _puzzle_case(
     batch = {k: v.to(device) for k, v in batch.items()}
     out: dict[str, torch.Tensor] = {}
     model.train()
-    carry = model.initial_carry(batch)
+    carry = model.empty_carry(batch)
     explore = torch.Generator(device).manual_seed(2)
     for step in range(3):
         carry, outputs = model(carry, batch, generator=explore)
@@ -90,7 +90,7 @@ def _puzzle_case(
         out.update({f"train{step}/{k}": v for k, v in _grads(model).items()})
     model.eval()
     with torch.no_grad():
-        carry = model.initial_carry(batch)
+        carry = model.empty_carry(batch)
         for step in range(5):
             carry, outputs = model(carry, batch, halt_max_steps=5)
             out.update({f"eval{step}/{k}": v.clone() for k, v in output_tensors(outputs).items()})

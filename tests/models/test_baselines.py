@@ -19,9 +19,10 @@ from hrm_reason.errors import UserError
 from hrm_reason.evaluate.act import evaluate
 from hrm_reason.evaluate.run import load_model_for_eval
 from hrm_reason.models.act import act_loss
-from hrm_reason.models.baselines import Transformer, UniTF
 from hrm_reason.models.registry import arch_config, build_model
+from hrm_reason.models.transformer import Transformer
 from hrm_reason.models.trm import TRM, TRMBlock
+from hrm_reason.models.unitf import UniTF
 from hrm_reason.train.ema import EMA, LIVE_WEIGHTS
 from hrm_reason.train.loop import train
 from tests.helpers import (
@@ -66,7 +67,7 @@ def one_segment(
     model.eval()
     b = puzzle_batch()
     carry = fresh_carry(core)
-    _, logits, _ = core(carry, b)
+    logits = core(carry, b).logits
     hook.remove()
     logits.square().mean().backward()
     got = {name: p.grad.clone() for name, p in module.named_parameters()}
@@ -94,7 +95,8 @@ def test_transformer_applies_each_layer_once_per_segment_with_full_gradient() ->
     model.eval()
     b = puzzle_batch()
     carry = fresh_carry(core)
-    new_carry, logits, _ = core(carry, b)
+    segment = core(carry, b)
+    new_carry, logits = segment.carry, segment.logits
     assert calls == [(i, True) for i in range(5)]  # each layer once, in order, all differentiated
 
     # The same numbers by hand: z_init + x through the stack, LM head after the prefix.
@@ -118,7 +120,7 @@ def test_transformer_direct_prediction_is_one_segment_from_the_fixed_state() -> 
     model = small("transformer", halt_max_steps=1)
     model.train()
     b = puzzle_batch(8)
-    carry, out = model(model.initial_carry(b), b)
+    carry, out = model(model.empty_carry(b), b)
     assert carry.halted.all() and (carry.steps == 1).all() and out.target_q_continue is None
     _, again = model(carry, b)
     torch.testing.assert_close(again.logits, out.logits)
@@ -220,7 +222,7 @@ def test_trm_halts_on_q_halt_alone_without_extra_forward() -> None:
     b = puzzle_batch(8)
     with torch.no_grad():
         core.q_head.bias.fill_(0.5)  # q_halt > 0 everywhere
-    carry, out = model(model.initial_carry(b), b)
+    carry, out = model(model.empty_carry(b), b)
     assert len(calls) == 1 and carry.halted.all()
     assert torch.equal(out.q_continue_logits, torch.zeros(8)) and not any(
         k.startswith("target") for k in output_tensors(out)
@@ -230,7 +232,7 @@ def test_trm_halts_on_q_halt_alone_without_extra_forward() -> None:
     torch.testing.assert_close(loss, m["lm_loss"] + 0.5 * m["q_halt_loss"])
     with torch.no_grad():
         core.q_head.bias.fill_(-0.5)
-    carry = model.initial_carry(b)
+    carry = model.empty_carry(b)
     for step in range(1, 5):
         carry, _ = model(carry, b)
         assert carry.halted.all() == (step == 4)

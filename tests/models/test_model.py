@@ -5,9 +5,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
+from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from hrm_reason.data.puzzle import PuzzleDatasetMetadata
 from hrm_reason.models import registry
@@ -15,7 +17,7 @@ from hrm_reason.models.act import act_loss
 from hrm_reason.models.hrm import HRM, HRMConfig
 from hrm_reason.models.layers import swiglu_intermediate_size, trunc_normal_init_
 from hrm_reason.models.registry import arch_config, build_model
-from tests.helpers import REPO, puzzle_batch, tiny_hrm
+from tests.helpers import puzzle_batch, tiny_hrm
 
 CPU = torch.device("cpu")
 
@@ -47,7 +49,7 @@ def test_gradient_reaches_only_last_L_and_H_applications() -> None:
     model.inner.L_level.register_forward_hook(lambda m, i, o: calls.append(("L", o.requires_grad)))
     model.inner.H_level.register_forward_hook(lambda m, i, o: calls.append(("H", o.requires_grad)))
     b = puzzle_batch()
-    carry = model.initial_carry(b)
+    carry = model.empty_carry(b)
     carry, out = model(carry, b)
     # First call: the main segment (H_cycles*L_cycles L's and H_cycles H's), then the Q-target segment (all no-grad).
     H, L = model.config.H_cycles, model.config.L_cycles
@@ -76,7 +78,7 @@ def test_one_step_gradient_matches_manual_computation() -> None:
     model.eval()
     b = puzzle_batch()
     carry = model.inner.reset_carry(torch.ones(4, dtype=torch.bool), model.inner.empty_carry(4, CPU))
-    _, logits, _ = model.inner(carry, b)
+    logits = model.inner(carry, b).logits
     logits.float().square().mean().backward()
     got = model.inner.L_level.layers[0].mlp.down_proj.weight.grad.clone()
     model.zero_grad()
@@ -102,12 +104,12 @@ def test_halting_follows_q_head_in_training_and_budget_in_eval() -> None:
     model.train()
     with torch.no_grad():
         model.inner.q_head.bias.copy_(torch.tensor([5.0, -5.0]))  # q_halt > q_continue everywhere
-    carry, _ = model(model.initial_carry(b), b)
+    carry, _ = model(model.empty_carry(b), b)
     assert carry.halted.all() and (carry.steps == 1).all()
 
     with torch.no_grad():
         model.inner.q_head.bias.copy_(torch.tensor([-5.0, 5.0]))  # never asks to halt
-    carry = model.initial_carry(b)
+    carry = model.empty_carry(b)
     for step in range(1, 5):
         carry, _ = model(carry, b)
         assert (carry.steps == step).all()
@@ -116,7 +118,7 @@ def test_halting_follows_q_head_in_training_and_budget_in_eval() -> None:
     model.eval()
     with torch.no_grad():
         model.inner.q_head.bias.copy_(torch.tensor([5.0, -5.0]))
-    carry = model.initial_carry(b)
+    carry = model.empty_carry(b)
     for step in range(1, 7):
         carry, _ = model(carry, b, halt_max_steps=6)
         assert carry.halted.all() == (step == 6)
@@ -129,7 +131,7 @@ def test_exploration_delays_halting_to_min_halt_steps() -> None:
         model.inner.q_head.bias.copy_(torch.tensor([5.0, -5.0]))  # would halt at once without exploration
     b = puzzle_batch(n=64)
     g = torch.Generator().manual_seed(1)
-    carry = model.initial_carry(b)
+    carry = model.empty_carry(b)
     halt_step = torch.zeros(64, dtype=torch.int32)
     for _ in range(5):
         carry, _ = model(carry, b, generator=g)
@@ -142,7 +144,7 @@ def test_halted_rows_are_reset_and_refilled() -> None:
     model = tiny_hrm(halt_max_steps=3)
     model.train()
     b1, b2 = puzzle_batch(seed=1), puzzle_batch(seed=2)
-    carry, _ = model(model.initial_carry(b1), b1)
+    carry, _ = model(model.empty_carry(b1), b1)
     carry.halted = torch.tensor([True, False, True, False])
     z_H_before = carry.inner_carry.z_H.clone()
     reset = model.inner.reset_carry(carry.halted, carry.inner_carry)
@@ -170,11 +172,12 @@ def continue_above_halt(model: HRM) -> HRM:
 def test_q_target_is_next_segments_q_values() -> None:
     model = continue_above_halt(tiny_hrm(halt_max_steps=2))
     b = puzzle_batch(n=16)
-    carry = model.initial_carry(b)
+    carry = model.empty_carry(b)
     for step in (1, 2):
         carry, out = model(carry, b)
         with torch.no_grad():
-            _, _, (nh, nc) = model.inner(carry.inner_carry, carry.current_data)
+            following = model.inner(carry.inner_carry, carry.current_data)
+        nh, nc = following.q_halt, following.q_continue
         expected = torch.sigmoid(nh) if step == 2 else torch.sigmoid(torch.maximum(nh, nc))
         torch.testing.assert_close(out.target_q_continue, expected)
 
@@ -189,7 +192,7 @@ def test_next_segment_q_target_trains_last_steps_prediction_with_this_steps_valu
         model.inner.q_head.weight.normal_(0, 1.0)
         model.inner.q_head.bias.copy_(torch.tensor([0.0, 0.5]))
     b = puzzle_batch(n=8)
-    carry, out = model(model.initial_carry(b), b)
+    carry, out = model(model.empty_carry(b), b)
     assert not out.target_q_continue_mask.any()  # the first segment continues nothing
     previous = carry
     previous.halted = torch.arange(8) % 3 == 0  # some rows start a new example, the others go on
@@ -221,7 +224,7 @@ def test_next_segment_target_on_the_forced_last_segment_is_q_halt_alone() -> Non
     so the previous continue prediction is trained towards sigmoid(q_halt), not sigmoid(max(q_halt, q_continue))."""
     model = continue_above_halt(tiny_hrm(halt_max_steps=2, q_target="next_segment", halt_exploration_prob=0.0))
     b = puzzle_batch(n=8)
-    carry, _ = model(model.initial_carry(b), b)
+    carry, _ = model(model.empty_carry(b), b)
     carry, out = model(carry, b)
     assert carry.steps.eq(2).all() and out.target_q_continue_mask.all()
     torch.testing.assert_close(out.target_q_continue, torch.sigmoid(out.q_halt_logits))
@@ -266,44 +269,31 @@ def test_rotary_embedding_matches_rotate_half_definition() -> None:
 
 # --- every registered model: its own options only ------------------------------------------------------------------
 
-# For each model, its quick config and an option of another model (which the model does not read).
-FOREIGN_OPTION = {
-    "hrm": ("sudoku_quick.yaml", "arch.unitf_steps=3", "unitf_steps is an option of unitf, not hrm"),
-    "transformer": (
-        "transformer_quick.yaml",
-        "arch.H_cycles=7",
-        "H_cycles is an option of hrm, trm, hrm_text, not transformer",
-    ),
-    "unitf": ("unitf_quick.yaml", "arch.mlp_t=true", "mlp_t is an option of trm, not unitf"),
-    "trm": (
-        "trm_quick.yaml",
-        "arch.q_target=next_segment",
-        "q_target is an option of hrm, transformer, unitf, not trm",
-    ),
-    "hrm_lm": ("hrm_lm_quick.yaml", "arch.M=3", "M is an option of unitf_lm, not hrm_lm"),
-    "unitf_lm": ("unitf_lm_quick.yaml", "arch.N=2", "N is an option of hrm_lm, not unitf_lm"),
-    "hrm_text": ("hrm_text_lm_quick.yaml", "arch.router=fit_error", "router is an option of ham_lm, not hrm_text"),
-    "ham_lm": ("ham_lm_quick.yaml", "arch.L_bp_cycles=[1]", "L_bp_cycles is an option of hrm_text, not ham_lm"),
-}
+
+def test_every_model_declares_a_foreign_option(model_name: str) -> None:
+    """Its SPEC names an option (`foreign_option`) that another registered model reads and it does not."""
+    key = registry.model_spec(model_name).foreign_option.partition("=")[0]
+    assert key not in registry.model_spec(model_name).config.model_fields
+    assert any(key in registry.model_spec(other).config.model_fields for other in registry.models())
 
 
-def test_every_registered_model_has_an_option_error_case() -> None:
-    assert set(FOREIGN_OPTION) == set(registry.MODELS)
-
-
-@pytest.mark.parametrize("name", list(FOREIGN_OPTION))
 def test_an_option_of_another_model_is_a_one_line_error(
-    name: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    model_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """`hrm train` of the model's tiny config (SPEC.tiny) with an option of another model (SPEC.foreign_option): one
+    line naming the key, the models that read it, in the registry's order, and this model."""
     import cli
 
-    config, option, message = FOREIGN_OPTION[name]
-    monkeypatch.setattr(
-        sys, "argv", ["hrm", "train", "--config", str(REPO / "configs" / config), option, "data_path=/nonexistent"]
-    )
+    spec = registry.model_spec(model_name)
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump({"arch": {"name": model_name, **spec.tiny}}))
+    option = f"arch.{spec.foreign_option}"
+    monkeypatch.setattr(sys, "argv", ["hrm", "train", "--config", str(config), option, "data_path=/nonexistent"])
     with pytest.raises(SystemExit) as exit_:
         cli.main()
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and err.count("\n") == 1, err
-    key = option.removeprefix("arch.").partition("=")[0]
+    key = spec.foreign_option.partition("=")[0]
+    owners = [other for other in registry.models() if key in registry.model_spec(other).config.model_fields]
+    message = f"{key} is an option of {', '.join(owners)}, not {model_name}"
     assert err.startswith("error: ") and f"field 'arch.{key}': {message}" in err, err

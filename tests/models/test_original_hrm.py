@@ -94,7 +94,7 @@ def test_original_all_config_and_weights_load_through_the_public_loader(tmp_path
 
     def outputs(model: torch.nn.Module) -> dict[str, torch.Tensor]:
         with torch.no_grad():
-            _, out = model(model.initial_carry(batch), batch)
+            _, out = model(model.empty_carry(batch), batch)
         return output_tensors(out)
 
     want_weights, want_outputs = source.state_dict(), outputs(source)

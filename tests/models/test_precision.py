@@ -13,23 +13,13 @@ import torch
 
 from hrm_reason.config import load_config
 from hrm_reason.data.puzzle import PuzzleDatasetMetadata
-from hrm_reason.models.registry import MODELS, build_lm, build_model
+from hrm_reason.models.registry import build_lm, build_model, model_spec
 from hrm_reason.runtime.device import autocast_context, warn_bf16_on_cpu
-from tests.helpers import TINY_HAM, TINY_HRM, TINY_HRM_TEXT, arch_overrides, output_tensors, puzzle_batch
+from tests.helpers import arch_overrides, output_tensors, puzzle_batch
 
 CPU = torch.device("cpu")
 WARNING = "warning: forward_dtype=bfloat16 on a CPU: computing in float32"
-# The smallest options of each registered model (every entry of MODELS must have one: test_every_model_is_covered).
-TINY: dict[str, dict[str, Any]] = {
-    "hrm": TINY_HRM,
-    "transformer": {"hidden_size": 32, "num_heads": 2, "num_layers": 2},
-    "unitf": {"hidden_size": 32, "num_heads": 2, "unitf_steps": 2},
-    "trm": {"hidden_size": 32, "num_heads": 2, "L_layers": 1, "H_cycles": 2, "L_cycles": 2},
-    "hrm_lm": {"hidden_size": 32, "num_heads": 2, "N": 2, "T": 2, "K": 2, "max_seq_len": 64},
-    "unitf_lm": {"hidden_size": 32, "num_heads": 2, "M": 3, "K": 2, "max_seq_len": 64},
-    "hrm_text": {**TINY_HRM_TEXT, "max_position_embeddings": 64},
-    "ham_lm": {**TINY_HAM, "num_layers": 1, "chunk_size": 8},
-}
+# Each registered model is built from the smallest options its module's SPEC declares (`tiny`).
 ACT_SIZES = dict(seq_len=16, vocab_size=6, num_puzzle_identifiers=3)
 
 
@@ -41,19 +31,23 @@ def rearmed_warning() -> Iterator[None]:
     warn_bf16_on_cpu.cache_clear()
 
 
-def test_every_model_is_covered() -> None:
-    assert set(TINY) == set(MODELS)
+def test_every_model_declares_tiny_options(model_name: str) -> None:
+    """Its SPEC's `tiny` options are a valid config of it (the tests below build every model from them)."""
+    tiny = model_spec(model_name).tiny
+    assert "name" not in tiny
+    config = load_config(None, [f"arch.name={model_name}", "data_path=unused", *arch_overrides(tiny)])
+    assert config.model_name == model_name
 
 
 def outputs_as_trained(name: str, forward_dtype: str) -> tuple[Any, dict[str, torch.Tensor]]:
     """(model, output tensors of two calls) of model `name` built from a run config with `forward_dtype`, as its
     family's training builds and calls it."""
     overrides = [f"arch.name={name}", "data_path=unused", "device=cpu", f"forward_dtype={forward_dtype}"]
-    config = load_config(None, overrides + arch_overrides(TINY[name]))
+    config = load_config(None, overrides + arch_overrides(model_spec(name).tiny))
     if config.family == "act":
         model = build_model(config.arch, PuzzleDatasetMetadata.of_shape(**ACT_SIZES), CPU, config.seed)
         batch = puzzle_batch()
-        carry = model.initial_carry(batch)
+        carry = model.empty_carry(batch)
         outputs = {}
         for step in range(2):
             carry, out = model(carry, batch)
@@ -68,11 +62,10 @@ def outputs_as_trained(name: str, forward_dtype: str) -> tuple[Any, dict[str, to
     return model, outputs
 
 
-@pytest.mark.parametrize("name", list(MODELS))
-def test_bfloat16_on_a_cpu_computes_in_fp32_and_warns_once(name: str, capsys: pytest.CaptureFixture[str]) -> None:
-    _, fp32 = outputs_as_trained(name, "float32")
+def test_bfloat16_on_a_cpu_computes_in_fp32_and_warns_once(model_name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    _, fp32 = outputs_as_trained(model_name, "float32")
     assert WARNING not in capsys.readouterr().err
-    model, bf16 = outputs_as_trained(name, "bfloat16")
+    model, bf16 = outputs_as_trained(model_name, "bfloat16")
     warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning: forward_dtype")]
     assert warnings == [warnings[0]] and warnings[0].startswith(WARNING), warnings
     if hasattr(model.config, "forward_dtype"):  # the resolved config a checkpoint records says what was computed

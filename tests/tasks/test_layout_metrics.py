@@ -47,7 +47,7 @@ class StandIn(nn.Module):
         self.vocab = vocab
         self.script = {x[i].astype(np.uint8).tobytes(): (y[i] if i % 3 else x[i], (i % 7) / 7) for i in range(len(x))}
 
-    def initial_carry(self, batch: dict[str, torch.Tensor]) -> dict[str, int]:
+    def empty_carry(self, batch: dict[str, torch.Tensor]) -> dict[str, int]:
         return {"segment": 0}
 
     def forward(self, carry: dict[str, int], batch: dict[str, torch.Tensor], halt_max_steps: int):

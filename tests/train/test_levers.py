@@ -208,7 +208,7 @@ def test_cycles_per_call_equal_a_model_built_at_that_depth(make) -> None:
     results = []
     for model, cycles in ((deep, (1, 2)), (shallow, None)):
         model.train()
-        carry = model.initial_carry(_batch())
+        carry = model.empty_carry(_batch())
         total = 0
         for seed in range(2):
             b = _batch(seed)
@@ -225,7 +225,7 @@ def test_cycles_per_call_equal_a_model_built_at_that_depth(make) -> None:
             torch.testing.assert_close(a[k], b[k], msg=k)
     # Not a no-op: the full depth gives other logits.
     with torch.no_grad():
-        at = {c: deep(deep.initial_carry(_batch()), _batch(), cycles=c)[1].logits for c in (None, (1, 2))}
+        at = {c: deep(deep.empty_carry(_batch()), _batch(), cycles=c)[1].logits for c in (None, (1, 2))}
     assert not torch.allclose(at[None], at[(1, 2)])
 
 
@@ -238,7 +238,7 @@ def test_shallow_segment_keeps_the_one_step_gradient() -> None:
     model.inner.L_level.register_forward_hook(lambda m, i, o: calls.append(("L", o.requires_grad)))
     model.inner.H_level.register_forward_hook(lambda m, i, o: calls.append(("H", o.requires_grad)))
     b = _batch()
-    carry, out = model(model.initial_carry(b), b, cycles=(2, 1))
+    carry, out = model(model.empty_carry(b), b, cycles=(2, 1))
     main, target = calls[:4], calls[4:]
     assert main == [("L", False), ("H", False), ("L", True), ("H", True)]
     assert [c[0] for c in target] == ["L", "H", "L", "H"] and not any(c[1] for c in target)  # the Q target: same depth
@@ -359,7 +359,7 @@ def test_weighted_loss_with_decay_one_is_the_loss_and_weights_rows_otherwise(q_t
     model = _hrm(H_cycles=1, L_cycles=1, q_target=q_target)
     model.train()
     b = _batch()
-    carry = model.initial_carry(b)
+    carry = model.empty_carry(b)
     carry, _ = model(carry, b)
     carry, out = model(carry, _batch(1))  # a second segment: rows at steps 1 and 2 after the Q head's halting
     args = (out, carry.current_data["labels"], carry.halted, carry.steps, "stablemax_cross_entropy")

@@ -119,7 +119,7 @@ def act_loss_of(model: nn.Module) -> torch.Tensor:
     """One training segment of the model on a fixed batch; returns the summed loss (backward left to the caller)."""
     model.train()
     batch = puzzle_batch(4)
-    carry, out = model(model.initial_carry(batch), batch)
+    carry, out = model(model.empty_carry(batch), batch)
     loss, _ = act_loss(out, carry.current_data["labels"], carry.halted, carry.steps, "softmax_cross_entropy")
     return loss
 

@@ -51,6 +51,7 @@ from hrm_reason.models.flops import LMFlops, attention, linear, swiglu
 from hrm_reason.models.layers import CastedLinear, RMSNorm, RotaryEmbedding, SwiGLU, trunc_normal_init_, wide
 from hrm_reason.models.lm.gated_delta import gated_delta_rule
 from hrm_reason.models.lm.output import LMHead, LMOutput
+from hrm_reason.models.spec import ModelSpec
 
 
 class HAMLMConfig(BaseModel):
@@ -553,3 +554,23 @@ def ham_lm_flops(config: HAMLMConfig, seq_len: int) -> LMFlops:
     layer = projections + conv + recurrence + attention(dqk, dv, seq_len) + swiglu(d, config.ffn_size)
     forward = config.num_layers * layer + linear(d, config.vocab_size)
     return LMFlops(train_step=float(3 * forward), forward=float(forward))
+
+
+SPEC = ModelSpec(
+    family="lm",
+    config=HAMLMConfig,
+    model=HAMLM,
+    flops=ham_lm_flops,
+    tiny=dict(
+        hidden_size=32,
+        num_layers=1,
+        qk_dim=16,
+        v_dim=24,
+        rnn_head_qk_dim=8,
+        rnn_head_v_dim=12,
+        kv_head_qk_dim=8,
+        kv_head_v_dim=12,
+        chunk_size=8,
+    ),
+    foreign_option="L_bp_cycles=[1]",
+)

@@ -43,6 +43,7 @@ from hrm_reason.models.lm.lm_blocks import (
     normal_,
 )
 from hrm_reason.models.lm.output import LMOutput
+from hrm_reason.models.spec import ModelSpec
 
 
 class HRMLMConfig(CausalAttnLMConfig):
@@ -228,3 +229,13 @@ def hrm_lm_flops(config: HRMLMConfig, seq_len: int) -> LMFlops:
     one_pass = config.M * L_step + config.N * H_step
     train = block + config.S * (one_pass + readout) + 2 * (block + config.S * (steps_with_grad + readout))
     return LMFlops(train_step=float(train), forward=float(block + config.S * one_pass + readout))
+
+
+SPEC = ModelSpec(
+    family="lm",
+    config=HRMLMConfig,
+    model=HRMLM,
+    flops=hrm_lm_flops,
+    tiny={"hidden_size": 32, "num_heads": 2, "N": 2, "T": 2, "K": 2, "max_seq_len": 64},
+    foreign_option="M=3",
+)

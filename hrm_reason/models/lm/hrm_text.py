@@ -45,8 +45,10 @@ from torch import nn
 from hrm_reason.errors import UserError
 from hrm_reason.models.flops import LMFlops, attention, linear
 from hrm_reason.models.layers import RotaryEmbedding, apply_rotary_pos_emb, rms_norm
+from hrm_reason.models.lm.hrm_text_names import rename_hf_weights
 from hrm_reason.models.lm.output import LMHead, LMOutput
 from hrm_reason.models.masks import build_mask
+from hrm_reason.models.spec import ModelSpec
 
 ACTIVATIONS = {
     "silu": F.silu,
@@ -330,3 +332,23 @@ def hrm_text_flops(config: HRMTextConfig, seq_len: int) -> LMFlops:
     with_grad = sum(1 + sum(config.L_grad(h, l) for l in range(config.L_cycles)) for h in range(config.H_cycles))
     forward = calls * stack + head
     return LMFlops(train_step=float(forward + 2 * (with_grad * stack + head)), forward=float(forward))
+
+
+SPEC = ModelSpec(
+    family="lm",
+    config=HRMTextConfig,
+    model=HRMText,
+    flops=hrm_text_flops,
+    tiny=dict(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        head_dim=16,
+        H_cycles=2,
+        L_cycles=2,
+        max_position_embeddings=64,
+    ),
+    foreign_option="router=fit_error",
+    adapter=rename_hf_weights,  # transformers' HrmText tensor names (models/lm/hrm_text_names.py)
+)

@@ -10,6 +10,10 @@ import torch
 from torch import nn
 
 from hrm_reason.losses import next_token_ce
+from hrm_reason.models.spec import FamilySpec
+
+# The language-model family (models/registry.py `families`): heads that generate text, not evaluated per segment.
+FAMILY = FamilySpec(segments=False, generates=True)
 
 
 @dataclass

@@ -30,6 +30,7 @@ from hrm_reason.models.lm.lm_blocks import (
     CausalLMHead,
 )
 from hrm_reason.models.lm.output import LMOutput
+from hrm_reason.models.spec import ModelSpec
 
 
 class UniTFLMConfig(CausalAttnLMConfig):
@@ -74,3 +75,13 @@ def unitf_lm_flops(config: UniTFLMConfig, seq_len: int) -> LMFlops:
     block, head = causal_block_flops(d, 4 * d, seq_len), linear(d, config.vocab_size)
     forward = config.M * block + head
     return LMFlops(train_step=float(forward + 2 * (min(config.K, config.M) * block + head)), forward=float(forward))
+
+
+SPEC = ModelSpec(
+    family="lm",
+    config=UniTFLMConfig,
+    model=UniTFLM,
+    flops=unitf_lm_flops,
+    tiny={"hidden_size": 32, "num_heads": 2, "M": 3, "K": 2, "max_seq_len": 64},
+    foreign_option="N=2",
+)
