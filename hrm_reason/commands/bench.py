@@ -28,7 +28,7 @@ from hrm_reason.models.sparse_embedding import SparseSignSGD
 from hrm_reason.provenance import provenance
 from hrm_reason.runtime.device import autocast_context, matmul_peak, resolve_device, synchronize
 from hrm_reason.runtime.memory import allocation_errors, check_fits
-from hrm_reason.train.act import optimizer_step
+from hrm_reason.train.act import loss_scale_of, optimizer_step
 from hrm_reason.train.fits import run_need
 from hrm_reason.train.optim import make_adam_atan2
 
@@ -197,14 +197,15 @@ def _bench_act(config: Any, sizes: dict[str, int], device: torch.device, batch_s
         ).to(device),
     }
     explore = torch.Generator(device=device).manual_seed(config.seed)
-    state = {"train": model.empty_carry(batch), "eval": model.empty_carry(batch)}
+    state = {"train": model.initial_carry(batch), "eval": model.initial_carry(batch)}
 
     def train_step() -> None:
         model.train()
         state["train"], out = model(state["train"], batch, generator=explore)
         carry = state["train"]
         loss, _ = act_loss(out, carry.current_data["labels"], carry.halted, carry.steps, config.arch.loss.loss_type)
-        optimizer_step(loss, optimizer, sparse, batch_size, 1, config.lr, config.puzzle_emb_lr)
+        (loss * loss_scale_of(batch_size, 1)).backward()
+        optimizer_step(optimizer, sparse, config.lr, config.puzzle_emb_lr)
 
     @torch.no_grad()
     def eval_segment() -> None:

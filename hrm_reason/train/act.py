@@ -83,8 +83,12 @@ class ACTTask:
         self.flops_by_depth: dict[tuple[int, int], float] = {}
         self.carry_state: dict[str, torch.Tensor] | None = None
 
-    def batches(self, round: int, start: int) -> Generator[Batch, None, None]:
-        return prefetch(self.sampler.batches(round, start), self.device)
+    def batches(self, round_index: int, start: int) -> Generator[Batch, None, None]:
+        return prefetch(self.sampler.batches(round_index, start), self.device)
+
+    @property
+    def loss_scale(self) -> float:
+        return loss_scale_of(self.config.global_batch_size, self.procs.world_size)
 
     @property
     def train_flops_per_step(self) -> float | None:
@@ -97,7 +101,7 @@ class ACTTask:
         return self.flops_by_depth[self.depth]
 
     def forward(
-        self, train_model: torch.nn.Module, batch: Batch, step: int, progress: float = 0.0
+        self, train_model: torch.nn.Module, batch: Batch, step: int, done: float = 0.0
     ) -> tuple[torch.Tensor, Any]:
         c = self.config
         if self.carry is None:
@@ -106,7 +110,7 @@ class ACTTask:
                 self.carry = _fill_carry(self.carry, self.carry_state, self.device)
         generator = exploration_generator(self.generator, c.seed, step, self.procs.rank)
         # The depth curriculum's stage; past its last stage the call is the one without it (docs/training.md "Levers").
-        self.depth = depth_at(c.depth_curriculum, progress) if c.depth_curriculum else None
+        self.depth = depth_at(c.depth_curriculum, done) if c.depth_curriculum else None
         depth = {} if self.depth is None else {"cycles": self.depth}
         new_carry, outputs = train_model(self.carry, batch, generator=generator, **depth)
         weights = (
@@ -125,11 +129,11 @@ class ACTTask:
         self.carry = new_carry
         return loss, metrics
 
-    def optimizer_step(self, loss: torch.Tensor, position: float) -> dict[str, float]:
+    def optimizer_step(self, position: float) -> dict[str, float]:
         c = self.config
         lr = scheduled_lr(c, c.lr, position, self.total_steps)
         emb_lr = scheduled_lr(c, c.puzzle_emb_lr, position, self.total_steps)
-        optimizer_step(loss, self.optimizer, self.sparse_opt, c.global_batch_size, self.procs.world_size, lr, emb_lr)
+        optimizer_step(self.optimizer, self.sparse_opt, lr, emb_lr)
         return {"train/lr": lr}
 
     def record(
@@ -212,18 +216,17 @@ class ACTTask:
         pass
 
 
+def loss_scale_of(global_batch_size: int, world_size: int) -> float:
+    """The factor of the summed ACT loss whose backward gives the step's gradients: a mean over the global batch (under
+    DDP, which averages gradients over the processes, each process's share is scaled up by the world size)."""
+    return world_size / global_batch_size
+
+
 def optimizer_step(
-    loss: torch.Tensor,
-    optimizer: torch.optim.Optimizer,
-    sparse_opt: SparseSignSGD | None,
-    global_batch_size: int,
-    world_size: int,
-    lr: float,
-    puzzle_emb_lr: float,
+    optimizer: torch.optim.Optimizer, sparse_opt: SparseSignSGD | None, lr: float, puzzle_emb_lr: float
 ) -> None:
-    """Backward of the summed loss as a mean over the global batch (under DDP, which averages gradients over the
-    processes, each process's share is scaled up by the world size), then both optimizers."""
-    (loss * (world_size / global_batch_size)).backward()
+    """Both optimizers' steps, after the backward of `loss * loss_scale_of(...)`: the network's at `lr`, SignSGD's on
+    the puzzle rows the batch used at `puzzle_emb_lr`."""
     set_lr(optimizer, lr)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)

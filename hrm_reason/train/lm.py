@@ -66,6 +66,7 @@ class LMTask:
             self.puzzles.check_model(self.model, config.data_path)
         self.optimizer = make_optimizer(config, self.model, device)
         self.total_steps, self.total_rounds = config.max_steps, 1
+        self.loss_scale = 1.0  # the head's loss is a token mean, DDP averages it over the processes
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         seq_len = config.seq_len if self.puzzles is None else self.puzzles.layout.seq_len
         self.tokens_per_step = config.global_batch_size * seq_len
@@ -73,7 +74,7 @@ class LMTask:
             lambda: flop_count(self.model.config, seq_len).train_step * self.tokens_per_step, config.model_name
         )
 
-    def batches(self, round: int, start: int) -> Generator[torch.Tensor | PuzzleSequences, None, None]:
+    def batches(self, round_index: int, start: int) -> Generator[torch.Tensor | PuzzleSequences, None, None]:
         c, (rank, world) = self.config, (self.procs.rank, self.procs.world_size)
         rows = slice(rank * c.global_batch_size // world, (rank + 1) * c.global_batch_size // world)
         for step in range(start, self.total_steps):
@@ -85,7 +86,7 @@ class LMTask:
                     self.device
                 )
 
-    def forward(self, train_model: nn.Module, batch: Any, step: int, progress: float = 0.0) -> tuple[torch.Tensor, Any]:
+    def forward(self, train_model: nn.Module, batch: Any, step: int, done: float = 0.0) -> tuple[torch.Tensor, Any]:
         with autocast_context(self.device, self.config.forward_dtype):
             if self.puzzles is None:
                 out = train_model(batch, labels=batch)
@@ -96,10 +97,9 @@ class LMTask:
             raise UserError(f"arch {self.config.model_name}: the head returned no loss for labelled input")
         return out.loss, out
 
-    def optimizer_step(self, loss: torch.Tensor, position: float) -> dict[str, float]:
+    def optimizer_step(self, position: float) -> dict[str, float]:
         c = self.config
         lr = scheduled_lr(c, c.lr, position, self.total_steps)
-        loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, c.grad_clip if c.grad_clip is not None else math.inf)
         set_lr(self.optimizer, lr)
         self.optimizer.step()

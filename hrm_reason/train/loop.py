@@ -59,16 +59,20 @@ class TrainTask(Protocol):
     total_steps: int
     total_rounds: int
     train_flops_per_step: float | None  # model FLOPs of one optimizer step on the global batch (models/flops.py)
+    # The factor of the step's loss whose backward gives the gradients the optimizers step on (the ACT loss is a sum
+    # over the batch: 1 / the global batch, times the world size that DDP's average divides by; a head's loss: 1).
+    loss_scale: float
 
-    def batches(self, round: int, start: int) -> Generator[Any, None, None]:
-        """The batches of round `round` from its `start`-th on, on the device, this process's slice; closed when the
-        round ends."""
+    def batches(self, round_index: int, start: int) -> Generator[Any, None, None]:
+        """The batches of round `round_index` from its `start`-th on, on the device, this process's slice; closed when
+        the round ends."""
 
-    def forward(self, train_model: nn.Module, batch: Any, step: int, progress: float = 0.0) -> tuple[torch.Tensor, Any]:
-        """(loss, outputs) of training step `step` (0-based), `progress` of the run done (run_progress)."""
+    def forward(self, train_model: nn.Module, batch: Any, step: int, done: float = 0.0) -> tuple[torch.Tensor, Any]:
+        """(loss, outputs) of training step `step` (0-based), with the share `done` of the run done (run_progress)."""
 
-    def optimizer_step(self, loss: torch.Tensor, position: float) -> dict[str, float]:
-        """Backward and the optimizers' steps at schedule position `position`; returns the lr and what to log."""
+    def optimizer_step(self, position: float) -> dict[str, float]:
+        """The optimizers' steps at schedule position `position`, after the loop's backward; returns the lr and what
+        to log."""
 
     def record(
         self, step: int, loss: torch.Tensor, outputs: Any, logged: dict[str, float], seconds: float
@@ -111,8 +115,8 @@ class RunState:
     """Where the run stands: what a checkpoint's state.pt keeps (and a resume reads back), and this start's marks."""
 
     step: int = 0  # optimizer steps taken
-    round: int = 0
-    in_round: int = 0  # steps taken in this round
+    rounds_done: int = 0  # rounds finished: the index of the round under way
+    steps_in_round: int = 0  # steps taken in the round under way
     train_seconds: float = 0.0  # training time on the budget clock (budget_clock), over every start
     train_flops: float | None = None  # None: the model's FLOPs are unknown (models/flops.py)
     out_of_time: bool = False  # the time budget (max_seconds) is spent
@@ -122,14 +126,15 @@ class RunState:
 
     @classmethod
     def resumed(cls, saved: dict[str, Any] | None, config: TrainConfig, task: TrainTask) -> RunState:
-        """From a checkpoint's state.pt, or (None) at the beginning of the run."""
+        """From a checkpoint's state.pt, or (None) at the beginning of the run. A state.pt written before the keys
+        were renamed holds `iteration` and `batch_in_iter` for `rounds_done` and `steps_in_round`: read too."""
         saved = saved or {}
         step, train_seconds = saved.get("step", 0), saved.get("train_seconds", 0.0)
         per_step = task.train_flops_per_step
         return cls(
             step=step,
-            round=saved.get("iteration", 0),
-            in_round=saved.get("batch_in_iter", step),  # LM runs: one round
+            rounds_done=saved.get("rounds_done", saved.get("iteration", 0)),
+            steps_in_round=saved.get("steps_in_round", saved.get("batch_in_iter", step)),  # LM runs: one round
             train_seconds=train_seconds,
             train_flops=saved.get("train_flops", None if per_step is None else step * per_step),
             out_of_time=config.max_seconds is not None and train_seconds >= config.max_seconds,
@@ -137,7 +142,7 @@ class RunState:
 
     def at_end(self, task: TrainTask) -> bool:
         """The step cap, the last round or the time budget is reached."""
-        return self.step >= task.total_steps or self.round >= task.total_rounds or self.out_of_time
+        return self.step >= task.total_steps or self.rounds_done >= task.total_rounds or self.out_of_time
 
 
 @dataclass
@@ -268,7 +273,7 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) 
                 # No process exits before the checkpoint is whole: torchrun stops the others when one exits with
                 # the signal's code, and a second signal would cut rank 0's save short.
                 barrier(procs.world_size, device)
-            elif (state.step >= task.total_steps or state.out_of_time) and state.in_round > 0:
+            elif (state.step >= task.total_steps or state.out_of_time) and state.steps_in_round > 0:
                 # The step cap or the time budget ended the run inside a round: evaluate and save the final state.
                 evaluate(run, state)
                 checkpoint(run, state)
@@ -407,11 +412,11 @@ def start(
 
 
 def train_round(run: Run, state: RunState, stop: StopRequest) -> None:
-    """Train round `state.round` from its `state.in_round`-th batch to its end, then evaluate it (and checkpoint after
-    each round with checkpoint_every_eval, and after the last); the step cap, a stop request or the time budget may
-    end it first."""
+    """Train round `state.rounds_done` from its `state.steps_in_round`-th batch to its end, then evaluate it (and
+    checkpoint after each round with checkpoint_every_eval, and after the last); the step cap, a stop request or the
+    time budget may end it first."""
     config, task = run.config, run.task
-    with contextlib.closing(task.batches(state.round, state.in_round)) as batches:  # its thread ends here
+    with contextlib.closing(task.batches(state.rounds_done, state.steps_in_round)) as batches:  # its thread ends here
         for batch in batches:
             if state.step >= task.total_steps:
                 return
@@ -424,9 +429,9 @@ def train_round(run: Run, state: RunState, stop: StopRequest) -> None:
                     checkpoint(run, state)
             if config.checkpoint_every_steps and state.step % config.checkpoint_every_steps == 0:
                 checkpoint(run, state)
-    state.round, state.in_round = state.round + 1, 0
+    state.rounds_done, state.steps_in_round = state.rounds_done + 1, 0
     evaluate(run, state)
-    if config.checkpoint_every_eval or state.round >= task.total_rounds:
+    if config.checkpoint_every_eval or state.rounds_done >= task.total_rounds:
         checkpoint(run, state)
 
 
@@ -443,8 +448,8 @@ def train_step(run: Run, state: RunState, batch: Any, stop: StopRequest) -> None
     position: float = state.step + 1
     if config.schedule_over == "seconds":  # the share of the time budget spent, in steps of the schedule
         position = max(position, task.total_steps * state.train_seconds / config.max_seconds)
-    progress_done = run_progress(config, state.step, task.total_steps, state.train_seconds)
-    loss, outputs = task.forward(run.train_model, batch, state.step, progress_done)
+    done = run_progress(config, state.step, task.total_steps, state.train_seconds)
+    loss, outputs = task.forward(run.train_model, batch, state.step, done)
     elapsed = state.train_seconds + run.budget_clock() - step_start
     time_up = config.max_seconds is not None and elapsed >= config.max_seconds
     # The stop's signal number, not a flag: every process stops with the same signal, hence the same exit code.
@@ -463,14 +468,15 @@ def train_step(run: Run, state: RunState, batch: Any, stop: StopRequest) -> None
             f"loss became {loss.item()} at step {state.step + 1}; stopped without saving this step. {kept} "
             "(try a lower lr)"
         )
-    logged = task.optimizer_step(loss, position)
+    (loss * task.loss_scale).backward()  # the step's gradients (under DDP, averaged over the processes)
+    logged = task.optimizer_step(position)
     if state.train_flops is not None:
         state.train_flops += task.train_flops_per_step  # at this step's depth
     if run.ema is not None:
         run.ema.update(task.model, state.step)
     seconds = run.budget_clock() - step_start
     state.train_seconds += seconds
-    state.step, state.in_round = state.step + 1, state.in_round + 1
+    state.step, state.steps_in_round = state.step + 1, state.steps_in_round + 1
     record = task.record(state.step, loss, outputs, logged, seconds)
     run.log.write(record)
     if run.procs.is_main:
@@ -492,12 +498,12 @@ def evaluate(run: Run, state: RunState) -> None:
         record, message = run.task.evaluate(state.step, run.progress)
         if run.procs.is_main and time.perf_counter() - run.started_at >= PEAK_AFTER_SECONDS:
             sample_machine(run, run.task.device, seconds=0.5)
-    progress_so_far = {
+    so_far = {
         **run.clock.totals(),
         "examples_seen": state.step * run.config.global_batch_size,
         **({"train_flops": state.train_flops} if state.train_flops is not None else {}),
     }
-    run.log.write({"step": state.step, **record, **progress_so_far})
+    run.log.write({"step": state.step, **record, **so_far})
     if run.procs.is_main:
         tqdm.write(f"step {state.step}: {message}")
     state.evaluated_at = state.step
@@ -516,8 +522,8 @@ def checkpoint(run: Run, state: RunState) -> None:
             full = {
                 "optimizer": task.optimizer.state_dict(),
                 "step": state.step,
-                "iteration": state.round,
-                "batch_in_iter": state.in_round,
+                "rounds_done": state.rounds_done,
+                "steps_in_round": state.steps_in_round,
                 "train_seconds": state.train_seconds,
                 "clock": run.clock.totals(),
                 "train_flops": state.train_flops,

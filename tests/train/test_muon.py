@@ -17,7 +17,7 @@ from hrm_reason.errors import UserError
 from hrm_reason.models import registry
 from hrm_reason.models.act import act_loss
 from hrm_reason.models.sparse_embedding import SparseSignSGD
-from hrm_reason.train.act import optimizer_step
+from hrm_reason.train.act import loss_scale_of, optimizer_step
 from hrm_reason.train.loop import train
 from hrm_reason.train.muon import SplitOptimizer, muon_split
 from hrm_reason.train.optim import AdamAtan2, make_optimizer, set_lr
@@ -125,9 +125,10 @@ def act_loss_of(model: nn.Module) -> torch.Tensor:
 
 
 def test_two_steps_equal_torch_muon_and_adam_atan2_applied_by_hand() -> None:
-    """The training step (train/act.py optimizer_step: backward, the schedule's lr, the split optimizer, SignSGD) against
-    torch.optim.Muon on the block matrices, AdamAtan2 on the rest and SignSGD on the puzzle table, built by hand on a
-    copy of the model with the same gradients; the second step at another lr runs on the first one's momentum."""
+    """The training step (the loop's backward of the loss times train/act.py loss_scale_of, then optimizer_step: the
+    schedule's lr, the split optimizer, SignSGD) against torch.optim.Muon on the block matrices, AdamAtan2 on the rest
+    and SignSGD on the puzzle table, built by hand on a copy of the model with the same gradients; the second step at
+    another lr runs on the first one's momentum."""
     config = muon_config("lr=1e-3", "weight_decay=0.1", "muon_lr=0.02", "muon_weight_decay=0.01")
     model = tiny_hrm()
     ref, initial = copy.deepcopy(model), copy.deepcopy(model.state_dict())
@@ -141,7 +142,8 @@ def test_two_steps_equal_torch_muon_and_adam_atan2_applied_by_hand() -> None:
     hand_adam = AdamAtan2(hand_rest, lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)
     hand_sparse = SparseSignSGD(ref.puzzle_emb, 1e-2, 0.1)
     for lr in (1e-3, 4e-4):
-        optimizer_step(act_loss_of(model), opt, sparse, 8, 1, lr, 1e-2)
+        (act_loss_of(model) * loss_scale_of(8, 1)).backward()
+        optimizer_step(opt, sparse, lr, 1e-2)
         (act_loss_of(ref) * (1 / 8)).backward()
         for group in hand_muon.param_groups:
             group["lr"] = 0.02 * lr / 1e-3

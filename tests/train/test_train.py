@@ -13,7 +13,15 @@ from safetensors.torch import load_file, save_file
 
 import hrm_reason.runtime.clock as clock_module
 import hrm_reason.train.loop as train_module
-from hrm_reason.checkpoint import find_checkpoint, read_state, read_weights
+from hrm_reason.checkpoint import (
+    STATE,
+    WEIGHTS,
+    find_checkpoint,
+    read_state,
+    read_weights,
+    state_bytes,
+    write_checked,
+)
 from hrm_reason.data.puzzle import TrainSampler, eval_batches, load_split, total_train_steps
 from hrm_reason.errors import UserError
 from hrm_reason.evaluate.act import evaluate
@@ -100,6 +108,21 @@ def test_resume_follows_the_same_trajectory(data: Path, tmp_path: Path) -> None:
     full = train(tiny_config(data, tmp_path / "full", *overrides), progress=False)
     # Pretend the run died after step 4 (inside the first iteration, with live carries): keep only that checkpoint.
     cut = rewind(full, tmp_path / "cut", 4)
+    resumed = train(tiny_config(data, cut, *overrides), resume=True, progress=False)
+    assert_same_trajectory(full, resumed)
+
+
+def test_a_checkpoint_with_the_old_round_keys_resumes(data: Path, tmp_path: Path) -> None:
+    """state.pt written before `rounds_done` and `steps_in_round` held them as `iteration` and `batch_in_iter`: a
+    resume from such a checkpoint (cut inside the second round) follows the uninterrupted run."""
+    overrides = ("epochs=4", "eval_interval=2", "checkpoint_every_steps=4", "arch.halt_exploration_prob=0.5")
+    full = train(tiny_config(data, tmp_path / "full", *overrides), progress=False)
+    cut = rewind(full, tmp_path / "cut", 8)
+    ckpt = cut / "checkpoints" / "step_8"
+    state = read_state(ckpt)
+    assert (state["rounds_done"], state["steps_in_round"]) == (1, 2)
+    state["iteration"], state["batch_in_iter"] = state.pop("rounds_done"), state.pop("steps_in_round")
+    write_checked(ckpt, {STATE: lambda: state_bytes(state), WEIGHTS: lambda: (ckpt / WEIGHTS).read_bytes()})
     resumed = train(tiny_config(data, cut, *overrides), resume=True, progress=False)
     assert_same_trajectory(full, resumed)
 
