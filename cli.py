@@ -1,4 +1,5 @@
-"""The `hrm` command line: thin wrappers that parse flags, validate them and call the package.
+"""The `hrm` command line: each command declares its flags, calls one function of hrm_reason/commands/ and prints what
+it returns (the flags several commands share, and the test-time ones, are declared in commands/cli_options.py).
 
 Each command imports what it calls inside its body: the package needs torch, slow to import, and `hrm --help` or a
 mistyped flag should answer at once.
@@ -7,23 +8,28 @@ mistyped flag should answer at once.
 from __future__ import annotations
 
 import functools
-import inspect
-import json
-import operator
 import sys
 from importlib import import_module
 from pathlib import Path
-from types import UnionType
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any
 
 import typer
-from pydantic import BaseModel, ValidationError
-from pydantic.fields import FieldInfo
-from rich.markup import escape
+from pydantic import BaseModel
 
 from datasets_build.options import ArcBuildOptions, Flag, MazeBuildOptions, SudokuBuildOptions, TextBuildOptions
-from hrm_reason.atomic import DISK_ERRORS, atomic_write_text
+from hrm_reason.atomic import DISK_ERRORS
 from hrm_reason.commands.cli_help import ConfigKeysCommand, hide_flag_placeholders
+from hrm_reason.commands.cli_options import (
+    CheckpointPath,
+    ConfigFile,
+    Device,
+    EvalJsons,
+    Quiet,
+    RunDir,
+    device_name,
+    options_command,
+    test_time_flags,
+)
 from hrm_reason.errors import UserError, one_line
 from hrm_reason.outputs import check_arguments
 
@@ -38,8 +44,9 @@ build_data_app = typer.Typer(no_args_is_help=True, help="Build a benchmark datas
 app.add_typer(build_data_app, name="build-data")
 DEFAULT_CONFIG = "quickstart.yaml"  # of hrm train without --config
 
-# `hrm build-data TASK`: its flags are the fields of its options model (datasets_build/options.py, _flag), its help
-# the model's docstring; it runs datasets_build.TASK.build_TASK and prints the summary (True: with --quiet).
+# `hrm build-data TASK`: its flags are the fields of its options model (datasets_build/options.py; made into typer's
+# by commands/cli_options.py options_command), its help the model's docstring; it runs datasets_build.TASK.build_TASK
+# and prints the summary (True: with --quiet).
 BUILDERS: dict[str, tuple[type[BaseModel], bool]] = {
     "sudoku": (SudokuBuildOptions, False),
     "arc": (ArcBuildOptions, False),
@@ -48,149 +55,21 @@ BUILDERS: dict[str, tuple[type[BaseModel], bool]] = {
 }
 
 
-def _device_name(value: str) -> str:
-    from hrm_reason.runtime.device import check_device_name
-
-    return check_device_name(value)
-
-
-# Options several commands share, declared once.
-Device = Annotated[str, typer.Option("--device", help="auto, cpu or cuda.", callback=_device_name)]
-Quiet = Annotated[bool, typer.Option("--quiet", help="No progress bars.")]
+def _build(task: str, options: BaseModel, progress: bool | None) -> str:
+    """Runs datasets_build.TASK.build_TASK (with its progress bars where it has them) and returns its summary."""
+    module = import_module(f"datasets_build.{task}")
+    built = getattr(module, f"build_{task}")(options, **({} if progress is None else {"progress": progress}))
+    return module.summary(built)
 
 
-# The model of hrm eval, solve and viz predictions: a run, or a checkpoint and its config (hrm_reason.load).
-RunDir = Annotated[Path | None, typer.Option("--run", help="Run directory (its latest checkpoint and config).")]
-CheckpointPath = Annotated[
-    Path | None,
-    typer.Option(
-        "--checkpoint",
-        help="Checkpoint directory or weights file (ours, or an original HRM or TRM one), or a Hugging Face repository "
-        "owner/name of a released checkpoint (downloaded to the Hugging Face cache; the cache only when offline).",
-    ),
-]
-ConfigFile = Annotated[
-    Path | None,
-    typer.Option("--config", "-c", help="Config for --checkpoint outside a run (e.g. the original all_config.yaml)."),
-]
+for task, (options, quiet) in BUILDERS.items():
+    build_data_app.command(task)(options_command(options, Flag, quiet, functools.partial(_build, task)))
 
 
-# Test-time compute options of hrm eval and hrm solve (docs/training.md, "Test-time compute").
-Tta = Annotated[
-    int,
-    typer.Option(
-        "--tta",
-        help="Transformed copies per puzzle (Sudoku, maze, ARC symmetries), mapped back and combined; at most the "
-        "task's group (a maze has 8), and copies x samples at most 1024.",
-    ),
-]
-Samples = Annotated[int, typer.Option("--samples", help="Trajectories per copy, at most 256; sample 0 has no noise.")]
-Noise = Annotated[float, typer.Option("--noise", help="Std of the Gaussian noise added to the carried state.")]
-NoiseAt = Annotated[str, typer.Option("--noise-at", help="every (each segment, as PTRM) or initial.")]
-Select = Annotated[str, typer.Option("--select", help="Choose the answer by q (halting confidence) or vote.")]
-TtaSeed = Annotated[int, typer.Option("--tta-seed", help="Seed of the transforms and the noise.")]
-PuzzleId = Annotated[str, typer.Option("--puzzle-id", help="keep, or blank: feed every puzzle identifier 0.")]
-
-
-def _keyword(name: str, annotation: Any, default: Any) -> inspect.Parameter:
-    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
-
-
-def _test_time_flags(command: Any) -> Any:
-    """Gives `command` the flags above (after its own); it receives them validated, as one `test_time` argument."""
-    flags = {"tta": (Tta, 1), "samples": (Samples, 1), "noise": (Noise, 0.0), "noise_at": (NoiseAt, "every")}
-    flags |= {"select": (Select, "q"), "tta_seed": (TtaSeed, 0), "puzzle_id": (PuzzleId, "keep")}
-    # eval_str: the command's annotations are strings (from __future__ import annotations); left so, typer would not
-    # see their typer.Option (help, callbacks such as --device's check) and would read each as a bare flag
-    own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "test_time"]
-
-    @functools.wraps(command)
-    def with_flags(**fields: Any) -> Any:
-        from hrm_reason.evaluate.tta import TestTimeOptions
-
-        tta, samples, noise, noise_at, select, seed, puzzle_id = (fields.pop(name) for name in flags)
-        if puzzle_id not in ("keep", "blank"):
-            raise UserError(f"--puzzle-id {puzzle_id!r}: expected 'keep' or 'blank'")
-        options = TestTimeOptions(tta, samples, noise, noise_at, select, seed, puzzle_id == "blank")
-        return command(**fields, test_time=options)
-
-    params = own + [_keyword(name, kind, default) for name, (kind, default) in flags.items()]
-    with_flags.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-    return with_flags
-
-
-def _read_as(annotation: Any) -> Any:
-    """The type typer reads for a field of this type: a Literal is read as str, and the model checks the choice."""
-    if get_origin(annotation) in (Union, UnionType):
-        return functools.reduce(operator.or_, map(_read_as, get_args(annotation)))
-    return str if get_origin(annotation) is Literal else annotation
-
-
-def _flag(name: str, field: FieldInfo, help_words: dict[str, str]) -> inspect.Parameter:
-    """A build option as typer's parameter: --name-with-dashes, the field's type, default (None where the model makes
-    one) and description (its {words} filled in) as help; a `Flag` in the field's metadata says the rest."""
-    flag = next((m for m in field.metadata if isinstance(m, Flag)), Flag())
-    default = inspect.Parameter.empty if field.is_required() else None if field.default_factory else field.default
-    kind = flag.parse or _read_as(field.annotation)
-    text = (field.description or "").format_map(help_words)
-    names = [] if flag.argument else ["--" + name.replace("_", "-"), *([flag.short] if flag.short else [])]
-    declare = typer.Argument if flag.argument else typer.Option
-    # escape: rich would read "[text]" in a description as markup and drop it
-    declared = declare(*names, help=escape(text), metavar=flag.metavar, hidden=flag.hidden)
-    return _keyword(name, Annotated[kind | None if default is None else kind, declared], default)
-
-
-def _options(options_cls: type[BaseModel], **fields: object) -> BaseModel:
-    """Validated build options; a validation error becomes the one-line message naming the flag and its value."""
-    try:
-        return options_cls(**fields)
-    except ValidationError as e:
-        err = e.errors()[0]
-        name = str(err["loc"][0]) if err["loc"] else ""
-        flag = "--" + name.replace("_", "-") if name else "options"
-        raise UserError(f"{flag} {fields.get(name, '')!s}: {err['msg'].removeprefix('Value error, ')}") from None
-
-
-def _add_builder(task: str) -> None:
-    """Registers `hrm build-data TASK`: parse the flags, validate them as its options model, build, print."""
-    options, quiet = BUILDERS[task]
-    params = [_flag(name, field, getattr(options, "help_words", {})) for name, field in options.model_fields.items()]
-    params += [_keyword("quiet", Quiet, False)] if quiet else []
-
-    def command(**fields: Any) -> None:
-        module = import_module(f"datasets_build.{task}")
-        progress = {"progress": not fields.pop("quiet")} if quiet else {}
-        built = getattr(module, f"build_{task}")(_options(options, **fields), **progress)
-        typer.echo(module.summary(built))
-
-    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-    command.__doc__ = options.__doc__
-    build_data_app.command(task)(command)
-
-
-for task in BUILDERS:
-    _add_builder(task)
-
-
-def _overrides(ctx: typer.Context, command: str) -> list[str]:
-    """The key=value arguments after the flags; anything else that looks like a flag is an error."""
-    for item in ctx.args:
-        if item.startswith("-"):
-            raise UserError(f"unknown option {item} (overrides are key=value; see hrm {command} --help)")
-    return list(ctx.args)
-
-
-def _one_of(run: Path | None, checkpoint: Path | None) -> Path:
-    if (run is None) == (checkpoint is None):
-        raise UserError("give exactly one of --run DIR or --checkpoint PATH")
-    if run is not None and not run.is_dir():  # a run is a local folder, never a hub repository
-        raise UserError(f"--run {run}: no such run directory")
-    return run or checkpoint
-
-
-def _write_json(path: Path, value: object, indent: int | None = 2) -> None:
-    atomic_write_text(path, json.dumps(value, indent=indent))
-    typer.echo(f"wrote {path}")
+def _echo(lines: Any) -> None:
+    """Prints each line a command's package function gives, as the work goes."""
+    for line in lines:
+        typer.echo(line)
 
 
 @app.command(cls=ConfigKeysCommand, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -208,17 +87,13 @@ def train(
     quiet: Quiet = False,
 ) -> None:
     """Train a model of any family. Extra arguments are key=value overrides, e.g. arch.hidden_size=256 lr=3e-4."""
-    from hrm_reason.config import resume_config
-    from hrm_reason.train.loop import train as run_training
+    from hrm_reason.commands.train import train_command
 
-    overrides = _overrides(ctx, "train")
-    overrides += [f"data_path={data}"] * (data is not None) + [f"run_dir={run_dir}"] * (run_dir is not None)
-    out = run_training(resume_config(run_dir, config, resume, overrides, DEFAULT_CONFIG), resume, progress=not quiet)
-    typer.echo(f"run directory: {out}")
+    typer.echo(train_command(ctx.args, config, data, run_dir, resume, DEFAULT_CONFIG, progress=not quiet))
 
 
 @app.command("eval")
-@_test_time_flags
+@test_time_flags
 def eval_cmd(
     mmax: int | None = typer.Option(
         None,
@@ -274,54 +149,16 @@ def eval_cmd(
     STEPS treats the test split's tasks as new ones (hrm adapt on the build's test_tasks/). For a language-model head
     (or a transformers HrmText directory): cross-entropy, perplexity and tokens/s on the text dataset's val split; on a
     puzzle dataset (PrefixLM on puzzles) the exact and token accuracy of greedy decoding on the test split."""
-    from hrm_reason.commands.adapt import eval_adapted
-    from hrm_reason.evaluate.run import evaluate_run
+    from hrm_reason.commands.eval import eval_command
 
-    if adapt_steps is not None:
-        others = {"--checkpoint": checkpoint, "--config": config, "--batch-size": batch_size}
-        others |= {"--max-examples": max_examples, "--max-tokens": max_tokens, "--seq-len": seq_len}
-        text = eval_adapted(run, data, adapt_steps, mmax, json_out, submission, device, not quiet, others, test_time)
-        typer.echo(text)
-        return
-    _claim_eval_outputs(json_out, submission)
-    result = evaluate_run(
-        _one_of(run, checkpoint),
-        config,
-        data,
-        mmax,
-        batch_size,
-        max_examples,
-        device,
-        progress=not quiet,
-        max_tokens=max_tokens,
-        seq_len=seq_len,
-        arc_submission=submission is not None,
-        test_time=test_time,
-    )
-    _echo_eval(result, json_out, submission)
-
-
-def _claim_eval_outputs(json_out: Path | None, submission: Path | None) -> None:
-    """hrm eval's --json and --submission: new or its own, checked before the evaluation (hrm_reason.outputs)."""
-    from hrm_reason.outputs import EVAL_JSON, SUBMISSION_OUT, claim
-
-    claim(submission, SUBMISSION_OUT)
-    claim(json_out, EVAL_JSON)
-
-
-def _echo_eval(result: Any, json_out: Path | None, submission: Path | None) -> None:
-    from hrm_reason.evaluate.run import format_result
-
-    arc_submission = getattr(result, "extra", {}).pop("arc_submission", None)
-    typer.echo(format_result(result))
-    if submission is not None and arc_submission is not None:
-        _write_json(submission, arc_submission, indent=None)
-    if json_out is not None:
-        _write_json(json_out, result.to_dict())
+    _echo(eval_command(
+        run, checkpoint, config, data, mmax, batch_size, max_examples, max_tokens, seq_len, adapt_steps, json_out,
+        submission, device, not quiet, test_time,
+    ))  # fmt: skip
 
 
 @app.command("solve")
-@_test_time_flags
+@test_time_flags
 def solve_cmd(
     puzzle: str | None = typer.Argument(
         None,
@@ -373,28 +210,12 @@ def solve_cmd(
     --tta/--samples choose each answer over transformed copies and noisy trajectories, as hrm eval's.
     --adapt STEPS solves one ARC task the model never trained on: hrm solve --run runs/arc-rung --file task.json --adapt
     200"""
-    from hrm_reason.commands.adapt import refuse_unused, solve_adapted
-    from hrm_reason.commands.solve import answers_json, format_answers, load_solver, read_puzzles, solve, write_pngs
-    from hrm_reason.outputs import SOLVE_PNG, claim
+    from hrm_reason.commands.solve_command import solve_command
 
-    if adapt_steps is not None:
-        others = {"--checkpoint": checkpoint, "--config": config, "--png": png, "PUZZLE": puzzle}
-        refuse_unused(
-            others | {"--allow-unsolvable": allow_unsolvable}, test_time, "it adapts a run's rows, then votes"
-        )
-        typer.echo(solve_adapted(run, file, adapt_steps, mmax, json_out, device, not quiet))
-        return
-    claim(png, SOLVE_PNG)
-    solver = load_solver(_one_of(run, checkpoint), config, device)
-    puzzles = read_puzzles(solver.task, puzzle, file, sys.stdin)
-    budget = mmax or solver.halt_max_steps
-    answers = solve(solver, puzzles, budget, test_time, progress=not quiet, allow_unsolvable=allow_unsolvable)
-    pngs = write_pngs(solver, answers, png) if png is not None else []
-    if json_out:
-        typer.echo(answers_json(solver, answers, budget, pngs or None))
-        return
-    typer.echo(format_answers(answers))
-    _echo_written(pngs)
+    _echo(solve_command(
+        puzzle, run, checkpoint, config, file, sys.stdin, mmax, allow_unsolvable, json_out, png, adapt_steps, device,
+        not quiet, test_time,
+    ))  # fmt: skip
 
 
 @app.command("adapt")
@@ -424,7 +245,7 @@ def adapt_cmd(
     json_out: Path | None = typer.Option(
         None, "--json", help="Also write pass@k, the curve, CPU-seconds and the attempts as JSON to this file."
     ),
-    device: str = typer.Option("cpu", "--device", help="cpu (default), cuda or auto.", callback=_device_name),
+    device: str = typer.Option("cpu", "--device", help="cpu (default), cuda or auto.", callback=device_name),
     quiet: Quiet = False,
 ) -> None:
     """Adapt new puzzle-embedding rows to ARC tasks the model never saw, on their demonstrations only, then answer
@@ -432,21 +253,10 @@ def adapt_cmd(
     OUT/adapted.safetensors. A second call with the same tasks and options loads the rows.
 
     Example: hrm adapt runs/arc-rung task.json --steps 200"""
-    from hrm_reason.commands.adapt import AdaptOptions, adapt_command
+    from hrm_reason.commands.adapt import AdaptOptions, adapt_command, step_counts
 
-    counts = _step_counts(curve) if curve else ()
-    options = AdaptOptions(steps, seed, num_aug, whole, lr, lr_whole, batch_size, mmax, init, counts)
+    options = AdaptOptions(steps, seed, num_aug, whole, lr, lr_whole, batch_size, mmax, init, step_counts(curve))
     typer.echo(adapt_command(run, tasks, options, out, json_out, device, progress=not quiet))
-
-
-def _step_counts(text: str) -> tuple[int, ...]:
-    try:
-        counts = tuple(sorted({int(k) for k in text.split(",") if k.strip()}))
-    except ValueError:
-        counts = ()
-    if not counts:
-        raise UserError(f"--curve {text!r}: expected comma-separated step counts, e.g. 0,50,100")
-    return counts
 
 
 @app.command("generate")
@@ -480,17 +290,9 @@ def generate_cmd(
     device: Device = "auto",
 ) -> None:
     """Continue --prompt with a trained language-model head (KV cache when the head has one)."""
-    from hrm_reason.commands.generate import check_temperature, generate_text, load_for_generation
-    from hrm_reason.runtime.device import resolve_device
+    from hrm_reason.commands.generate import generate_command
 
-    check_temperature(temperature)  # before the model loads
-    dev = resolve_device(device)
-    model, tokenizer = load_for_generation(run, data, dev)
-    cache = False if no_cache else None  # None: the head's KV cache where it has one
-    text = generate_text(
-        model, tokenizer, prompt, max_new_tokens, temperature, top_k, seed, use_cache=cache, prefix=prefix, device=dev
-    )
-    typer.echo(prompt + text)
+    typer.echo(generate_command(run, data, prompt, max_new_tokens, temperature, top_k, seed, prefix, no_cache, device))
 
 
 @app.command("convert")
@@ -520,18 +322,6 @@ viz_app = typer.Typer(
 app.add_typer(viz_app, name="viz")
 
 
-def _viz_out(out: Path) -> Path:
-    """A folder of hrm viz's pictures (new, empty or its own), checked before any figure is drawn."""
-    from hrm_reason.outputs import VIZ_FOLDER, claim
-
-    return claim(out, VIZ_FOLDER) or out
-
-
-def _echo_written(paths: list[Path]) -> None:
-    for path in paths:
-        typer.echo(f"wrote {path}")
-
-
 @viz_app.command("puzzle")
 def viz_puzzle(
     data: Path = typer.Option(..., "--data", help="Dataset directory."),
@@ -541,10 +331,9 @@ def viz_puzzle(
     out: Path = typer.Option(Path("viz"), "--out", help="Output directory."),
 ) -> None:
     """Puzzles beside their solutions: Sudoku (givens bold, box lines), maze (walls, S, G, path), ARC (the ten colours)."""
-    from hrm_reason.viz.canvas import save_figures
-    from hrm_reason.viz.puzzles import puzzle_figures
+    from hrm_reason.commands.viz import puzzle_pictures
 
-    _echo_written(save_figures(puzzle_figures(data, split, index, count), _viz_out(out)))
+    _echo(puzzle_pictures(data, split, index, count, out))
 
 
 @viz_app.command("predictions")
@@ -562,18 +351,9 @@ def viz_predictions(
     ),
 ) -> None:
     """The decoded prediction after every segment 1..mmax, with changed cells shaded, errors marked and q_halt plotted."""
-    from hrm_reason.viz.canvas import save_figures
-    from hrm_reason.viz.predictions import prediction_figures
+    from hrm_reason.commands.viz import prediction_pictures
 
-    out = _viz_out(out or (run / "viz" if run is not None else Path("viz")))
-    _echo_written(
-        save_figures(prediction_figures(_one_of(run, checkpoint), config, data, index, count, mmax, device), out)
-    )
-
-
-EvalJsons = Annotated[
-    list[Path] | None, typer.Option("--eval", help="Results of hrm eval --json (default: such JSON files in RUN_DIR).")
-]
+    _echo(prediction_pictures(run, checkpoint, config, data, index, count, mmax, device, out))
 
 
 @viz_app.command("run")
@@ -583,11 +363,9 @@ def viz_run(
     out: Path | None = typer.Option(None, "--out", help="Output directory (default: RUN_DIR/viz)."),
 ) -> None:
     """Training and evaluation curves from metrics.jsonl, and accuracy against segments from eval JSON files."""
-    from hrm_reason.viz.canvas import save_figures
-    from hrm_reason.viz.curves import run_figures
+    from hrm_reason.commands.viz import run_pictures
 
-    out = _viz_out(out or run_dir / "viz")
-    _echo_written(save_figures(run_figures(run_dir, eval_json or []), out))
+    _echo(run_pictures(run_dir, eval_json or [], out))
 
 
 @viz_app.command("test-time")
@@ -596,12 +374,9 @@ def viz_test_time(
     out: Path = typer.Option(Path("viz"), "--out", help="Output directory."),
 ) -> None:
     """Exact accuracy against total segments run per puzzle (m x tta x samples), one line per (tta, samples)."""
-    from hrm_reason.viz.canvas import save_figures
-    from hrm_reason.viz.curves import compute_figure, read_eval_json
+    from hrm_reason.commands.viz import test_time_picture
 
-    out = _viz_out(out)
-    figure = compute_figure(read_eval_json(eval_json), eval_json.stem, str(eval_json))
-    _echo_written(save_figures([("test_time.png", figure)], out))
+    _echo(test_time_picture(eval_json, out))
 
 
 @viz_app.command("html")
@@ -618,15 +393,9 @@ def viz_html(
     ),
 ) -> None:
     """One self-contained HTML page for a run: curves, accuracy against segments, prediction strips, config."""
-    from hrm_reason.limits import VIZ_STRIPS
-    from hrm_reason.outputs import VIZ_PAGE, claim
-    from hrm_reason.viz.html import run_page
+    from hrm_reason.commands.viz import run_page_file
 
-    VIZ_STRIPS.check(count)
-    path = out or run_dir / "viz" / "index.html"
-    claim(path, VIZ_PAGE)
-    atomic_write_text(path, run_page(run_dir, eval_json or [], data, index, count, mmax, device))
-    typer.echo(f"wrote {path}")
+    typer.echo(run_page_file(run_dir, eval_json or [], out, device, data, index, count, mmax))
 
 
 @app.command("bench", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -652,15 +421,9 @@ def bench_cmd(
 ) -> None:
     """Training and evaluation examples/s, model FLOPs, measured matmul peak, MFU and peak memory of a config.
     Extra arguments are key=value overrides, e.g. arch.q_target=next_segment compile=true device=cpu."""
-    from hrm_reason.commands.bench import bench, format_result
-    from hrm_reason.config import load_config
-    from hrm_reason.outputs import BENCH_JSON, claim
+    from hrm_reason.commands.bench import bench_command
 
-    claim(json_out, BENCH_JSON)
-    result = bench(load_config(config, _overrides(ctx, "bench")), batch_size, seq_len, vocab_size, steps, warmup)
-    typer.echo(format_result(result))
-    if json_out is not None:
-        _write_json(json_out, result.to_dict())
+    _echo(bench_command(config, ctx.args, json_out, batch_size, seq_len, vocab_size, steps, warmup))
 
 
 @app.command("compare")
@@ -700,20 +463,10 @@ def compare_cmd(
     """Train several configs (architectures) for several seeds on their data and compare them: accuracy mean ± std
     over seeds at the trained segments, after each m and with ACT, parameters, steps, and the CPU time, steps and
     FLOPs each run took to reach --targets. A rerun skips finished runs and resumes interrupted ones."""
-    from hrm_reason.commands.compare import compare, compare_runs, parse_targets, split_arguments
+    from hrm_reason.commands.compare import compare_command
 
-    items, command, wanted = items or [], "hrm " + " ".join(sys.argv[1:]), parse_targets(targets)
-    if runs:
-        if given := [f for f, v in (("--seeds", seeds), ("--mmax", mmax), ("--jobs", jobs)) if v is not None]:
-            raise UserError(f"{', '.join(given)}: --runs reads finished runs; it trains and evaluates nothing")
-        results = compare_runs([Path(i) for i in items], out, wanted, metric, command)
-    else:
-        configs, overrides = split_arguments(items)
-        results = compare(
-            configs, seeds or 3, out, mmax, overrides, not quiet, command, jobs=jobs or 1, targets=wanted, metric=metric
-        )
-    typer.echo((out / "results.md").read_text())
-    _echo_written([out / "results.json", out / "results.md", *map(Path, results["plots"])])
+    command = "hrm " + " ".join(sys.argv[1:])
+    _echo(compare_command(items or [], runs, seeds, out, mmax, jobs, targets, metric, not quiet, command))
 
 
 def main() -> None:

@@ -27,6 +27,7 @@ import torch
 from safetensors.torch import save as save_safetensors
 
 from hrm_reason.atomic import atomic_directory, atomic_write_text
+from hrm_reason.commands.cli_options import write_json
 from hrm_reason.commands.solve import ArcSolve, task_for
 from hrm_reason.data.puzzle import PuzzleDatasetMetadata, dataset_kind, load_split
 from hrm_reason.errors import UserError
@@ -619,10 +620,17 @@ def _previous(out: Path, record: dict[str, Any], run: AdaptRun) -> tuple[torch.T
 # ------------------------------------------------------------------------------------------- the three commands
 
 
-def write_json(path: Path, value: object, indent: int | None = 2) -> str:
-    """`value` written atomically as JSON to `path` (claimed before the work); the line that says so."""
-    atomic_write_text(path, json.dumps(value, indent=indent))
-    return f"wrote {path}"
+def step_counts(text: str | None) -> tuple[int, ...]:
+    """--curve's step counts (none without it): comma-separated, sorted, each once."""
+    if not text:
+        return ()
+    try:
+        counts = tuple(sorted({int(k) for k in text.split(",") if k.strip()}))
+    except ValueError:
+        counts = ()
+    if not counts:
+        raise UserError(f"--curve {text!r}: expected comma-separated step counts, e.g. 0,50,100")
+    return counts
 
 
 def adapt_command(
@@ -740,4 +748,5 @@ __all__ = [
     "read_task",
     "refuse_unused",
     "solve_adapted",
+    "step_counts",
 ]

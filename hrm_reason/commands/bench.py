@@ -12,19 +12,22 @@ from __future__ import annotations
 import resource
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 
-from hrm_reason.config import TrainConfig
+from hrm_reason.commands.cli_options import overrides, write_json
+from hrm_reason.config import TrainConfig, load_config
 from hrm_reason.errors import UserError
 from hrm_reason.limits import BENCH_SEQ_LEN, BENCH_STEPS, BENCH_VOCAB, BENCH_WARMUP
 from hrm_reason.load import puzzle_metadata
 from hrm_reason.models import registry
 from hrm_reason.models.act import act_loss
 from hrm_reason.models.sparse_embedding import SparseSignSGD
+from hrm_reason.outputs import BENCH_JSON, claim
 from hrm_reason.provenance import provenance
 from hrm_reason.runtime.device import autocast_context, matmul_peak, resolve_device, synchronize
 from hrm_reason.runtime.memory import allocation_errors, check_fits
@@ -291,3 +294,22 @@ def format_result(r: BenchResult) -> str:
             f"peak memory {r.peak_memory_bytes / 2**20:.0f} MiB",
         ]
     )
+
+
+def bench_command(
+    config_path: Path,
+    args: list[str],
+    json_out: Path | None,
+    batch_size: int | None,
+    seq_len: int | None,
+    vocab_size: int | None,
+    steps: int,
+    warmup: int,
+) -> Iterator[str]:
+    """`hrm bench`: --json claimed first, then `config_path` with the key=value `args` measured; yields the figures,
+    then where --json went."""
+    claim(json_out, BENCH_JSON)
+    result = bench(load_config(config_path, overrides(args, "bench")), batch_size, seq_len, vocab_size, steps, warmup)
+    yield format_result(result)
+    if json_out is not None:
+        yield write_json(json_out, result.to_dict())

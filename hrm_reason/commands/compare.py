@@ -433,3 +433,32 @@ def runs_tables(dirs: list[Path], targets: list[float], metric: str) -> dict[str
     records = read_runs(dirs)
     check_metric(records, metric)
     return tables(summarise(records, metric), time_to_accuracy(records, targets, metric))
+
+
+def compare_command(
+    items: list[str],
+    runs: bool,
+    seeds: int | None,
+    out: Path,
+    mmax: int | None,
+    jobs: int | None,
+    targets: str,
+    metric: str,
+    progress: bool,
+    command: str,
+) -> list[str]:
+    """`hrm compare`: train and compare the configs of `items` (then its key=value overrides), or with `runs` summarise
+    the run or study directories it names (the training flags refused); returns what it prints: results.md and the
+    files written."""
+    wanted = parse_targets(targets)
+    if runs:
+        if given := [f for f, v in (("--seeds", seeds), ("--mmax", mmax), ("--jobs", jobs)) if v is not None]:
+            raise UserError(f"{', '.join(given)}: --runs reads finished runs; it trains and evaluates nothing")
+        results = compare_runs([Path(i) for i in items], out, wanted, metric, command)
+    else:
+        configs, overrides = split_arguments(items)
+        results = compare(
+            configs, seeds or 3, out, mmax, overrides, progress, command, jobs=jobs or 1, targets=wanted, metric=metric
+        )
+    paths = [out / "results.json", out / "results.md", *map(Path, results["plots"])]
+    return [(out / "results.md").read_text(), *(f"wrote {path}" for path in paths)]

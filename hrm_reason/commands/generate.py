@@ -23,6 +23,7 @@ from hrm_reason.jsonfile import read_json
 from hrm_reason.load import load_run, run_config_path
 from hrm_reason.models.lm.sampling import generate
 from hrm_reason.models.registry import family_spec
+from hrm_reason.runtime.device import resolve_device
 
 # Below this the logits divided by the temperature overflow float32 (softmax of inf is nan): 0 is the greedy choice.
 MIN_TEMPERATURE = 1e-6
@@ -135,3 +136,36 @@ def generate_text(
     if tokenizer.eos_id in new:
         new = new[: new.index(tokenizer.eos_id)]
     return tokenizer.decode(new)
+
+
+def generate_command(
+    run: Path,
+    data: Path | None,
+    prompt: str,
+    max_new_tokens: int,
+    temperature: float,
+    top_k: int | None,
+    seed: int,
+    prefix: bool,
+    no_cache: bool,
+    device_name: str,
+) -> str:
+    """`hrm generate`: the prompt and its continuation by the run's head (its KV cache unless `no_cache`); the
+    temperature is checked before the model loads."""
+    check_temperature(temperature)
+    device = resolve_device(device_name)
+    model, tokenizer = load_for_generation(run, data, device)
+    cache = False if no_cache else None  # None: the head's KV cache where it has one
+    text = generate_text(
+        model,
+        tokenizer,
+        prompt,
+        max_new_tokens,
+        temperature,
+        top_k,
+        seed,
+        use_cache=cache,
+        prefix=prefix,
+        device=device,
+    )
+    return prompt + text
