@@ -200,7 +200,7 @@ def _bench_act(config: Any, sizes: dict[str, int], device: torch.device, batch_s
         ).to(device),
     }
     explore = torch.Generator(device=device).manual_seed(config.seed)
-    state = {"train": model.initial_carry(batch), "eval": model.initial_carry(batch)}
+    state = {"train": model.empty_carry(batch), "eval": model.empty_carry(batch)}
 
     def train_step() -> None:
         model.train()
