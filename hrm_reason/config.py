@@ -274,7 +274,7 @@ class TrainConfig(StrictModel):
     )
     data_path: str = Field(
         description="a puzzle dataset (hrm build-data sudoku/maze/arc) or a text dataset (hrm "
-        "build-data text); LM heads on a puzzle dataset train PrefixLM on puzzles (lm_puzzle.py)"
+        "build-data text); LM heads on a puzzle dataset train PrefixLM on puzzles (data/prefix_lm.py)"
     )
     run_dir: str | None = Field(None, description="None: runs/<dataset name>-<arch>-seed<seed>")
 
