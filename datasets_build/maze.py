@@ -19,8 +19,8 @@ The label marks the cells of one shortest path 'o': walking back from G, always 
 to S in the order up, down, left, right, so the label is a function of the maze (learnable for exact match). Any other
 shortest path is just as right; `hrm eval` scores it with the optimal-path accuracy (hrm_reason/tasks/maze.py).
 
-Bit-parallel BFS: a grid row is one uint64 (bit j = column j), so a wavefront step over thousands of layouts is a few
-shifts and ANDs on [n, H] words.
+Every search runs the one bit-parallel BFS of `hrm_reason.tasks.maze` (`wavefront`: a grid row is one uint64, bit j =
+column j, so a step over thousands of layouts is a few shifts and ANDs on [n, H] words).
 """
 
 from __future__ import annotations
@@ -57,10 +57,17 @@ from hrm_reason.tasks.maze import (
     TOKEN_OF,
     VOCAB_SIZE,
     WALL,
+    first_cell,
     grid_side,
     label_paths,
+    one_hot_rows,
     optimal_path_correct,
+    pack_rows,
+    popcount,
     start_distances,
+    start_levels,
+    unpack_rows,
+    wavefront,
 )
 
 BUILDER_VERSION = "1"
@@ -75,103 +82,12 @@ STALL_REPEATS = 2000
 CHUNK = 512  # layouts per generation step; part of what the seed means, so a constant and not an option
 _STREAM_GENERATE = 1  # independent of datasets_build.sources.STREAM_SUBSAMPLE (3) and STREAM_SIZE (5)
 _SPLIT_CODE = {"train": 0, "test": 1}
-_ONE = np.uint64(1)
 
 
 def default_min_path(size: int) -> int:
     """110 moves at 30x30, scaled to the same tail: about the 99.3rd percentile of the longest shortest path of a random
     Lehnert layout, which grows like side^(7/6) (measured for sides 7..30): 27 at 9x9, 34 at 11x11, 41 at 13x13."""
     return max(1, round(PAPER_MIN_PATH * (size / PAPER_SIZE) ** (7 / 6)))
-
-
-# ---------------------------------------------------------------------------------------------- bit-parallel BFS
-
-
-def _pack(mask: np.ndarray) -> np.ndarray:
-    """[..., H, W] bool -> [..., H] uint64 rows, bit j = column j."""
-    padded = np.zeros(mask.shape[:-1] + (64,), dtype=bool)
-    padded[..., : mask.shape[-1]] = mask
-    return np.packbits(padded, axis=-1, bitorder="little").view("<u8")[..., 0].astype(np.uint64)
-
-
-def _unpack(rows: np.ndarray, width: int) -> np.ndarray:
-    """[..., H] uint64 rows -> [..., H, W] bool."""
-    octets = np.ascontiguousarray(rows.astype("<u8"))[..., None].view(np.uint8)
-    return np.unpackbits(octets, axis=-1, bitorder="little")[..., :width].astype(bool)
-
-
-def _popcount(rows: np.ndarray) -> np.ndarray:
-    """Set cells per grid: [..., H] uint64 -> [...] int64."""
-    if hasattr(np, "bitwise_count"):  # numpy >= 2
-        return np.bitwise_count(rows).sum(-1, dtype=np.int64)
-    return np.unpackbits(np.ascontiguousarray(rows.astype("<u8"))[..., None].view(np.uint8), axis=-1).sum(
-        (-1, -2), dtype=np.int64
-    )
-
-
-def _first_cell(rows: np.ndarray) -> np.ndarray:
-    """Flat index (r * 64 + c) of the first set cell (lowest row, lowest column) of each [H] grid; rows must be
-    non-empty."""
-    r = np.argmax(rows != 0, axis=1)
-    word = rows[np.arange(rows.shape[0]), r]
-    low = word & (~word + _ONE)  # lowest set bit
-    return r * 64 + np.log2(low.astype(np.float64)).astype(np.int64)
-
-
-def _expand(frontier: np.ndarray, full: np.uint64) -> np.ndarray:
-    """Cells of the frontier and their 4 neighbours."""
-    grown = frontier | ((frontier << _ONE) & full) | (frontier >> _ONE)
-    grown[:, 1:] |= frontier[:, :-1]
-    grown[:, :-1] |= frontier[:, 1:]
-    return grown
-
-
-@dataclass
-class _Wave:
-    reach: np.ndarray  # [n, H] cells reachable from the seeds
-    last: np.ndarray  # [n, H] the farthest layer
-    ecc: np.ndarray  # [n] its distance (moves)
-    within: np.ndarray | None  # [n, H] cells at distance <= `near` (per grid)
-
-
-def _wavefront(
-    open_rows: np.ndarray, seeds: np.ndarray, full: np.uint64, near: int | np.ndarray | None = None
-) -> _Wave:
-    """BFS from `seeds` in every grid at once; finished grids leave the working set so long ones do not drag short
-    ones."""
-    frontier = seeds & open_rows
-    n = frontier.shape[0]
-    reach, last = frontier.copy(), frontier.copy()
-    ecc = np.zeros(n, dtype=np.int64)
-    within = frontier.copy() if near is not None else None
-    act = np.flatnonzero(frontier.any(axis=1))
-    f, r, o = frontier[act], reach[act], open_rows[act]
-    k = np.broadcast_to(np.asarray(near if near is not None else -1, dtype=np.int64), (n,))[act]
-    step = 0
-    while act.size:
-        step += 1
-        nxt = _expand(f, full) & o & ~r
-        grew = nxt.any(axis=1)
-        if not grew.all():
-            stop = ~grew
-            reach[act[stop]], last[act[stop]], ecc[act[stop]] = r[stop], f[stop], step - 1
-            if within is not None:  # finished before reaching their capture step: everything is within
-                early = stop & (step <= k)
-                within[act[early]] = r[early]
-            act, nxt, r, o, k = act[grew], nxt[grew], r[grew], o[grew], k[grew]
-        r = r | nxt
-        f = nxt
-        if within is not None:
-            capture = k == step
-            within[act[capture]] = r[capture]
-    return _Wave(reach, last, ecc, within)
-
-
-def _one_hot_rows(cells: np.ndarray, height: int) -> np.ndarray:
-    """[n] flat indices (r * 64 + c) -> [n, H] rows with that one cell set."""
-    rows = np.zeros((cells.size, height), dtype=np.uint64)
-    rows[np.arange(cells.size), cells // 64] = _ONE << (cells % 64).astype(np.uint64)
-    return rows
 
 
 # -------------------------------------------------------------------------------------------------------- generator
@@ -200,18 +116,18 @@ def _screen(open_rows: np.ndarray, order: np.ndarray, walls: np.ndarray, size: i
     pos_of = np.empty_like(order)  # position of each cell in the random order
     np.put_along_axis(pos_of, order, np.broadcast_to(np.arange(N), order.shape), axis=1)
     while True:
-        left = n_open - _popcount(explored)
+        left = n_open - popcount(explored)
         act = np.flatnonzero(~found & (left >= min_path + 1))
         if act.size == 0:
             return found
         # next seed: the first unexplored open cell in the layout's random order
-        unexplored = (_unpack(open_rows[act] & ~explored[act], size)).reshape(act.size, N)
+        unexplored = (unpack_rows(open_rows[act] & ~explored[act], size)).reshape(act.size, N)
         cell = np.argmin(np.where(unexplored, pos_of[act], N), axis=1)
-        wave = _wavefront(open_rows[act], _one_hot_rows((cell // size) * 64 + cell % size, size), full)
+        wave = wavefront(open_rows[act], one_hot_rows((cell // size) * 64 + cell % size, size), full)
         explored[act] |= wave.reach
         ok = wave.ecc >= min_path
         # the component's diameter is at most 2 ecc(seed), and a pair min_path apart needs min_path + 1 cells
-        todo = np.flatnonzero(~ok & (2 * wave.ecc >= min_path) & (_popcount(wave.reach) >= min_path + 1))
+        todo = np.flatnonzero(~ok & (2 * wave.ecc >= min_path) & (popcount(wave.reach) >= min_path + 1))
         if todo.size:
             ok[todo] = _far_pair_in_component(open_rows[act[todo]], wave.last[todo], size, min_path)
         found[act[ok]] = True
@@ -225,8 +141,8 @@ def _far_pair_in_component(open_rows: np.ndarray, last: np.ndarray, size: int, m
     least ceil(min_path / 2) from u. BFS from each such cell (few, u being central) decides.
     """
     full = np.uint64((1 << size) - 1)
-    a = _one_hot_rows(_first_cell(last), size)
-    wa = _wavefront(open_rows, a, full)
+    a = one_hot_rows(first_cell(last), size)
+    wa = wavefront(open_rows, a, full)
     ok = wa.ecc >= min_path
     t = np.flatnonzero(~ok)
     if t.size == 0:
@@ -234,19 +150,18 @@ def _far_pair_in_component(open_rows: np.ndarray, last: np.ndarray, size: int, m
     o = open_rows[t]
     D = wa.ecc[t]
     k = (D + 1) // 2
-    b = _one_hot_rows(_first_cell(wa.last[t]), size)
-    halfway = (
-        _wavefront(o, a[t], full, near=k).within & _wavefront(o, b, full, near=D - k).within
-    )  # d(a,x)=k, d(x,b)=D-k
+    b = one_hot_rows(first_cell(wa.last[t]), size)
+    # the cells x with d(a, x) = k and d(x, b) = D - k
+    halfway = wavefront(o, a[t], full, near=k).within & wavefront(o, b, full, near=D - k).within
     half = (min_path + 1) // 2
-    wu = _wavefront(o, _one_hot_rows(_first_cell(halfway), size), full, near=half - 1)
+    wu = wavefront(o, one_hot_rows(first_cell(halfway), size), full, near=half - 1)
     ok[t] = wu.ecc >= min_path
     ends = wu.reach & ~wu.within  # cells at least ceil(min_path / 2) from u
     rest = np.flatnonzero(~ok[t] & ends.any(axis=1))
     if rest.size:
-        cells = [np.flatnonzero(_unpack(e, 64).reshape(-1)) for e in ends[rest]]  # flat r * 64 + c
+        cells = [np.flatnonzero(unpack_rows(e, 64).reshape(-1)) for e in ends[rest]]  # flat r * 64 + c
         counts = np.array([c.size for c in cells])
-        eccs = _wavefront(np.repeat(o[rest], counts, axis=0), _one_hot_rows(np.concatenate(cells), size), full).ecc
+        eccs = wavefront(np.repeat(o[rest], counts, axis=0), one_hot_rows(np.concatenate(cells), size), full).ecc
         owner = np.repeat(np.arange(rest.size), counts)
         hit = np.zeros(rest.size, dtype=bool)
         hit[owner[eccs >= min_path]] = True
@@ -260,18 +175,18 @@ def _draw_pairs(
     """For each layout: an ordered (S, G) pair drawn uniformly among those min_path or more moves apart (all-pairs
     BFS from every open cell), and the number of such pairs. Returns flat cell indices r * size + c."""
     full = np.uint64((1 << size) - 1)
-    cells = [np.flatnonzero(_unpack(o, size).reshape(-1)) for o in open_rows]
+    cells = [np.flatnonzero(unpack_rows(o, size).reshape(-1)) for o in open_rows]
     counts = np.array([c.size for c in cells])
     src = np.concatenate(cells)
-    wave = _wavefront(
+    wave = wavefront(
         np.repeat(open_rows, counts, axis=0),
-        _one_hot_rows((src // size) * 64 + src % size, size),
+        one_hot_rows((src // size) * 64 + src % size, size),
         full,
         near=min_path - 1,
     )
     assert wave.within is not None
     far = wave.reach & ~wave.within  # cells at distance >= min_path from each source
-    per_source = _popcount(far)
+    per_source = popcount(far)
     starts, goals, totals = [], [], []
     for lo, hi in itertools.pairwise(np.concatenate([[0], np.cumsum(counts)])):
         weights = per_source[lo:hi]
@@ -279,7 +194,7 @@ def _draw_pairs(
         t = int(rng.integers(total))
         i = int(np.searchsorted(np.cumsum(weights), t, side="right"))
         t -= int(weights[:i].sum())
-        goal = np.flatnonzero(_unpack(far[lo + i], size).reshape(-1))[t]
+        goal = np.flatnonzero(unpack_rows(far[lo + i], size).reshape(-1))[t]
         starts.append(src[lo + i])
         goals.append(goal)
         totals.append(total)
@@ -301,7 +216,7 @@ def generate_chunk(seed: int, split: str, chunk: int, size: int, min_path: int, 
     order = rng.permuted(np.broadcast_to(np.arange(N), (CHUNK, N)), axis=1)  # a random order of the cells; walls first
     is_wall = np.zeros((CHUNK, N), dtype=bool)
     np.put_along_axis(is_wall, order, np.arange(N)[None, :] < walls[:, None], axis=1)
-    open_rows = _pack(~is_wall.reshape(CHUNK, size, size))
+    open_rows = pack_rows(~is_wall.reshape(CHUNK, size, size))
     keep = np.flatnonzero(_screen(open_rows, order, walls, size, min_path))
     grids = np.where(is_wall[keep], WALL, OPEN).astype(np.uint8)
     pairs = np.zeros(keep.size, dtype=np.int64)
@@ -596,9 +511,9 @@ def path_lengths(rows: MazeRows) -> np.ndarray:
     """Shortest S-G path of every maze, in moves."""
     if len(rows) == 0:
         return np.zeros(0, dtype=np.int64)
-    grids = torch.from_numpy(rows.inputs.astype(np.int64)).view(-1, rows.side, rows.side)
-    lvl = start_distances(grids)
-    return lvl.flatten(1)[grids.flatten(1) == GOAL].numpy().astype(np.int64)
+    grids = rows.inputs.reshape(-1, rows.side, rows.side)
+    lvl = start_levels(grids).reshape(len(rows), -1)
+    return lvl[grids.reshape(len(rows), -1) == GOAL].astype(np.int64)
 
 
 def _distribution(values: np.ndarray, histogram: dict[str, int]) -> dict[str, Any]:

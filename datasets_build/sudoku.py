@@ -4,7 +4,8 @@ format.
 What it adds over the original `dataset/build_sudoku_dataset.py` (docs/data.md, "Sudoku"), keeping its output format:
 - every draw comes from a seeded `np.random.Generator`, so the same options and seed give the same bytes;
 - every CSV row is checked (81 cells, legal characters, the answer is a complete grid that agrees with every given);
-- a generator of unique-solution puzzles for 2x2, 2x3 and 3x3 boxes (4x4, 6x6, 9x9 boards), rated by search effort;
+- a generator of unique-solution puzzles for 2x2, 2x3 and 3x3 boxes (4x4, 6x6, 9x9 boards), rated by search effort
+  (the solver and the rating are `hrm_reason.tasks.sudoku`'s, the one Sudoku solver);
 - for generated data a strict split: no test puzzle can be turned into a training puzzle (or back) by the augmentation
   group, tested exactly with a canonical form; with `--strict-split solution` no test puzzle's solution can be turned
   into a training puzzle's solution either.
@@ -37,11 +38,15 @@ from hrm_reason.errors import UserError
 from hrm_reason.runtime.logs import progress_bar
 from hrm_reason.tasks.sudoku import (
     BOXES,
+    RATING_DEFINITION,
     Geometry,
     apply_transforms,
+    fill_grid,
     geometry,
     is_valid_solution,
+    other_solution_exists,
     random_transforms,
+    rate_puzzle,
     to_tokens,
     unit_error,
     vocab_size,
@@ -50,10 +55,6 @@ from hrm_reason.tasks.sudoku import (
 BUILDER_VERSION = "1"
 HF_REPO = "sapientinc/sudoku-extreme"
 CSV_HEADER = ("source", "q", "a", "rating")
-RATING_DEFINITION = (
-    "dead ends met by a deterministic backtracking search with naked- and hidden-single propagation that finds the "
-    "solution and proves it unique (0 = solved by singles alone)"
-)
 # Independent random streams derived from the one user seed, so adding draws to one stage never shifts another.
 # Independent of datasets_build.sources.STREAM_SUBSAMPLE (3) and STREAM_SIZE (5).
 _STREAM_GENERATE, _STREAM_SPLIT, _STREAM_AUGMENT = 1, 2, 4
@@ -79,157 +80,6 @@ def parse_box(box: str) -> tuple[int, int]:
     return BOXES[box]
 
 
-# ------------------------------------------------------------------------------------------------------------ solver
-# Candidates are int bitmasks (bit d-1 = digit d). Pure Python: small ints and lists beat numpy at this granularity.
-
-
-def _propagate(cand: list[int], todo: list[int], geo: Geometry) -> bool:
-    """Naked and hidden singles to a fixed point; False on a contradiction. `todo` holds newly fixed cells."""
-    peers, units, full = geo.peers, geo.units, geo.full
-    while True:
-        while todo:
-            i = todo.pop()
-            m = cand[i]
-            for p in peers[i]:
-                pm = cand[p]
-                if pm & m:
-                    pm ^= m
-                    if not pm:
-                        return False
-                    cand[p] = pm
-                    if not pm & (pm - 1):
-                        todo.append(p)
-        for unit in units:
-            ones = twos = 0
-            for i in unit:
-                m = cand[i]
-                twos |= ones & m
-                ones |= m
-            if ones != full:
-                return False  # some digit has no place left in this unit
-            once = ones & ~twos
-            if once:
-                for i in unit:
-                    h = cand[i] & once
-                    if h:
-                        if h & (h - 1):
-                            return False  # two digits can only go in this one cell
-                        if h != cand[i]:
-                            cand[i] = h
-                            todo.append(i)
-        if not todo:
-            return True
-
-
-def _branch_cell(cand: list[int]) -> int:
-    """Unfilled cell with the fewest candidates (lowest index on ties), or -1 when the grid is full."""
-    best, best_count = -1, 1 << 30
-    for i, m in enumerate(cand):
-        if m & (m - 1):
-            k = m.bit_count()
-            if k < best_count:
-                best, best_count = i, k
-                if k == 2:
-                    break
-    return best
-
-
-def _search(cand: list[int], geo: Geometry, limit: int, solutions: list[list[int]], stats: list[int]) -> None:
-    """Depth-first search collecting up to `limit` solutions; stats = [guesses, dead_ends]."""
-    cell = _branch_cell(cand)
-    if cell < 0:
-        solutions.append(cand)
-        return
-    m = cand[cell]
-    while m:
-        bit = m & -m
-        m ^= bit
-        child = cand.copy()
-        child[cell] = bit
-        stats[0] += 1
-        if _propagate(child, [cell], geo):
-            _search(child, geo, limit, solutions, stats)
-            if len(solutions) >= limit:
-                return
-        else:
-            stats[1] += 1
-
-
-def _search_ordered(cand: list[int], geo: Geometry, order: list[list[int]]) -> list[int] | None:
-    """First solution, trying each cell's digits in the given (random) order: a randomized full grid."""
-    cell = _branch_cell(cand)
-    if cell < 0:
-        return cand
-    m = cand[cell]
-    for bit in order[cell]:
-        if m & bit:
-            child = cand.copy()
-            child[cell] = bit
-            if _propagate(child, [cell], geo):
-                found = _search_ordered(child, geo, order)
-                if found is not None:
-                    return found
-    return None
-
-
-def _candidates(
-    values: list[int], geo: Geometry, skip: int = -1, exclude: int = 0
-) -> tuple[list[int], list[int]] | None:
-    """Candidates left by the givens (cell `skip` treated as blank, minus digit `exclude` there), and the cells that
-    became singles; None if the givens already clash. Unit masks instead of peer-by-peer elimination: ~10x cheaper."""
-    used = []
-    for unit in geo.units:
-        m = 0
-        for i in unit:
-            d = values[i]
-            if d and i != skip:
-                bit = 1 << (d - 1)
-                if m & bit:
-                    return None
-                m |= bit
-        used.append(m)
-    full = geo.full
-    cand, todo = [], []
-    for i, (d, (a, b, c)) in enumerate(zip(values, geo.cell_units)):
-        if d and i != skip:
-            cand.append(1 << (d - 1))
-            continue
-        m = full & ~(used[a] | used[b] | used[c])
-        if i == skip and exclude:
-            m &= ~(1 << (exclude - 1))
-        if not m:
-            return None
-        if not m & (m - 1):
-            todo.append(i)
-        cand.append(m)
-    return cand, todo
-
-
-def _as_values(grid: np.ndarray | list[int], geo: Geometry) -> list[int]:
-    values = [int(v) for v in np.asarray(grid).reshape(-1)]
-    if len(values) != geo.cells or min(values) < 0 or max(values) > geo.n:
-        raise ValueError(f"expected {geo.cells} cells with values 0..{geo.n}")
-    return values
-
-
-def solve(puzzle: np.ndarray, r: int, c: int, limit: int = 2) -> tuple[list[np.ndarray], int]:
-    """Up to `limit` solutions (as [n, n] arrays of 1..n) and the number of dead ends the search met."""
-    geo = geometry(r, c)
-    start = _candidates(_as_values(puzzle, geo), geo)
-    solutions: list[list[int]] = []
-    stats = [0, 0]
-    if start is not None and _propagate(*start, geo):
-        _search(start[0], geo, limit, solutions, stats)
-    else:
-        stats[1] += 1
-    return [np.array([m.bit_length() for m in s], dtype=np.uint8).reshape(geo.n, geo.n) for s in solutions], stats[1]
-
-
-def rate_puzzle(puzzle: np.ndarray, r: int, c: int) -> int:
-    """Difficulty rating: see RATING_DEFINITION (the way tdoku rates Sudoku-Extreme: search effort, not technique)."""
-    return solve(puzzle, r, c, limit=2)[1]
-
-
 @dataclass(frozen=True)
 class GeneratedPuzzle:
     puzzle: np.ndarray  # [n*n] uint8, 0 = blank
@@ -248,17 +98,10 @@ def generate_puzzle(rng: np.random.Generator, r: int, c: int, min_givens: int | 
     """
     geo = geometry(r, c)
     digit_order = np.argsort(rng.random((geo.cells, geo.n)), axis=1)
-    order = [[1 << int(d) for d in row] for row in digit_order]
-    full_grid = _search_ordered([geo.full] * geo.cells, geo, order)
-    assert full_grid is not None, "an empty board always has a solution"
-    solution = [m.bit_length() for m in full_grid]
+    solution = fill_grid(geo, [[1 << int(d) for d in row] for row in digit_order])
     givens = solution.copy()
     for cell in rng.permutation(geo.cells).tolist():
-        start = _candidates(givens, geo, skip=cell, exclude=solution[cell])
-        other: list[list[int]] = []
-        if start is not None and _propagate(*start, geo):
-            _search(start[0], geo, 1, other, [0, 0])
-        if not other:
+        if not other_solution_exists(givens, geo, cell, solution[cell]):
             givens[cell] = 0
     puzzle = np.array(givens, dtype=np.uint8)
     if min_givens is not None and (need := min_givens - int(np.count_nonzero(puzzle))) > 0:
@@ -530,11 +373,8 @@ def _generate_split(opts: SudokuBuildOptions, r: int, c: int, train_size: int, t
     split_rng = np.random.default_rng([opts.seed, _STREAM_SPLIT])
     needed = train_size + test_size
     max_attempts = 20 * needed + 2000
-    workers = opts.workers
-    if workers == 0:  # auto: one per core, but small jobs finish before worker processes would have started
-        workers = 1 if needed * n**3 < 200 * 9**3 else min(os.cpu_count() or 1, 32)
     bar = progress_bar(enabled=not opts.quiet, total=needed, desc=f"generating {n}x{n}", unit="puzzle")
-    gen = _attempts(opts, r, c, workers)
+    gen = _attempts(opts, r, c, _workers(opts, needed * n**3))
     try:
         for puzzle, key in gen:
             stats["attempts"] += 1
@@ -577,18 +417,26 @@ def _generate_split(opts: SudokuBuildOptions, r: int, c: int, train_size: int, t
         gen.close()
         bar.close()
     stats.update(train_classes=classes["train"], test_classes=classes["test"])
+    return _Generated(_pack(rows["train"], n), _pack(rows["test"], n), stats)
 
-    def pack(items: list[tuple[GeneratedPuzzle, bytes]]) -> SudokuRows:
-        keys = np.empty(len(items), dtype=object)
-        keys[:] = [k for _, k in items]
-        return SudokuRows(
-            np.array([g.puzzle for g, _ in items], dtype=np.uint8).reshape(-1, n * n),
-            np.array([g.solution for g, _ in items], dtype=np.uint8).reshape(-1, n * n),
-            np.array([g.rating for g, _ in items], dtype=np.int64),
-            keys,
-        )
 
-    return _Generated(pack(rows["train"]), pack(rows["test"]), stats)
+def _workers(opts: SudokuBuildOptions, work: int) -> int:
+    """--workers, or for 0 (auto) one per core, but one for small jobs (`work`: puzzles x n^3), which finish before
+    worker processes would have started."""
+    if opts.workers:
+        return opts.workers
+    return 1 if work < 200 * 9**3 else min(os.cpu_count() or 1, 32)
+
+
+def _pack(items: list[tuple[GeneratedPuzzle, bytes]], n: int) -> SudokuRows:
+    keys = np.empty(len(items), dtype=object)
+    keys[:] = [k for _, k in items]
+    return SudokuRows(
+        np.array([g.puzzle for g, _ in items], dtype=np.uint8).reshape(-1, n * n),
+        np.array([g.solution for g, _ in items], dtype=np.uint8).reshape(-1, n * n),
+        np.array([g.rating for g, _ in items], dtype=np.int64),
+        keys,
+    )
 
 
 def _on_course(attempts: int, max_attempts: int, rows: dict[str, list], needed: int) -> bool:
@@ -756,6 +604,34 @@ def _examples(
     return inputs, labels
 
 
+def _originals(
+    opts: SudokuBuildOptions, src: sources.Source, r: int, c: int
+) -> tuple[SudokuRows, SudokuRows, dict[str, Any], dict[str, Any]]:
+    """The train and test originals before --subsample-size: generated with a strict split, or read from the CSVs,
+    filtered by difficulty and sampled to the sizes; the counts for the record, and the source detail."""
+    stats: dict[str, Any] = {}
+    if src.csvs is None:
+        train_size = opts.train_size or DEFAULT_GENERATED_SIZES[0]
+        test_size = opts.test_size or DEFAULT_GENERATED_SIZES[1]
+        gen = _generate_split(opts, r, c, train_size, test_size)
+        detail = {
+            "generator": "random full grid, clues removed while the solution stays unique (minimal puzzles)"
+            + ("" if opts.min_givens is None else f", then random clues given back up to {opts.min_givens}"),
+            "rating": RATING_DEFINITION,
+        }
+        return gen.train, gen.test, dict(gen.stats), detail
+    train, test = read_sudoku_csv(src.csvs[0]), read_sudoku_csv(src.csvs[1])
+    stats["rows_read"] = {"train": len(train), "test": len(test)}
+    if opts.min_difficulty is not None or opts.max_difficulty is not None:
+        train = train.take(np.flatnonzero(_in_range_rows(train.ratings, opts)))
+        test = test.take(np.flatnonzero(_in_range_rows(test.ratings, opts)))
+    stats["rows_after_min_difficulty"] = {"train": len(train), "test": len(test)}
+    train, test = sources.sample_splits(train, test, opts)
+    # The published split is kept as is; report exact repeats of a test puzzle in train (equivalents not checked).
+    stats["test_puzzles_also_in_train"] = int(np.isin(_row_hashes(test.puzzles), _row_hashes(train.puzzles)).sum())
+    return train, test, stats, src.detail
+
+
 def build_sudoku(opts: SudokuBuildOptions, hub_probe: Callable[[], bool] | None = None) -> Path:
     """Build the dataset described by `opts` and return its directory (written atomically: all or nothing)."""
     r, c = parse_box(opts.box)
@@ -769,29 +645,7 @@ def build_sudoku(opts: SudokuBuildOptions, hub_probe: Callable[[], bool] | None 
     check_out(out, opts.overwrite, "sudoku")
     print(f"sudoku: source {src.name} ({src.reason}), {n}x{n} boards, output {out}", flush=True)
 
-    stats: dict[str, Any] = {}
-    detail: dict[str, Any]
-    if src.csvs is None:
-        train_size = opts.train_size or DEFAULT_GENERATED_SIZES[0]
-        test_size = opts.test_size or DEFAULT_GENERATED_SIZES[1]
-        gen = _generate_split(opts, r, c, train_size, test_size)
-        train, test, stats = gen.train, gen.test, dict(gen.stats)
-        detail = {
-            "generator": "random full grid, clues removed while the solution stays unique (minimal puzzles)"
-            + ("" if opts.min_givens is None else f", then random clues given back up to {opts.min_givens}"),
-            "rating": RATING_DEFINITION,
-        }
-    else:
-        detail = src.detail
-        train, test = read_sudoku_csv(src.csvs[0]), read_sudoku_csv(src.csvs[1])
-        stats["rows_read"] = {"train": len(train), "test": len(test)}
-        if opts.min_difficulty is not None or opts.max_difficulty is not None:
-            train = train.take(np.flatnonzero(_in_range_rows(train.ratings, opts)))
-            test = test.take(np.flatnonzero(_in_range_rows(test.ratings, opts)))
-        stats["rows_after_min_difficulty"] = {"train": len(train), "test": len(test)}
-        train, test = sources.sample_splits(train, test, opts)
-        # The published split is kept as is; report exact repeats of a test puzzle in train (equivalents not checked).
-        stats["test_puzzles_also_in_train"] = int(np.isin(_row_hashes(test.puzzles), _row_hashes(train.puzzles)).sum())
+    train, test, stats, detail = _originals(opts, src, r, c)
     why = [
         f"--{k.replace('_', '-')} {v}"
         for k, v in (("min_difficulty", opts.min_difficulty), ("max_difficulty", opts.max_difficulty))

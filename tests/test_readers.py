@@ -31,7 +31,7 @@ from hrm_reason.checkpoint import (
     verify_file,
 )
 from hrm_reason.commands.report import eval_curve
-from hrm_reason.commands.solve import SudokuSolve, read_puzzles
+from hrm_reason.commands.solve import read_puzzles
 from hrm_reason.data.puzzle import dataset_kind, load_split
 from hrm_reason.data.text import load_text_dataset
 from hrm_reason.errors import UserError
@@ -359,7 +359,7 @@ class BinaryStdin:
 
 
 def test_solve_reads_a_puzzle_file_or_stdin_as_one_line_errors(tmp_path: Path) -> None:
-    task = SudokuSolve(2, 2, 0, sudoku.SudokuTransforms(2, 2))
+    task = sudoku.SudokuTask(2, 2, 0)
     file = tmp_path / "garbage.bin"
     file.write_bytes(GARBAGE)
     assert (

@@ -28,7 +28,7 @@ from safetensors.torch import save as save_safetensors
 
 from hrm_reason.atomic import atomic_directory, atomic_write_text
 from hrm_reason.commands.cli_options import write_json
-from hrm_reason.commands.solve import ArcSolve, task_for
+from hrm_reason.commands.solve import task_for
 from hrm_reason.data.puzzle import PuzzleDatasetMetadata, dataset_kind, load_split
 from hrm_reason.errors import UserError
 from hrm_reason.evaluate.act import check_mmax, plain_segments
@@ -51,7 +51,8 @@ from hrm_reason.outputs import (
 from hrm_reason.provenance import provenance
 from hrm_reason.runtime.device import resolve_device
 from hrm_reason.runtime.logs import progress_bar
-from hrm_reason.tasks import arc
+from hrm_reason.tasks import arc, task_class
+from hrm_reason.tasks.arc import ArcTask
 from hrm_reason.train.act import exploration_generator
 from hrm_reason.train.optim import make_optimizer, set_lr
 
@@ -190,7 +191,7 @@ def plan_augmentations(task: AdaptTask, num_aug: int, seed: int) -> list[tuple[i
 class AdaptRun:
     model: torch.nn.Module
     config: Any
-    arc: ArcSolve
+    arc: ArcTask
     builder: dict[str, Any]
     trained_ids: np.ndarray  # identifiers the train split holds (the rows training moved)
     checkpoint: Path
@@ -216,13 +217,13 @@ def load_adapt_run(path: Path, device_name: str) -> AdaptRun:
     meta = read_json_model(data / "test" / "dataset.json", PuzzleDatasetMetadata, "the dataset the run trained on")
     names = read_json(data / "identifiers.json", "the ARC dataset's puzzle names")
     builder = meta.builder or {}
-    if builder.get("name") != "arc":
+    if task_class(builder.get("name")) is not ArcTask:
         raise UserError(
             f"{path}: trained on {data} (builder.name {builder.get('name')!r}), not ARC data built by "
             "hrm build-data arc; hrm adapt answers ARC tasks"
         )
     task = task_for(meta, names if isinstance(names, list) else None, str(data / "test" / "dataset.json"))
-    assert isinstance(task, ArcSolve)
+    assert isinstance(task, ArcTask)
     train = load_split(data, "train")
     trained = np.unique(np.concatenate([np.asarray(s.puzzle_identifiers) for s in train.sets.values()]))
     trained = trained[trained != meta.blank_identifier_id]

@@ -1,42 +1,71 @@
-"""The benchmarks' formats, written once each: token layout, transforms and their inverses, validity checks, metrics.
+"""The benchmarks, one `Task` each (tasks/base.py): Sudoku (`sudoku.SudokuTask`), the maze (`maze.MazeTask`) and ARC
+(`arc.ArcTask`), each holding its token layout, transforms and inverses, validity checks and solver or shortest-path
+search, metrics, augmentation, the text people write puzzles in and how pictures draw it. `dihedral` holds the
+square's symmetries that maze and ARC use. The text corpora of the language-model heads (hrm_reason/data/text.py)
+have no task: they are scored by loss alone.
 
-`sudoku`, `maze` and `arc` are what the builders (datasets_build), evaluation and the pictures (hrm_reason.viz) share;
-`dihedral` holds the square's symmetries that maze and ARC augmentation use. `task_metrics` maps a dataset's
-`builder.name` in dataset.json to its extra metrics, and a dataset with no builder record (one the original HRM
-scripts wrote) to those whose layout it has (docs/training.md, "Task metrics of datasets without a builder record");
-`task_transforms` maps `builder.name` to its test-time augmentation. Each task module is imported only when its
-task is evaluated.
+This module is the one place that picks a dataset's task: by its dataset.json `builder.name` (`task_of`), else, for
+a dataset with no builder record (one the original HRM scripts wrote), by its layout: from the data where there is
+data (`layout_task`; docs/training.md, "Task metrics of datasets without a builder record"), from the shapes alone
+where there is only a model (`shape_task`). Everything else asks the task. Each task module is imported only when a
+task is looked up.
 """
 
 from __future__ import annotations
 
-import math
 import sys
-from importlib import import_module
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from hrm_reason.errors import UserError
 
 if TYPE_CHECKING:  # the builders import the task modules without torch's start-up cost
-    from hrm_reason.data.puzzle import PuzzleSplit
-    from hrm_reason.tasks.base import SegmentMetric, TaskTransforms
-
-# builder name -> "module:function"; the function is (split, mmax) -> list[SegmentMetric].
-TASK_METRICS: dict[str, str] = {
-    "maze": "hrm_reason.tasks.maze:segment_metrics",
-    "arc": "hrm_reason.tasks.arc:segment_metrics",
-}
-# Without a builder record, tried in order: (split, mmax) -> list[SegmentMetric], or None when the layout differs.
-LAYOUT_METRICS: dict[str, tuple[str, str]] = {
-    "maze": ("hrm_reason.tasks.maze:layout_metrics", "vocabulary and characters match the maze layout"),
-    "arc": ("hrm_reason.tasks.arc:layout_metrics", "identifiers.json names and the EOS canvas match the ARC layout"),
-}
-METRIC_NAMES = {"maze": "maze optimal-path", "arc": "ARC voting (pass@k)"}
+    from hrm_reason.data.puzzle import PuzzleDatasetMetadata, PuzzleSplit
+    from hrm_reason.tasks.base import SegmentMetric, Task, TaskTransforms
 
 
-def _call(target: str, split: PuzzleSplit, mmax: int) -> list[SegmentMetric] | None:
-    module, function = target.split(":")
-    return getattr(import_module(module), function)(split, mmax)
+def task_classes() -> tuple[type[Task], ...]:
+    """Every task, in the order a layout is tried."""
+    from hrm_reason.tasks.arc import ArcTask
+    from hrm_reason.tasks.maze import MazeTask
+    from hrm_reason.tasks.sudoku import SudokuTask
+
+    return SudokuTask, MazeTask, ArcTask
+
+
+def task_class(kind: str | None) -> type[Task] | None:
+    """The task whose datasets' builder record is named `kind`, or None."""
+    return next((cls for cls in task_classes() if cls.kind == kind), None)
+
+
+def task_of(metadata: PuzzleDatasetMetadata, where: str, names: list[str] | None = None) -> Task | None:
+    """The task of a dataset: its builder record's, else (no record) the first whose shapes fit (`shape_task`); None
+    for a builder the tasks do not know or shapes none fits. A known task whose shapes are not its own is a
+    UserError naming `where`. `names`: identifiers.json, where there is one (ARC reads its task names there)."""
+    if metadata.builder is not None:
+        cls = task_class(metadata.builder.get("name"))
+        return cls.from_metadata(metadata, where, names) if cls is not None else None
+    return shape_task(metadata, where, names)
+
+
+def shape_task(metadata: PuzzleDatasetMetadata, where: str, names: list[str] | None = None) -> Task | None:
+    """The task of a dataset with no builder record from its shapes alone: a square Sudoku board of n + 2 tokens, a
+    maze grid over 9x9 of the maze's 6 tokens, ARC's 30x30 canvas of 12 tokens; None otherwise. What pictures and
+    `hrm solve` go by when they only have a model's shapes (`layout_task` checks the data itself where it has it)."""
+    for cls in task_classes():
+        if cls.fits_shape(metadata.seq_len, metadata.vocab_size):
+            return cls.from_metadata(metadata, where, names)
+    return None
+
+
+def layout_task(split: PuzzleSplit, tasks: Iterable[type[Task]] | None = None) -> tuple[Task, str] | None:
+    """(task, why) of a split with no builder record whose data shows a task's layout, trying `tasks` (default:
+    all) in order; None when none matches."""
+    for cls in task_classes() if tasks is None else tasks:
+        found = cls.layout_of(split)
+        if found is not None:
+            return found
+    return None
 
 
 def choose_metrics(split: PuzzleSplit, mmax: int) -> tuple[str | None, str, list[SegmentMetric]]:
@@ -44,31 +73,28 @@ def choose_metrics(split: PuzzleSplit, mmax: int) -> tuple[str | None, str, list
     builder = split.metadata.builder
     if builder is not None:
         name = builder.get("name")
-        if name not in TASK_METRICS:
-            return None, f"builder record {name!r}", []
-        return name, f"builder record {name!r}", _call(TASK_METRICS[name], split, mmax) or []
-    for name, (target, why) in LAYOUT_METRICS.items():
-        metrics = _call(target, split, mmax)
-        if metrics is not None:
-            return name, f"no builder record; {why}", metrics
-    return None, "no builder record; the layout is neither the maze's nor ARC's", []
+        why = f"builder record {name!r}"
+        cls = task_class(name)
+        if cls is None or cls.metric_name is None:
+            return None, why, []
+        task = cls.from_metadata(split.metadata, str(split.path / "dataset.json"))
+        return name, why, task.segment_metrics(split, mmax)
+    found = layout_task(split, [cls for cls in task_classes() if cls.metric_name is not None])
+    if found is None:
+        owners = " nor ".join(cls.owner for cls in task_classes() if cls.metric_name is not None)
+        return None, f"no builder record; the layout is neither {owners}", []
+    task, why = found
+    return task.kind, f"no builder record; {why}", task.segment_metrics(split, mmax)
 
 
 def task_metrics(split: PuzzleSplit, mmax: int, announce: bool = False) -> list[SegmentMetric]:
     """The task's extra metrics; `announce` prints which were chosen and why (nothing when none is: exact accuracy
     alone, as on Sudoku)."""
     name, why, metrics = choose_metrics(split, mmax)
-    if announce and name is not None:
-        print(f"metric: {METRIC_NAMES[name]} ({why})", file=sys.stderr)
+    cls = task_class(name)
+    if announce and cls is not None and cls.metric_name is not None:
+        print(f"metric: {cls.metric_name} ({why})", file=sys.stderr)
     return metrics
-
-
-# builder name -> "module:function"; the function is (dataset metadata) -> TaskTransforms (test-time augmentation).
-TASK_TRANSFORMS: dict[str, str] = {
-    "sudoku": "hrm_reason.tasks.sudoku:tta_transforms",
-    "maze": "hrm_reason.tasks.maze:tta_transforms",
-    "arc": "hrm_reason.tasks.arc:tta_transforms",
-}
 
 
 def task_transforms(split: PuzzleSplit, tta: int) -> TaskTransforms | None:
@@ -76,28 +102,10 @@ def task_transforms(split: PuzzleSplit, tta: int) -> TaskTransforms | None:
     if tta <= 1:
         return None
     name = (split.metadata.builder or {}).get("name")
-    if name not in TASK_TRANSFORMS:
+    cls = task_class(name)
+    if cls is None:
         raise UserError(
             f"--tta {tta}: {split.path / 'dataset.json'} has builder.name {name!r}; test-time augmentation knows "
-            f"{', '.join(TASK_TRANSFORMS)}"
+            f"{', '.join(cls.kind for cls in task_classes())}"
         )
-    module, function = TASK_TRANSFORMS[name].split(":")
-    return getattr(import_module(module), function)(split.metadata)
-
-
-def layout_task(seq_len: int, vocab_size: int) -> str | None:
-    """The task of a dataset with no builder record, from its token layout alone: a square Sudoku board of n + 2
-    tokens, a maze grid over 9x9 of the maze's 6 tokens, ARC's 30x30 canvas of 12 tokens; None otherwise. What
-    pictures and `hrm solve` go by when they only have a model's shapes (docs/training.md, "Task metrics of datasets
-    without a builder record", checks the data itself where it has it)."""
-    from hrm_reason.tasks import arc, maze, sudoku
-
-    side = math.isqrt(seq_len)
-    square = side * side == seq_len
-    if square and side in sudoku.BOX_OF_SIDE and vocab_size == sudoku.vocab_size(side):
-        return "sudoku"
-    if square and vocab_size == maze.VOCAB_SIZE and side > 9:
-        return "maze"
-    if seq_len == arc.MAX_SIZE**2 and vocab_size == arc.VOCAB_SIZE:
-        return "arc"
-    return None
+    return cls.from_metadata(split.metadata, str(split.path / "dataset.json")).transforms

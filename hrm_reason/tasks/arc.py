@@ -26,18 +26,18 @@ import json
 import math
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from hrm_reason.data.puzzle import PuzzleSplit, load_split
+from hrm_reason.data.puzzle import PuzzleDatasetMetadata, PuzzleSplit, load_split
 from hrm_reason.errors import UserError
-from hrm_reason.jsonfile import read_json
-from hrm_reason.tasks.base import vote_order
+from hrm_reason.jsonfile import parse_json, read_json
+from hrm_reason.tasks.base import GridLook, Puzzle, Reading, Task, vote_order
 from hrm_reason.tasks.dihedral import (
     DIHEDRAL_INVERSE,
     SWAPS_AXES,
@@ -317,15 +317,9 @@ class ArcTransforms:
         return out
 
 
-def tta_transforms(metadata: Any) -> ArcTransforms:
-    """The hook of hrm_reason.tasks for datasets whose builder is "arc": the canvas side from the builder record."""
-    size = int((metadata.builder or {}).get("grid_size", MAX_SIZE))
-    if size * size != metadata.seq_len or metadata.vocab_size != VOCAB_SIZE:
-        raise UserError(
-            f"dataset.json: an ARC dataset needs seq_len grid_size^2 and vocab_size {VOCAB_SIZE}, got seq_len "
-            f"{metadata.seq_len}, grid_size {size} and vocab_size {metadata.vocab_size}"
-        )
-    return ArcTransforms(size)
+def tta_transforms(metadata: PuzzleDatasetMetadata) -> ArcTransforms:
+    """The test-time group of an ARC dataset (`ArcTask.from_metadata`)."""
+    return ArcTask.from_metadata(metadata, "dataset.json").transforms
 
 
 # ------------------------------------------------------------------------------------------------- test split
@@ -581,16 +575,8 @@ class ArcVoting:
 
 
 def segment_metrics(split: PuzzleSplit, mmax: int) -> list[ArcVoting]:
-    """The hook in hrm_reason.tasks: called once per evaluation, so votes never carry over."""
+    """Voting over the split's augmented variants: built for each evaluation, so votes never carry over."""
     return [ArcVoting(ArcTestSet.from_split(split), mmax)]
-
-
-def layout_metrics(split: PuzzleSplit, mmax: int) -> list[ArcVoting] | None:
-    """The voting of a split with no builder record whose layout is ARC's (`layout_record`), else None."""
-    try:
-        return segment_metrics(split, mmax)
-    except UserError:
-        return None
 
 
 def require_arc_dataset(data_dir: str | Path, flag: str) -> None:
@@ -613,3 +599,133 @@ def require_arc_dataset(data_dir: str | Path, flag: str) -> None:
     if name != "arc":
         why = f"builder.name {name!r}" if record.get("builder") is not None else "no builder record, not ARC's layout"
         raise UserError(f"{flag}: {meta} is not an ARC dataset ({why}); build one with hrm build-data arc")
+
+
+# ---------------------------------------------------------------------------------------------------------- the task
+
+# The standard ARC ten-colour palette (colour 0..9), as in the ARC testing interface; beige for the EOS border.
+PALETTE = ("#000000", "#0074D9", "#FF4136", "#2ECC40", "#FFDC00", "#AAAAAA", "#F012BE", "#FF851B", "#7FDBFF", "#870C25")
+EOS_COLOUR = "#e9e3d6"
+
+
+@dataclass(frozen=True)
+class ArcTask(Task):
+    """ARC on a `size` x `size` EOS canvas (tasks/base.py `Task`). `identifiers`: task name (and source id) -> the
+    puzzle identifier of its original, unaugmented puzzle, for `hrm solve`."""
+
+    size: int
+    blank_identifier: int = 0
+    identifiers: dict[str, int] = field(default_factory=dict, compare=False)
+    testset: ArcTestSet | None = field(default=None, compare=False, repr=False)  # read by `layout_of`, for its split
+    owner: ClassVar[str] = "ARC's"
+    kind: ClassVar[str] = "arc"
+    metric_name: ClassVar[str | None] = "ARC voting (pass@k)"
+
+    @classmethod
+    def from_metadata(cls, metadata: PuzzleDatasetMetadata, where: str, names: list[str] | None = None) -> ArcTask:
+        """A canvas of the builder record's grid_size (else the side of seq_len) over ARC's 12 tokens; `names`
+        (identifiers.json) give the identifier of each task's original puzzle."""
+        builder = metadata.builder or {}
+        side = math.isqrt(metadata.seq_len)
+        size = int(builder.get("grid_size", side))
+        if size * size != metadata.seq_len or metadata.vocab_size != VOCAB_SIZE:
+            raise UserError(
+                f"{where}: an ARC dataset needs seq_len grid_size^2 and vocab_size {VOCAB_SIZE}, got seq_len "
+                f"{metadata.seq_len}, grid_size {size} and vocab_size {metadata.vocab_size}"
+            )
+        blank = metadata.blank_identifier_id
+        identifiers: dict[str, int] = {}
+        for i, n in enumerate(names or []):
+            if i != blank and AUG_NAME.match(n) is None:
+                identifiers.setdefault(n, i)
+        for task in builder.get("tasks", []):  # a source id that differs from the unique name it was given
+            if isinstance(task, dict) and task.get("name") in identifiers:
+                identifiers.setdefault(str(task.get("id")), identifiers[task["name"]])
+        return cls(size, blank, identifiers)
+
+    @classmethod
+    def fits_shape(cls, seq_len: int, vocab_size: int) -> bool:
+        """ARC's 30x30 canvas of 12 tokens."""
+        return seq_len == MAX_SIZE**2 and vocab_size == VOCAB_SIZE
+
+    @classmethod
+    def layout_of(cls, split: PuzzleSplit) -> tuple[ArcTask, str] | None:
+        """ARC when voting can read the split (`layout_record`: identifiers.json names and the EOS canvas)."""
+        try:
+            testset = ArcTestSet.from_split(split)
+        except UserError:
+            return None
+        task = cls(testset.size, split.metadata.blank_identifier_id, testset=testset)
+        return task, "identifiers.json names and the EOS canvas match the ARC layout"
+
+    @property
+    def transforms(self) -> ArcTransforms:
+        return ArcTransforms(self.size)
+
+    def segment_metrics(self, split: PuzzleSplit, mmax: int) -> list[ArcVoting]:
+        testset = self.testset if self.testset is not None else ArcTestSet.from_split(split)
+        return [ArcVoting(testset, mmax)]
+
+    @property
+    def symmetry_name(self) -> str:
+        return f"ARC's {self.size}x{self.size} layout, whose augmentations are copies on disk with their own puzzle identifiers"
+
+    @property
+    def look(self) -> GridLook:
+        colours = {PAD: "#ffffff", EOS: EOS_COLOUR, **{i + COLOUR_OFFSET: c for i, c in enumerate(PALETTE)}}
+        return GridLook(
+            puzzle_legend="the ten ARC colours;  beige: end-of-grid marker",
+            legend="hatched: changed since the previous segment;  white cross: differs from the answer;  "
+            "beige: end-of-grid marker (part of the answer)",
+            panel_inches=(2.2, 1.5),
+            colours=colours,
+            grid_lines=True,
+            crosses=True,
+            content_token=PAD,
+        )
+
+    # --- hrm solve
+
+    def describe(self) -> str:
+        return f"ARC model ({self.size}x{self.size} canvas)"
+
+    def parse(self, text: str, source: str, stem: str | None = None) -> list[Puzzle]:
+        """An ARC task JSON ({"test": [{"input": grid, "output": grid?}, ...], "train": ...}: its test inputs), or
+        one bare grid (a list of rows). The task is recognised by its file name (the task id)."""
+        data = parse_json(text, source)
+        if isinstance(data, list):
+            items = [{"input": data}]
+        elif isinstance(data, dict) and isinstance(data.get("test"), list) and data["test"]:
+            items = data["test"]
+        else:
+            raise UserError(f"{source}: expected an ARC task (an object with a non-empty 'test' list) or one grid")
+        identifier, notes = self.blank_identifier, []
+        if stem is not None and stem in self.identifiers:
+            identifier = self.identifiers[stem]
+        else:
+            what = f"task {stem!r} is" if stem is not None else "the task (read without a file name) is"
+            notes.append(f"{what} not among the model's puzzles: the blank puzzle identifier is used")
+        puzzles = []
+        for k, item in enumerate(items):
+            name = f"{source} test {k}"
+            if not isinstance(item, dict) or "input" not in item:
+                raise UserError(f"{name}: no 'input' grid")
+            canvas = f"the model's {self.size}x{self.size} canvas"
+            grid = parse_grid(item["input"], f"{name} input", self.size, canvas)
+            expected = parse_grid(item["output"], f"{name} output", self.size, canvas) if "output" in item else None
+            x, _ = encode_pairs([(grid, grid)], [(0, IDENTITY_COLOURS)], self.size, None)
+            puzzles.append(Puzzle(name, x[0].astype(np.int32), identifier, expected=expected, notes=list(notes)))
+        return puzzles
+
+    def answer(self, puzzle: Puzzle, tokens: np.ndarray) -> Reading:
+        """The grid cropped at its EOS border, compared with the task's test output when the file gives it (ARC has
+        no rules to check an answer against)."""
+        grid = crop(tokens.reshape(self.size, self.size).astype(np.int64)).astype(np.int64)
+        text = "\n".join("".join(str(v) for v in row) for row in grid) if grid.size else "(empty grid)"
+        if puzzle.expected is None:
+            check = f"no answer to check against ({grid.shape[0]}x{grid.shape[1]} grid)"
+        elif np.array_equal(grid, puzzle.expected):
+            check = "matches the task's test output"
+        else:
+            check = "differs from the task's test output"
+        return Reading(text, grid.tolist(), None, check)

@@ -13,13 +13,18 @@ a shortest path; conversely any shortest path passes. Cells not marked 'o' are n
 The check is local once the BFS distance `lvl` from S is known: every marked cell c needs a neighbour in
 {S} + marked cells at distance lvl(c) - 1, and G needs one at d - 1; following those links back from G reaches S in
 d steps. The BFS runs once per batch (a wavefront over all mazes of the batch at once) and serves every segment.
+
+The breadth-first search is the package's one (`wavefront`, bit-parallel: a grid row is one uint64, bit j = column j,
+so a step over thousands of grids is a few shifts and ANDs on [n, H] words): the builder's screening and pair draws
+(datasets_build/maze.py), the labels, the metric and `hrm solve` all run it. `MazeTask` is the maze as the other
+layers meet it (tasks/base.py `Task`).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
@@ -27,8 +32,9 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import Tensor
 
-from hrm_reason.data.puzzle import PuzzleSplit
+from hrm_reason.data.puzzle import PuzzleDatasetMetadata, PuzzleSplit
 from hrm_reason.errors import UserError
+from hrm_reason.tasks.base import MARKS, GridLook, Puzzle, Reading, Task, text_lines
 from hrm_reason.tasks.dihedral import DihedralTransforms
 
 if TYPE_CHECKING:
@@ -37,7 +43,7 @@ if TYPE_CHECKING:
 CHARSET = "# SGo"
 PAD, WALL, OPEN, START, GOAL, PATH = 0, 1, 2, 3, 4, 5
 VOCAB_SIZE = len(CHARSET) + 1
-MAX_SIDE = 62  # one int64 per grid row, sign bit never set
+MAX_SIDE = 62  # the widest grid the package takes (rows are 64-bit words; datasets_build/options.py restates it)
 
 TOKEN_OF = np.zeros(256, dtype=np.uint8)  # ASCII byte -> token; 0: not a maze character
 TOKEN_OF[np.frombuffer(CHARSET.encode("ascii"), dtype=np.uint8)] = np.arange(1, len(CHARSET) + 1, dtype=np.uint8)
@@ -62,60 +68,141 @@ def rule_violations(grid: np.ndarray, given: np.ndarray) -> np.ndarray:
     return bad
 
 
-def _pack_rows(mask: torch.Tensor) -> torch.Tensor:
-    """[B, H, W] bool -> [B, H] int64 rows, bit j = column j (W <= MAX_SIDE keeps the sign bit clear)."""
-    bits = torch.arange(mask.shape[-1], device=mask.device, dtype=torch.int64)
-    return (mask.to(torch.int64) << bits).sum(-1)
+# ------------------------------------------------------------------------------------------ bit-parallel BFS
+
+_ONE = np.uint64(1)
 
 
-def _unpack_rows(rows: torch.Tensor, width: int) -> torch.Tensor:
-    """[..., H] int64 rows -> [..., H, W] bool."""
-    bits = torch.arange(width, device=rows.device, dtype=torch.int64)
-    return ((rows.unsqueeze(-1) >> bits) & 1).bool()
+def pack_rows(mask: np.ndarray) -> np.ndarray:
+    """[..., H, W] bool -> [..., H] uint64 rows, bit j = column j."""
+    padded = np.zeros(mask.shape[:-1] + (64,), dtype=bool)
+    padded[..., : mask.shape[-1]] = mask
+    return np.packbits(padded, axis=-1, bitorder="little").view("<u8")[..., 0].astype(np.uint64)
+
+
+def unpack_rows(rows: np.ndarray, width: int) -> np.ndarray:
+    """[..., H] uint64 rows -> [..., H, W] bool."""
+    octets = np.ascontiguousarray(rows.astype("<u8"))[..., None].view(np.uint8)
+    return np.unpackbits(octets, axis=-1, bitorder="little")[..., :width].astype(bool)
+
+
+def popcount(rows: np.ndarray) -> np.ndarray:
+    """Set cells per grid: [..., H] uint64 -> [...] int64."""
+    if hasattr(np, "bitwise_count"):  # numpy >= 2
+        return np.bitwise_count(rows).sum(-1, dtype=np.int64)
+    return np.unpackbits(np.ascontiguousarray(rows.astype("<u8"))[..., None].view(np.uint8), axis=-1).sum(
+        (-1, -2), dtype=np.int64
+    )
+
+
+def first_cell(rows: np.ndarray) -> np.ndarray:
+    """Flat index (r * 64 + c) of the first set cell (lowest row, lowest column) of each [H] grid; rows must be
+    non-empty."""
+    r = np.argmax(rows != 0, axis=1)
+    word = rows[np.arange(rows.shape[0]), r]
+    low = word & (~word + _ONE)  # lowest set bit
+    return r * 64 + np.log2(low.astype(np.float64)).astype(np.int64)
+
+
+def one_hot_rows(cells: np.ndarray, height: int) -> np.ndarray:
+    """[n] flat indices (r * 64 + c) -> [n, H] rows with that one cell set."""
+    rows = np.zeros((cells.size, height), dtype=np.uint64)
+    rows[np.arange(cells.size), cells // 64] = _ONE << (cells % 64).astype(np.uint64)
+    return rows
+
+
+def _expand(frontier: np.ndarray, full: np.uint64) -> np.ndarray:
+    """Cells of the frontier and their 4 neighbours."""
+    grown = frontier | ((frontier << _ONE) & full) | (frontier >> _ONE)
+    grown[:, 1:] |= frontier[:, :-1]
+    grown[:, :-1] |= frontier[:, 1:]
+    return grown
+
+
+@dataclass
+class Wave:
+    reach: np.ndarray  # [n, H] cells reachable from the seeds
+    last: np.ndarray  # [n, H] the farthest layer
+    ecc: np.ndarray  # [n] its distance (moves)
+    within: np.ndarray | None  # [n, H] cells at distance <= `near` (per grid)
+    planes: np.ndarray | None  # [K, n, H] bit k of every reached cell's distance (`distances`)
+
+
+def wavefront(
+    open_rows: np.ndarray,
+    seeds: np.ndarray,
+    full: np.uint64,
+    near: int | np.ndarray | None = None,
+    planes: bool = False,
+) -> Wave:
+    """BFS from `seeds` through `open_rows` ([n, H] rows, `full` the row of all W columns) in every grid at once;
+    finished grids leave the working set so long ones do not drag short ones. `near` also keeps the cells within that
+    many moves; `planes` the bit planes of every cell's distance (plane k collects the layers whose step has bit k)."""
+    frontier = seeds & open_rows
+    n, height = frontier.shape
+    reach, last = frontier.copy(), frontier.copy()
+    ecc = np.zeros(n, dtype=np.int64)
+    within = frontier.copy() if near is not None else None
+    bits = np.zeros((max(1, (height * 64).bit_length()), n, height), dtype=np.uint64) if planes else None
+    act = np.flatnonzero(frontier.any(axis=1))
+    f, r, o = frontier[act], reach[act], open_rows[act]
+    k = np.broadcast_to(np.asarray(near if near is not None else -1, dtype=np.int64), (n,))[act]
+    step = 0
+    while act.size:
+        step += 1
+        nxt = _expand(f, full) & o & ~r
+        grew = nxt.any(axis=1)
+        if not grew.all():
+            stop = ~grew
+            reach[act[stop]], last[act[stop]], ecc[act[stop]] = r[stop], f[stop], step - 1
+            if within is not None:  # finished before reaching their capture step: everything is within
+                early = stop & (step <= k)
+                within[act[early]] = r[early]
+            act, nxt, r, o, k = act[grew], nxt[grew], r[grew], o[grew], k[grew]
+        r = r | nxt
+        f = nxt
+        if within is not None:
+            capture = k == step
+            within[act[capture]] = r[capture]
+        if bits is not None:
+            for b in range(step.bit_length()):
+                if step >> b & 1:
+                    bits[b, act] |= nxt
+    return Wave(reach, last, ecc, within, bits)
+
+
+def distances(passable: np.ndarray, source: np.ndarray) -> np.ndarray:
+    """Moves from the source cells to every cell through passable cells (4-neighbour), -1 where unreachable (a source
+    on an impassable cell is none). passable, source: [B, H, W] bool, W <= 64 -> [B, H, W] int32."""
+    width = passable.shape[-1]
+    wave = wavefront(pack_rows(passable), pack_rows(source), np.uint64((1 << width) - 1), planes=True)
+    assert wave.planes is not None
+    weights = (np.int64(1) << np.arange(wave.planes.shape[0], dtype=np.int64)).reshape(-1, 1, 1, 1)
+    moves = (unpack_rows(wave.planes, width).astype(np.int64) * weights).sum(0)
+    return np.where(unpack_rows(wave.reach, width), moves, -1).astype(np.int32)
+
+
+def start_levels(grids: np.ndarray) -> np.ndarray:
+    """BFS distance from S for [B, H, W] token grids; -1 everywhere in a maze without exactly one S."""
+    start = grids == START
+    lvl = distances((grids == OPEN) | start | (grids == GOAL), start)
+    one_start = start.reshape(start.shape[0], -1).sum(-1) == 1
+    return np.where(one_start[:, None, None], lvl, -1).astype(np.int32)
 
 
 def bfs_distances(passable: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
-    """Moves from the source cells to every cell through passable cells (4-neighbour), -1 where unreachable.
-
-    passable, source: [B, H, W] bool. A wavefront over the whole batch, bit-parallel: a grid row is one int64, so a
-    step is a few shifts and ANDs on [B, H] words. The distance of each cell is assembled from bit planes (plane k
-    collects the wavefronts whose step has bit k set) and unpacked once at the end.
-    """
+    """`distances` of torch masks ([B, H, W] bool, on any device; W <= MAX_SIDE), returned on their device."""
     if passable.shape != source.shape or passable.dim() != 3:
         raise ValueError(f"expected two [B, H, W] masks, got {tuple(passable.shape)} and {tuple(source.shape)}")
-    B, H, W = passable.shape
-    if W > MAX_SIDE:
-        raise ValueError(f"grids wider than {MAX_SIDE} cells are not supported, got {W}")
-    full = (1 << W) - 1
-    open_ = _pack_rows(passable)
-    frontier = _pack_rows(source) & open_
-    seen = frontier.clone()
-    planes = torch.zeros(max(1, (H * W).bit_length()), B, H, dtype=torch.int64, device=passable.device)
-    step = 0
-    while True:
-        for k in range(planes.shape[0]):
-            if step >> k & 1:
-                planes[k] |= frontier
-        grown = frontier | ((frontier << 1) & full) | (frontier >> 1)
-        grown[:, 1:] |= frontier[:, :-1]
-        grown[:, :-1] |= frontier[:, 1:]
-        frontier = grown & open_ & ~seen
-        seen |= frontier
-        step += 1
-        if step % 8 == 0 and not bool(frontier.any()):  # one host sync every 8 steps
-            break
-    weights = (1 << torch.arange(planes.shape[0], device=passable.device, dtype=torch.int64)).view(-1, 1, 1, 1)
-    dist_ = (_unpack_rows(planes, W).to(torch.int64) * weights).sum(0)
-    return torch.where(_unpack_rows(seen, W), dist_, -1).to(torch.int32)
+    if passable.shape[-1] > MAX_SIDE:
+        raise ValueError(f"grids wider than {MAX_SIDE} cells are not supported, got {passable.shape[-1]}")
+    moves = distances(passable.cpu().numpy(), source.cpu().numpy())
+    return torch.from_numpy(moves).to(passable.device)
 
 
 def start_distances(grids: torch.Tensor) -> torch.Tensor:
-    """BFS distance from S for [B, H, W] token grids; -1 everywhere in a maze without exactly one S."""
-    passable = (grids == OPEN) | (grids == START) | (grids == GOAL)
-    start = grids == START
-    lvl = bfs_distances(passable, start)
-    one_start = start.flatten(1).sum(-1) == 1
-    return torch.where(one_start[:, None, None], lvl, torch.full_like(lvl, -1))
+    """`start_levels` of torch token grids, returned on their device."""
+    return torch.from_numpy(start_levels(grids.cpu().numpy())).to(grids.device)
 
 
 def label_paths(grids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -128,7 +215,7 @@ def label_paths(grids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     labels = grids.copy()
     if n == 0:
         return labels, np.zeros(0, dtype=np.int64)
-    lvl = start_distances(torch.from_numpy(grids.astype(np.int64))).numpy()
+    lvl = start_levels(grids)
     goal = np.argmax((grids == GOAL).reshape(n, -1), axis=1)
     d = lvl.reshape(n, -1)[np.arange(n), goal].astype(np.int64)
     if (d < 1).any():
@@ -254,16 +341,8 @@ def matches_layout(split: PuzzleSplit, sample: int = 4096) -> bool:
 
 
 def segment_metrics(split: PuzzleSplit, mmax: int) -> list[OptimalPathAccuracy]:
-    """The hook `hrm_reason.tasks` calls for datasets whose builder is "maze" (or, with no builder record, whose layout
-    is the maze's)."""
-    meta = split.metadata
-    side = grid_side(meta.seq_len)
-    if side is None or side > MAX_SIDE or meta.vocab_size != VOCAB_SIZE:
-        raise UserError(
-            f"{split.path / 'dataset.json'}: a maze dataset needs a square grid of side <= {MAX_SIDE} and vocab_size {VOCAB_SIZE} "
-            f"(tokens PAD + '{CHARSET}'), got seq_len {meta.seq_len} and vocab_size {meta.vocab_size}"
-        )
-    return [OptimalPathAccuracy(mmax, side)]
+    """The optimal-path metric of a maze split (`MazeTask`)."""
+    return MazeTask.from_metadata(split.metadata, str(split.path / "dataset.json")).segment_metrics(split, mmax)
 
 
 @dataclass(frozen=True)
@@ -275,12 +354,9 @@ class MazeTransforms(DihedralTransforms):
         return "the maze's symmetry group"
 
 
-def tta_transforms(metadata: Any) -> MazeTransforms:
-    """The hook of hrm_reason.tasks for datasets whose builder is "maze": the 8 symmetries of the square grid."""
-    side = grid_side(metadata.seq_len)
-    if side is None:
-        raise UserError(f"dataset.json: a maze dataset needs a square grid, got seq_len {metadata.seq_len}")
-    return MazeTransforms(side)
+def tta_transforms(metadata: PuzzleDatasetMetadata) -> MazeTransforms:
+    """The test-time group of a maze dataset (`MazeTask.from_metadata`)."""
+    return MazeTask.from_metadata(metadata, "dataset.json").transforms
 
 
 def puzzle_problem(grid: np.ndarray) -> str | None:
@@ -291,12 +367,185 @@ def puzzle_problem(grid: np.ndarray) -> str | None:
         count = int((grid == mark).sum())
         if count != 1:
             return f"{count} cells marked {what}, where a maze has exactly one"
-    tokens = torch.from_numpy(grid.astype(np.int64)[None])
-    if int(start_distances(tokens)[tokens == GOAL][0]) < 0:
+    if int(start_levels(grid[None])[0][grid == GOAL][0]) < 0:
         return "G cannot be reached from S through open cells"
     return None
 
 
-def layout_metrics(split: PuzzleSplit, mmax: int) -> list[OptimalPathAccuracy] | None:
-    """The optimal-path metric of a split with no builder record whose layout is the maze's, else None."""
-    return segment_metrics(split, mmax) if matches_layout(split) else None
+class DihedralSymmetry:
+    """Augmentation on the fly (hrm_reason/tasks/augment.py): the 8 dihedral maps on token rows, drawn uniformly
+    (identity included), `DihedralTransforms.apply`.
+
+    relabel: the label of a mapped maze is the generator's label of that maze (`label_paths`), not the mapped label;
+    the two differ where the maze has several shortest paths.
+    """
+
+    def __init__(self, side: int, relabel: bool = False) -> None:
+        self.side, self.relabel = side, relabel
+        self.transforms = DihedralTransforms(side)
+
+    def __call__(
+        self, rng: np.random.Generator, inputs: np.ndarray, labels: np.ndarray, rows: slice, count: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        tids = rng.integers(0, 8, count)[rows]
+        inputs = self.transforms.apply(inputs, tids)
+        if not self.relabel:
+            return inputs, self.transforms.apply(labels, tids)
+        relabelled, _ = label_paths(inputs.reshape(-1, self.side, self.side))
+        return inputs, relabelled.reshape(inputs.shape).astype(labels.dtype)
+
+
+# ---------------------------------------------------------------------------------------------------------- the task
+
+COLOURS = {PAD: "#d9d9d9", WALL: "#27303a", OPEN: "#ffffff", START: "#2ca02c", GOAL: "#9467bd", PATH: "#3d7fd9"}
+INPUT_CHARS = "# SG"  # what people type; 'o' (path) is what the model writes
+
+
+@dataclass(frozen=True)
+class MazeTask(Task):
+    """Mazes on a `side` x `side` grid (tasks/base.py `Task`)."""
+
+    side: int
+    blank_identifier: int = 0
+    relabel: bool = False  # generated mazes: augmentation on the fly relabels by the generator's rule
+    owner: ClassVar[str] = "the maze's"
+    on_the_fly: ClassVar[bool] = True
+    kind: ClassVar[str] = "maze"
+    metric_name: ClassVar[str | None] = "maze optimal-path"
+
+    @classmethod
+    def from_metadata(cls, metadata: PuzzleDatasetMetadata, where: str, names: list[str] | None = None) -> MazeTask:
+        """A square grid of side <= MAX_SIDE over the maze's tokens."""
+        side = grid_side(metadata.seq_len)
+        if side is None:
+            raise UserError(f"{where}: a maze dataset of seq_len {metadata.seq_len}, not a square grid")
+        if side > MAX_SIDE or metadata.vocab_size != VOCAB_SIZE:
+            raise UserError(
+                f"{where}: a maze dataset needs a square grid of side <= {MAX_SIDE} and vocab_size {VOCAB_SIZE} "
+                f"(tokens PAD + '{CHARSET}'), got seq_len {metadata.seq_len} and vocab_size {metadata.vocab_size}"
+            )
+        generated = (metadata.builder or {}).get("source") == "generate"
+        return cls(side, metadata.blank_identifier_id, relabel=generated)
+
+    @classmethod
+    def fits_shape(cls, seq_len: int, vocab_size: int) -> bool:
+        """A square grid over the maze's tokens, larger than 9x9 (a 4x4 Sudoku has the same vocabulary)."""
+        side = grid_side(seq_len)
+        return side is not None and vocab_size == VOCAB_SIZE and side > 9
+
+    @classmethod
+    def layout_of(cls, split: PuzzleSplit) -> tuple[MazeTask, str] | None:
+        if not matches_layout(split):
+            return None
+        side = grid_side(split.metadata.seq_len)
+        assert side is not None
+        return cls(side, split.metadata.blank_identifier_id), "vocabulary and characters match the maze layout"
+
+    @property
+    def transforms(self) -> MazeTransforms:
+        return MazeTransforms(self.side)
+
+    def segment_metrics(self, split: PuzzleSplit, mmax: int) -> list[OptimalPathAccuracy]:
+        return [OptimalPathAccuracy(mmax, self.side)]
+
+    @property
+    def symmetry_name(self) -> str:
+        return "the maze's 8 dihedral maps, labels " + (
+            "relabelled by the generator's rule" if self.relabel else "mapped"
+        )
+
+    def augmentation(self, kind: str, split: PuzzleSplit) -> DihedralSymmetry:
+        return DihedralSymmetry(self.side, relabel=self.relabel)
+
+    def rule_violations(self, preds: np.ndarray, inputs: np.ndarray) -> np.ndarray:
+        shape = (self.side, self.side)
+        return rule_violations(np.asarray(preds).reshape(shape), np.asarray(inputs).reshape(shape)).reshape(-1)
+
+    @property
+    def look(self) -> GridLook:
+        return GridLook(
+            puzzle_legend="S: start;  G: goal;  blue: the path;  dark: walls",
+            legend=f"blue: path;  {MARKS};  red corner: breaks a rule (wall changed, broken path)",
+            panel_inches=(3.0, 1.8),
+            colours=COLOURS,
+            changed_fill=True,
+            endpoints=((START, "S"), (GOAL, "G")),
+        )
+
+    # --- hrm solve
+
+    def describe(self) -> str:
+        return f"{self.side}x{self.side} maze"
+
+    def parse(self, text: str, source: str, stem: str | None = None) -> list[Puzzle]:
+        """Text rows of '#', ' ', 'S', 'G'; an empty line separates mazes. Trailing spaces (open cells) that an
+        editor dropped are restored: rows shorter than the model's side are padded with open cells."""
+        puzzles, block, first = [], [], 0
+        for i, raw in enumerate([*text_lines(text), ""], 1):
+            # An empty line ends a maze; a line of spaces is a row of open cells while a maze is still short of rows.
+            if raw == "" or (not raw.strip() and not (0 < len(block) < self.side)):
+                if block:
+                    puzzles.append(self._puzzle(block, f"{source} line {first}"))
+                    block = []
+                continue
+            if not block:
+                first = i
+            block.append((i, raw))
+        return puzzles
+
+    def _puzzle(self, block: list[tuple[int, str]], name: str) -> Puzzle:
+        side = self.side
+        for i, row in block:
+            for j, ch in enumerate(row):
+                if ch not in INPUT_CHARS:
+                    raise UserError(
+                        f"{name}: {ch!r} at line {i}, column {j + 1} is not a maze character ('#' wall, ' ' open, "
+                        f"'S' start, 'G' goal)"
+                    )
+            if len(row) > side:
+                raise UserError(f"{name}: line {i} has {len(row)} cells, but the model solves a {self.describe()}")
+        if len(block) != side:
+            raise UserError(f"{name}: {len(block)} rows, but the model solves a {self.describe()}")
+        text = "".join(row.ljust(side) for _, row in block)
+        tokens = TOKEN_OF[np.frombuffer(text.encode("ascii"), dtype=np.uint8)].astype(np.int32)
+        return Puzzle(name, tokens, self.blank_identifier)
+
+    def problem(self, puzzle: Puzzle) -> tuple[str | None, str | None]:
+        """Not one S and one G, or no path between them (`puzzle_problem`)."""
+        return puzzle_problem(puzzle.tokens.reshape(self.side, self.side)), None
+
+    def answer(self, puzzle: Puzzle, tokens: np.ndarray) -> Reading:
+        side = self.side
+        chars = np.array(list("?" + CHARSET))[np.clip(tokens, 0, len(CHARSET))]
+        rows = ["".join(chars[r * side : (r + 1) * side]) for r in range(side)]
+        given = puzzle.tokens.reshape(side, side)
+        pred = tokens.reshape(side, side).astype(np.int64)
+        fixed = np.isin(given, (WALL, START, GOAL))
+        changed = int((fixed & (pred != given)).sum())
+        stray = int((~fixed & ~np.isin(pred, (OPEN, PATH))).sum())
+        g, p = given.astype(np.int64)[None], pred[None]
+        marks = int((g == START).sum()) == 1 and int((g == GOAL).sum()) == 1  # else: --allow-unsolvable
+        route = (p == PATH) | (g == START) | (g == GOAL)
+        shortest_moves = int(start_levels(g)[g == GOAL][0]) if marks else -1
+        moves = int(distances(route, g == START)[g == GOAL][0]) if marks else -1
+        reasons = []
+        if changed:
+            reasons.append(f"{changed} wall/S/G cell{'s' * (changed > 1)} changed")
+        if stray:
+            reasons.append(f"{stray} open cell{'s' * (stray > 1)} turned into something else")
+        if moves < 0:
+            reasons.append("the marked cells do not join S to G")
+        if reasons:
+            return Reading("\n".join(rows), rows, False, "invalid: " + "; ".join(reasons), False)
+        shortest = bool(optimal_path_correct(torch.from_numpy(g), torch.from_numpy(p))[0])
+        if shortest:
+            verdict = f"valid: a path from S to G of {moves} moves, shortest ({shortest_moves})"
+        else:
+            extra = int((p == PATH).sum()) - (moves - 1)
+            detail = (
+                f"{extra} extra cell{'s' * (extra > 1)} marked"
+                if moves == shortest_moves
+                else f"the shortest is {shortest_moves}"
+            )
+            verdict = f"valid: a path from S to G of {moves} moves, not shortest ({detail})"
+        return Reading("\n".join(rows), rows, True, verdict, shortest)

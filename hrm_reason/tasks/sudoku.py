@@ -1,6 +1,8 @@
-"""Sudoku: the token layout, the board geometry, the augmentation group with its inverse, and the rules.
+"""Sudoku: the token layout, the board geometry, the augmentation group with its inverse, the rules, the one solver,
+and `SudokuTask`, the task as every other layer meets it (tasks/base.py `Task`).
 
-Written once here for the builder (datasets_build/sudoku.py), evaluation and the pictures (hrm_reason/viz).
+Written once here for the builder (datasets_build/sudoku.py: it generates and rates puzzles with this solver),
+evaluation, training's augmentation, `hrm solve` and the pictures (hrm_reason/viz).
 
 Boards of side n = r*c (4x4, 6x6, 9x9) have boxes of r rows x c columns; the n/r = c *bands* are r rows tall and the
 n/c = r *stacks* are c columns wide. Cells hold 0 for a blank and 1..n for a digit. Tokens are value + 1, as the
@@ -8,23 +10,24 @@ original builder: PAD 0, blank 1, digit d -> d + 1, vocab n + 2; every cell of t
 
 `puzzle_problem` says why a puzzle someone typed has no solution (a repeated given, a cell left without a candidate,
 or an exhaustive search that found none), so `hrm solve` refuses it before the model guesses at it, and notes one
-that has more than one solution (the search counts to two).
+that has more than one solution (the search counts to two). The search is the builder's, bounded in placements.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from hrm_reason.errors import UserError
+from hrm_reason.tasks.base import MARKS, GridLook, Puzzle, Reading, Task, text_lines
 
 if TYPE_CHECKING:  # the builders import this module without torch's start-up cost
-    from hrm_reason.data.puzzle import PuzzleSplit
+    from hrm_reason.data.puzzle import PuzzleDatasetMetadata, PuzzleSplit
 
 BOXES: dict[str, tuple[int, int]] = {"2x2": (2, 2), "2x3": (2, 3), "3x3": (3, 3)}
 BOX_OF_SIDE: dict[int, tuple[int, int]] = {r * c: (r, c) for r, c in BOXES.values()}
@@ -137,7 +140,7 @@ def rule_violations(grid: np.ndarray, given: np.ndarray, box: tuple[int, int] | 
 
 # ------------------------------------------------------------------------------------------------- puzzle check
 
-SEARCH_NODES = 200_000  # placements the exact search tries at most: about a second of Python (~5 us each)
+SEARCH_NODES = 100_000  # placements the exact search makes at most: about a second of Python (~10 us each)
 
 
 def _cell(i: int, n: int) -> str:
@@ -174,72 +177,239 @@ def repeated_given(values: np.ndarray, r: int, c: int) -> str | None:
 
 
 class SearchBound(Exception):
-    """The exact search tried its SEARCH_NODES placements without settling the puzzle; `found` holds the solutions
-    it had found by then."""
+    """The exact search made its SEARCH_NODES placements without settling the puzzle; `found` holds the solutions it
+    had found by then."""
 
-    def __init__(self, found: list[np.ndarray] | None = None) -> None:
+    def __init__(self, found: list[Any] | None = None) -> None:
         super().__init__()
         self.found = found or []
+
+
+# ------------------------------------------------------------------------------------------------------------ solver
+# The one Sudoku solver: the builder rates and generates with it (datasets_build/sudoku.py), `hrm solve` checks typed
+# puzzles with it. Candidates are int bitmasks (bit d-1 = digit d). Pure Python: small ints and lists beat numpy at
+# this granularity.
+
+RATING_DEFINITION = (
+    "dead ends met by a deterministic backtracking search with naked- and hidden-single propagation that finds the "
+    "solution and proves it unique (0 = solved by singles alone)"
+)
+
+
+def _propagate(cand: list[int], todo: list[int], geo: Geometry) -> bool:
+    """Naked and hidden singles to a fixed point; False on a contradiction. `todo` holds newly fixed cells."""
+    peers, units, full = geo.peers, geo.units, geo.full
+    while True:
+        while todo:
+            i = todo.pop()
+            m = cand[i]
+            for p in peers[i]:
+                pm = cand[p]
+                if pm & m:
+                    pm ^= m
+                    if not pm:
+                        return False
+                    cand[p] = pm
+                    if not pm & (pm - 1):
+                        todo.append(p)
+        for unit in units:
+            ones = twos = 0
+            for i in unit:
+                m = cand[i]
+                twos |= ones & m
+                ones |= m
+            if ones != full:
+                return False  # some digit has no place left in this unit
+            once = ones & ~twos
+            if once:
+                for i in unit:
+                    h = cand[i] & once
+                    if h:
+                        if h & (h - 1):
+                            return False  # two digits can only go in this one cell
+                        if h != cand[i]:
+                            cand[i] = h
+                            todo.append(i)
+        if not todo:
+            return True
+
+
+def _branch_cell(cand: list[int]) -> int:
+    """Unfilled cell with the fewest candidates (lowest index on ties), or -1 when the grid is full."""
+    best, best_count = -1, 1 << 30
+    for i, m in enumerate(cand):
+        if m & (m - 1):
+            k = m.bit_count()
+            if k < best_count:
+                best, best_count = i, k
+                if k == 2:
+                    break
+    return best
+
+
+def _fixed(cand: list[int]) -> int:
+    """Cells holding one candidate."""
+    return sum(1 for m in cand if not m & (m - 1))
+
+
+def _spend(stats: list[int], budget: int, placements: int) -> None:
+    stats[2] += placements
+    if stats[2] > budget:
+        raise SearchBound
+
+
+def _search(
+    cand: list[int], geo: Geometry, limit: int, solutions: list[list[int]], stats: list[int], budget: int | None = None
+) -> None:
+    """Depth-first search collecting up to `limit` solutions; stats = [guesses, dead_ends, placements]. With a
+    `budget`, the placements (cells fixed by a guess or by the propagation after it; a guess that fails counts one)
+    are counted and SearchBound is raised past it."""
+    cell = _branch_cell(cand)
+    if cell < 0:
+        solutions.append(cand)
+        return
+    m = cand[cell]
+    while m:
+        bit = m & -m
+        m ^= bit
+        child = cand.copy()
+        child[cell] = bit
+        stats[0] += 1
+        if _propagate(child, [cell], geo):
+            if budget is not None:
+                _spend(stats, budget, _fixed(child) - _fixed(cand))
+            _search(child, geo, limit, solutions, stats, budget)
+            if len(solutions) >= limit:
+                return
+        else:
+            stats[1] += 1
+            if budget is not None:
+                _spend(stats, budget, 1)
+
+
+def _search_ordered(cand: list[int], geo: Geometry, order: list[list[int]]) -> list[int] | None:
+    """First solution, trying each cell's digits in the given (random) order: a randomized full grid."""
+    cell = _branch_cell(cand)
+    if cell < 0:
+        return cand
+    m = cand[cell]
+    for bit in order[cell]:
+        if m & bit:
+            child = cand.copy()
+            child[cell] = bit
+            if _propagate(child, [cell], geo):
+                found = _search_ordered(child, geo, order)
+                if found is not None:
+                    return found
+    return None
+
+
+def _candidates(
+    values: list[int], geo: Geometry, skip: int = -1, exclude: int = 0
+) -> tuple[list[int], list[int]] | None:
+    """Candidates left by the givens (cell `skip` treated as blank, minus digit `exclude` there), and the cells that
+    became singles; None if the givens already clash. Unit masks instead of peer-by-peer elimination: ~10x cheaper."""
+    used = []
+    for unit in geo.units:
+        m = 0
+        for i in unit:
+            d = values[i]
+            if d and i != skip:
+                bit = 1 << (d - 1)
+                if m & bit:
+                    return None
+                m |= bit
+        used.append(m)
+    full = geo.full
+    cand, todo = [], []
+    for i, (d, (a, b, c)) in enumerate(zip(values, geo.cell_units)):
+        if d and i != skip:
+            cand.append(1 << (d - 1))
+            continue
+        m = full & ~(used[a] | used[b] | used[c])
+        if i == skip and exclude:
+            m &= ~(1 << (exclude - 1))
+        if not m:
+            return None
+        if not m & (m - 1):
+            todo.append(i)
+        cand.append(m)
+    return cand, todo
+
+
+def _as_values(grid: np.ndarray | list[int], geo: Geometry) -> list[int]:
+    values = [int(v) for v in np.asarray(grid).reshape(-1)]
+    if len(values) != geo.cells or min(values) < 0 or max(values) > geo.n:
+        raise ValueError(f"expected {geo.cells} cells with values 0..{geo.n}")
+    return values
+
+
+def _run(values: list[int], geo: Geometry, limit: int, budget: int | None = None) -> tuple[list[list[int]], list[int]]:
+    """(up to `limit` solutions as candidate lists, [guesses, dead_ends, placements]) of a puzzle; a clash among the
+    givens or a contradiction of the singles they force is one dead end. Solutions found before SearchBound is
+    raised are in its `found` (as candidate lists)."""
+    start = _candidates(values, geo)
+    solutions: list[list[int]] = []
+    stats = [0, 0, 0]
+    if start is None or not _propagate(*start, geo):
+        stats[1] += 1
+        return solutions, stats
+    try:
+        if budget is not None:
+            _spend(stats, budget, _fixed(start[0]) - sum(1 for v in values if v))
+        _search(start[0], geo, limit, solutions, stats, budget)
+    except SearchBound:
+        raise SearchBound(solutions) from None  # candidate lists: the callers convert them
+    return solutions, stats
+
+
+def solve(puzzle: np.ndarray, r: int, c: int, limit: int = 2) -> tuple[list[np.ndarray], int]:
+    """Up to `limit` solutions (as [n, n] arrays of 1..n) and the number of dead ends the search met."""
+    geo = geometry(r, c)
+    solutions, stats = _run(_as_values(puzzle, geo), geo, limit)
+    return [np.array([m.bit_length() for m in s], dtype=np.uint8).reshape(geo.n, geo.n) for s in solutions], stats[1]
+
+
+def rate_puzzle(puzzle: np.ndarray, r: int, c: int) -> int:
+    """Difficulty rating: see RATING_DEFINITION (the way tdoku rates Sudoku-Extreme: search effort, not technique)."""
+    return solve(puzzle, r, c, limit=2)[1]
+
+
+def fill_grid(geo: Geometry, order: list[list[int]]) -> list[int]:
+    """A complete grid (values 1..n): the first the search finds on the empty board trying each cell's digits in
+    `order` (bits, per cell), so a random order gives a random grid."""
+    found = _search_ordered([geo.full] * geo.cells, geo, order)
+    assert found is not None, "an empty board always has a solution"
+    return [m.bit_length() for m in found]
+
+
+def other_solution_exists(givens: list[int], geo: Geometry, cell: int, digit: int) -> bool:
+    """Whether a grid keeps every given but the one at `cell` and holds another digit than `digit` there: removing
+    that clue from a puzzle whose solution has `digit` at `cell` leaves it unique exactly when none does."""
+    start = _candidates(givens, geo, skip=cell, exclude=digit)
+    other: list[list[int]] = []
+    if start is not None and _propagate(*start, geo):
+        _search(start[0], geo, 1, other, [0, 0, 0])
+    return bool(other)
 
 
 def search_solutions(
     values: np.ndarray, r: int, c: int, limit: int = 1, max_nodes: int = SEARCH_NODES
 ) -> list[np.ndarray]:
-    """Up to `limit` solutions of a puzzle whose givens do not repeat ([n*n] values, 0 blank); fewer when it has
-    fewer (none: no solution); raises SearchBound after `max_nodes` placements. Depth first, always on the blank with
-    the fewest candidates (a blank with one is placed at once, one with none ends the branch): exact, and bounded in
-    time by the placements. limit=2 tells a puzzle with one solution from one with several."""
+    """Up to `limit` solutions ([n*n] int64 values) of a puzzle whose givens do not repeat ([n*n] values, 0 blank);
+    fewer when it has fewer (none: no solution); raises SearchBound after `max_nodes` placements (the solver above,
+    bounded: exact, and bounded in time by the placements). limit=2 tells a puzzle with one solution from one with
+    several."""
     geo = geometry(r, c)
-    cells = [int(v) for v in np.asarray(values).reshape(-1)]
-    used = [0] * len(geo.units)
-    for i, v in enumerate(cells):
-        if v:
-            for k in geo.cell_units[i]:
-                used[k] |= 1 << (v - 1)
-    blanks = [i for i, v in enumerate(cells) if not v]
-    nodes = 0
-    found: list[np.ndarray] = []
 
-    def place() -> bool:
-        """True once `limit` solutions are found (the search stops there)."""
-        nonlocal nodes
-        best, best_mask, best_count = -1, 0, geo.n + 1
-        for i in blanks:
-            if cells[i]:
-                continue
-            a, b, k = geo.cell_units[i]
-            mask = geo.full & ~(used[a] | used[b] | used[k])
-            count = mask.bit_count()
-            if count < best_count:
-                best, best_mask, best_count = i, mask, count
-                if count <= 1:
-                    break
-        if best < 0:  # every blank filled
-            found.append(np.array(cells, dtype=np.int64))
-            return len(found) >= limit
-        units = geo.cell_units[best]
-        while best_mask:
-            bit = best_mask & -best_mask
-            best_mask ^= bit
-            nodes += 1
-            if nodes > max_nodes:
-                raise SearchBound
-            cells[best] = bit.bit_length()
-            for k in units:
-                used[k] |= bit
-            done = place()
-            for k in units:
-                used[k] ^= bit
-            if done:
-                return True
-        cells[best] = 0
-        return False
+    def flat(solutions: list[list[int]]) -> list[np.ndarray]:
+        return [np.array([m.bit_length() for m in s], dtype=np.int64) for s in solutions]
 
     try:
-        place()
-    except SearchBound:
-        raise SearchBound(found) from None
-    return found
+        solutions, _ = _run(_as_values(values, geo), geo, limit, max_nodes)
+    except SearchBound as bound:
+        raise SearchBound(flat(bound.found)) from None
+    return flat(solutions)
 
 
 def search_solution(values: np.ndarray, r: int, c: int, max_nodes: int = SEARCH_NODES) -> np.ndarray | None:
@@ -410,14 +580,202 @@ def _on_tokens(tf: GridTransforms) -> GridTransforms:
     return GridTransforms(np.concatenate([pad, tf.digit_map + 1], axis=1), tf.transpose, tf.row_perm, tf.col_perm)
 
 
-def tta_transforms(metadata: Any) -> SudokuTransforms:
-    """The hook of hrm_reason.tasks for datasets whose builder is "sudoku": the box shape from the builder record."""
-    box = BOXES.get(str((metadata.builder or {}).get("box")))
-    n = math.isqrt(metadata.seq_len)
-    if box is None or box[0] * box[1] != n or n * n != metadata.seq_len or metadata.vocab_size != vocab_size(n):
-        raise UserError(
-            f"dataset.json: a Sudoku dataset needs builder.box (one of {', '.join(BOXES)}) matching seq_len "
-            f"{metadata.seq_len} and vocab_size n + 2, got box {(metadata.builder or {}).get('box')!r} and vocab_size "
-            f"{metadata.vocab_size}"
+def tta_transforms(metadata: PuzzleDatasetMetadata) -> SudokuTransforms:
+    """The test-time group of a Sudoku dataset (`SudokuTask.from_metadata`)."""
+    return SudokuTask.from_metadata(metadata, "dataset.json").transforms
+
+
+class SudokuSymmetry:
+    """Augmentation on the fly (hrm_reason/tasks/augment.py): the test-time group on token rows, one element per
+    row of the global batch, each process applying its slice `rows`."""
+
+    def __init__(self, r: int, c: int) -> None:
+        self.transforms = SudokuTransforms(r, c)
+
+    def __call__(
+        self, rng: np.random.Generator, inputs: np.ndarray, labels: np.ndarray, rows: slice, count: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        (drawn,) = self.transforms.draw(rng, count, 2)  # copy 1 of `count` rows: one element per global-batch row
+        tf = GridTransforms(**{f.name: getattr(drawn, f.name)[rows] for f in fields(GridTransforms)})
+        return tuple(self.transforms.apply(x, tf).astype(x.dtype) for x in (inputs, labels))  # type: ignore[return-value]
+
+
+def box_of(value: Any, side: int) -> tuple[int, int] | None:
+    """The boxes (rows, columns) of a board of `side`: the builder record's `box` ("RxC") when it tiles the board,
+    else the usual boxes of that side (BOX_OF_SIDE), else None."""
+    if isinstance(value, str):
+        rows, _, cols = value.partition("x")
+        if rows.isdigit() and cols.isdigit() and int(rows) * int(cols) == side:
+            return int(rows), int(cols)
+    return BOX_OF_SIDE.get(side)
+
+
+# ---------------------------------------------------------------------------------------------------------- the task
+
+SEPARATORS = "|+-"  # box drawing in a typed board, ignored like whitespace
+BLANKS = ".0"
+
+
+@dataclass(frozen=True)
+class SudokuTask(Task):
+    """Sudoku with r x c boxes on an n x n board, n = r * c (tasks/base.py `Task`)."""
+
+    r: int
+    c: int
+    blank_identifier: int = 0
+    owner: ClassVar[str] = "a Sudoku's"
+    on_the_fly: ClassVar[bool] = True
+    kind: ClassVar[str] = "sudoku"
+
+    @property
+    def n(self) -> int:
+        return self.r * self.c
+
+    @classmethod
+    def from_metadata(cls, metadata: PuzzleDatasetMetadata, where: str, names: list[str] | None = None) -> SudokuTask:
+        """A square board whose boxes are the builder record's (or the usual ones of its side), vocab n + 2."""
+        seq_len, vocab = metadata.seq_len, metadata.vocab_size
+        side = math.isqrt(seq_len)
+        given = (metadata.builder or {}).get("box")
+        box = box_of(given, side)
+        if side * side != seq_len or box is None or vocab != vocab_size(side):
+            raise UserError(
+                f"{where}: a Sudoku dataset whose shape (seq_len {seq_len}, vocab_size {vocab}, box {given}) is not a "
+                f"Sudoku board (a square board of boxes RxC, vocab_size n + 2)"
+            )
+        return cls(*box, blank_identifier=metadata.blank_identifier_id)
+
+    @classmethod
+    def fits_shape(cls, seq_len: int, vocab_size_: int) -> bool:
+        """A square board of a side with known boxes and vocab n + 2."""
+        side = math.isqrt(seq_len)
+        return side * side == seq_len and side in BOX_OF_SIDE and vocab_size_ == vocab_size(side)
+
+    @classmethod
+    def layout_of(cls, split: PuzzleSplit) -> tuple[SudokuTask, str] | None:
+        box = matches_layout(split)
+        if box is None:
+            return None
+        task = cls(*box, blank_identifier=split.metadata.blank_identifier_id)
+        return task, f"{box[0]}x{box[1]} boxes; the layout and the solved labels are a Sudoku's"
+
+    @property
+    def transforms(self) -> SudokuTransforms:
+        return SudokuTransforms(self.r, self.c)
+
+    def augmentation(self, kind: str, split: PuzzleSplit) -> SudokuSymmetry:
+        return SudokuSymmetry(self.r, self.c)
+
+    @property
+    def symmetry_name(self) -> str:
+        return f"Sudoku {self.n}x{self.n} symmetries"
+
+    def rule_violations(self, preds: np.ndarray, inputs: np.ndarray) -> np.ndarray:
+        n = self.n
+        grid, given = np.asarray(preds).reshape(n, n), np.asarray(inputs).reshape(n, n)
+        return rule_violations(grid, given, (self.r, self.c)).reshape(-1)
+
+    def givens(self, inputs: np.ndarray) -> np.ndarray:
+        return np.asarray(inputs) > BLANK
+
+    @property
+    def look(self) -> GridLook:
+        return GridLook(
+            puzzle_legend="bold: given digits;  blue: digits to find",
+            legend=f"bold: given;  {MARKS};  red corner: breaks a rule (repeated digit, changed given, empty cell)",
+            panel_inches=(1.9, 1.35),
+            digits=True,
+            blocks=(self.r, self.c),
+            changed_fill=True,
         )
-    return SudokuTransforms(*box)
+
+    # --- hrm solve
+
+    def describe(self) -> str:
+        return f"{self.n}x{self.n} Sudoku ({self.r}x{self.c} boxes)"
+
+    def parse(self, text: str, source: str, stem: str | None = None) -> list[Puzzle]:
+        """One puzzle per line (n*n cells), or n lines of n cells; whitespace and | + - are ignored, a blank line ends
+        a board written in rows."""
+        n, puzzles = self.n, []
+        rows: list[str] = []
+        typed: list[str] = []  # the board's lines as written, box-drawing lines between its rows included
+        first = 0
+        for i, raw in enumerate(text_lines(text), 1):
+            where = f"{source} line {i}"
+            if not raw.strip():
+                if rows:
+                    raise UserError(f"{source} line {first}: a board of {len(rows)} rows; expected {n}")
+                continue
+            cells = "".join(ch for ch in raw if not ch.isspace() and ch not in SEPARATORS)
+            if not cells:  # a box-drawing line between bands
+                typed += [raw] if rows else []
+                continue
+            self._check_cells(cells, where)
+            if len(cells) == n * n and not rows:
+                puzzles.append(self._puzzle(cells, where, raw.strip()))
+            elif len(cells) == n:
+                first = first if rows else i
+                rows.append(cells)
+                typed.append(raw.rstrip())
+                if len(rows) == n:
+                    puzzles.append(self._puzzle("".join(rows), f"{source} line {first}", "\n".join(typed)))
+                    rows, typed = [], []
+            elif rows:
+                raise UserError(f"{where}: a board row of {len(cells)} cells; expected {n} (board from line {first})")
+            else:
+                raise UserError(
+                    f"{where}: {len(cells)} cells; expected {n * n} for a {self.describe()} (digits 1-{n}, . or 0 for "
+                    f"a blank), one puzzle per line"
+                )
+        if rows:
+            raise UserError(f"{source} line {first}: a board of {len(rows)} rows; expected {n}")
+        return puzzles
+
+    def _check_cells(self, cells: str, where: str) -> None:
+        """Letters first, then a board of another size (its digits may exceed n), then digits above n."""
+        letter = next((ch for ch in cells if ch not in BLANKS and not (ch.isascii() and ch.isdigit())), None)
+        if letter is not None:
+            raise UserError(f"{where}: {letter!r} is not a digit 1-{self.n} or a blank (. or 0)")
+        side = math.isqrt(len(cells))
+        if side != self.n and side * side == len(cells) and side in BOX_OF_SIDE:
+            raise UserError(
+                f"{where}: a {side}x{side} Sudoku ({len(cells)} cells), but the model solves a {self.describe()} "
+                f"({self.n * self.n} cells)"
+            )
+        high = next((ch for ch in cells if ch not in BLANKS and int(ch) > self.n), None)
+        if high is not None:
+            raise UserError(f"{where}: digit {high} is outside 1-{self.n} for a {self.describe()}")
+
+    def _puzzle(self, cells: str, name: str, layout: str) -> Puzzle:
+        values = np.array([0 if ch in BLANKS else int(ch) for ch in cells], dtype=np.int32)
+        return Puzzle(name, to_tokens(values), self.blank_identifier, layout=layout)
+
+    def problem(self, puzzle: Puzzle) -> tuple[str | None, str | None]:
+        """Repeated givens, a cell without a candidate, no solution by the bounded exact search (`puzzle_problem`)."""
+        return puzzle_problem(puzzle.tokens.astype(np.int64) - 1, self.r, self.c)
+
+    def answer(self, puzzle: Puzzle, tokens: np.ndarray) -> Reading:
+        n = self.n
+        values = tokens.astype(np.int64) - 1  # blank and PAD (not digits) become 0 and -1
+        digits = "".join(str(v) if 1 <= v <= n else "." for v in values)
+        # The answer written as the puzzle was typed: its cells in order, every other character as the user wrote it.
+        answer = iter(digits)
+        layout = puzzle.layout or digits
+        text = "".join(next(answer) if not ch.isspace() and ch not in SEPARATORS else ch for ch in layout)
+        grid = np.where((values >= 1) & (values <= n), values, 0).reshape(n, n).tolist()
+        given = puzzle.tokens.reshape(n, n)
+        bad = rule_violations(tokens.reshape(n, n), given, (self.r, self.c))
+        if not bad.any():
+            return Reading(text, grid, True, f"valid: every row, column and box holds 1-{n} once, givens kept")
+        reasons = []
+        changed = int(((given != BLANK) & (tokens.reshape(n, n) != given)).sum())
+        empty = int(((values < 1) | (values > n)).sum())
+        if changed:
+            reasons.append(f"{changed} given{'s' * (changed > 1)} changed")
+        if empty:
+            reasons.append(f"{empty} cell{'s' * (empty > 1)} without a digit")
+        unit = unit_error(values, geometry(self.r, self.c))
+        if unit is not None and not empty:
+            reasons.append(unit)
+        return Reading(text, grid, False, "invalid: " + "; ".join(reasons))

@@ -1,15 +1,15 @@
 """Which grid a dataset holds, how its tokens read, which cells break the puzzle's rules, and how to draw one grid.
 
-Token layouts and rules are those of the task modules (`hrm_reason.tasks.sudoku`, `.maze`, `.arc`), all flattened
-row-major squares. The kind comes from dataset.json `builder.name`; datasets of other tools (no builder record) are
-recognised by their vocabulary and length. Anything else that is square is drawn as token ids.
+The dataset's task (hrm_reason.tasks `task_of`: dataset.json `builder.name`, else the vocabulary and length of the
+known layouts) says how: its rules (`Task.rule_violations`), its givens and its look (`Task.look`: colours, digits,
+box lines, markers), all flattened row-major squares. Anything else that is square is drawn as token ids.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from matplotlib.axes import Axes
@@ -18,33 +18,17 @@ from matplotlib.patches import Polygon, Rectangle
 
 from hrm_reason.data.puzzle import PuzzleDatasetMetadata
 from hrm_reason.errors import UserError
-from hrm_reason.tasks import arc, layout_task, maze, sudoku
+from hrm_reason.tasks import task_of
+from hrm_reason.tasks.base import MARKS, GridLook, Task
 
-GridKind = Literal["sudoku", "maze", "arc", "tokens"]
-
-MAZE_COLOURS = {
-    maze.PAD: "#d9d9d9",
-    maze.WALL: "#27303a",
-    maze.OPEN: "#ffffff",
-    maze.START: "#2ca02c",
-    maze.GOAL: "#9467bd",
-    maze.PATH: "#3d7fd9",
-}
-
-# The standard ARC ten-colour palette (colour 0..9), as in the ARC testing interface.
-ARC_PALETTE = [
-    "#000000",
-    "#0074D9",
-    "#FF4136",
-    "#2ECC40",
-    "#FFDC00",
-    "#AAAAAA",
-    "#F012BE",
-    "#FF851B",
-    "#7FDBFF",
-    "#870C25",
-]
-ARC_EOS_COLOUR = "#e9e3d6"
+# Square grids of no known task: token ids, one colour each.
+TOKENS_LOOK = GridLook(
+    puzzle_legend="token ids",
+    legend=MARKS,
+    panel_inches=(2.2, 1.5),
+    grid_lines=True,
+    token_text=True,
+)
 
 CHANGED_COLOUR = "#ffbf00"  # amber shade: the cell changed since the previous segment
 WRONG_COLOUR = "#e0102f"  # red frame: the cell differs from the answer
@@ -54,65 +38,54 @@ FILLED_COLOUR = "#1f4e9c"
 
 @dataclass(frozen=True)
 class GridSpec:
-    kind: GridKind
+    kind: str  # the task's (`Task.kind`), or "tokens"
     side: int
     vocab_size: int
     ignore_label_id: int | None = 0
-    box: tuple[int, int] | None = None  # Sudoku box rows x columns
+    task: Task | None = None
 
     def grid(self, tokens: np.ndarray) -> np.ndarray:
         return np.asarray(tokens).reshape(self.side, self.side)
 
     @property
+    def look(self) -> GridLook:
+        return self.task.look if self.task is not None else TOKENS_LOOK
+
+    @property
+    def box(self) -> tuple[int, int] | None:
+        """Rows x columns of the boxes outlined by thick lines (Sudoku's), or None."""
+        return self.look.blocks
+
+    @property
     def legend(self) -> str:
-        if self.kind == "arc":
-            return (
-                "hatched: changed since the previous segment;  white cross: differs from the answer;  "
-                "beige: end-of-grid marker (part of the answer)"
-            )
-        marks = "shaded: changed since the previous segment;  red frame: differs from the answer"
-        if self.kind == "sudoku":
-            return f"bold: given;  {marks};  red corner: breaks a rule (repeated digit, changed given, empty cell)"
-        if self.kind == "maze":
-            return f"blue: path;  {marks};  red corner: breaks a rule (wall changed, broken path)"
-        return marks
+        return self.look.legend
+
+
+def task_spec(task: Task, seq_len: int) -> GridSpec:
+    """The drawing of one task's grids of `seq_len` cells (`hrm solve --png`: a model's task, no dataset at hand)."""
+    return GridSpec(task.kind, math.isqrt(seq_len), 0, ignore_label_id=0, task=task)
 
 
 def grid_spec(metadata: PuzzleDatasetMetadata, source: str = "dataset.json") -> GridSpec:
-    """Decide how to draw a dataset: `builder.name` first, then the token layout of the known builders."""
-    name = str((metadata.builder or {}).get("name", "")).lower()
+    """Decide how to draw a dataset: its task (`builder.name` first, then the token layout of the known tasks), else
+    token ids on a square grid."""
+    name = (metadata.builder or {}).get("name")
     seq_len, vocab = metadata.seq_len, metadata.vocab_size
     side = math.isqrt(seq_len)
     square = side * side == seq_len
-    common = {"side": side, "vocab_size": vocab, "ignore_label_id": metadata.ignore_label_id}
     if name and not square:
         raise UserError(
             f"{source}: builder '{name}' with seq_len {seq_len}, which is not a square grid: cannot draw it"
         )
-    layout = None if name else layout_task(seq_len, vocab)
-    if name == "sudoku" or layout == "sudoku":
-        return GridSpec("sudoku", box=_sudoku_box(metadata, side), **common)
-    if name == "maze" or layout == "maze":
-        return GridSpec("maze", **common)
-    if name.startswith("arc") or layout == "arc":
-        return GridSpec("arc", **common)
+    common = {"side": side, "vocab_size": vocab, "ignore_label_id": metadata.ignore_label_id}
+    task = task_of(metadata, source) if square else None
+    if task is not None:
+        return GridSpec(task.kind, task=task, **common)
     if square:
         return GridSpec("tokens", **common)
     raise UserError(
         f"{source}: seq_len {seq_len} is not a square grid and the dataset has no known builder name: cannot draw it"
     )
-
-
-def _sudoku_box(metadata: PuzzleDatasetMetadata, side: int) -> tuple[int, int] | None:
-    box = (metadata.builder or {}).get("box")
-    if isinstance(box, str) and "x" in box:
-        rows, cols = (int(v) for v in box.split("x"))
-        if rows * cols == side:
-            return rows, cols
-    if side in sudoku.BOX_OF_SIDE:
-        return sudoku.BOX_OF_SIDE[side]
-    root = math.isqrt(side)
-    return (root, root) if root * root == side else None
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -130,22 +103,27 @@ def wrong_cells(spec: GridSpec, preds: np.ndarray, labels: np.ndarray) -> np.nda
 
 
 def rule_violations(spec: GridSpec, preds: np.ndarray, inputs: np.ndarray) -> np.ndarray:
-    """Cells that break the puzzle's rules whatever the answer is; no rules are known for ARC and raw tokens."""
-    if spec.kind == "sudoku":
-        return sudoku.rule_violations(spec.grid(preds), spec.grid(inputs), spec.box).reshape(-1)
-    if spec.kind == "maze":
-        return maze.rule_violations(spec.grid(preds), spec.grid(inputs)).reshape(-1)
-    return np.zeros(np.asarray(preds).shape, dtype=bool)
+    """Cells that break the puzzle's rules whatever the answer is (the task's); none for raw tokens."""
+    if spec.task is None:
+        return np.zeros(np.asarray(preds).shape, dtype=bool)
+    return spec.task.rule_violations(preds, inputs)
+
+
+def given_cells(spec: GridSpec, inputs: np.ndarray) -> np.ndarray | None:
+    """The cells the puzzle gives, drawn apart from those a model fills (None where the task does not tell them)."""
+    return spec.task.givens(inputs) if spec.task is not None else None
 
 
 def content_window(spec: GridSpec, *token_arrays: np.ndarray) -> tuple[slice, slice]:
-    """ARC: the bounding box of the non-PAD cells of the given grids (a grid sits anywhere in its 30 x 30 frame)."""
+    """The cells to show: all, or for a canvas (ARC: a grid sits anywhere in its 30 x 30 frame) the bounding box of
+    the cells of the given grids that do not hold the canvas's background token."""
     full = (slice(0, spec.side), slice(0, spec.side))
-    if spec.kind != "arc":
+    background = spec.look.content_token
+    if background is None:
         return full
     used = np.zeros((spec.side, spec.side), dtype=bool)
     for tokens in token_arrays:
-        used |= spec.grid(tokens) != arc.PAD
+        used |= spec.grid(tokens) != background
     rows, cols = np.flatnonzero(used.any(1)), np.flatnonzero(used.any(0))
     if rows.size == 0:
         return full
@@ -192,19 +170,19 @@ def draw_grid(
         spine.set_visible(False)
     cell_pt = _cell_points(ax, max(w, view_w), max(h, view_h))
 
-    if spec.kind == "sudoku":
-        _draw_sudoku(ax, spec, grid, cut(givens), cut(changed), cut(wrong), cell_pt)
+    look = spec.look
+    if look.digits:
+        _draw_digits(ax, spec, grid, cut(givens), cut(changed), cut(wrong), cell_pt)
     else:
-        ax.imshow(_colours(spec, grid), extent=(0, w, h, 0), interpolation="nearest")
-        if spec.kind == "tokens" and max(h, w) <= 12:
+        ax.imshow(_colours(look, grid), extent=(0, w, h, 0), interpolation="nearest")
+        if look.token_text and max(h, w) <= 12:
             for (r, c), t in np.ndenumerate(grid):
                 _cell_text(ax, r, c, str(t), fontsize=0.45 * cell_pt, color="black")
-        if spec.kind in ("arc", "tokens") and max(h, w) <= 30:
+        if look.grid_lines and max(h, w) <= 30:
             _grid_lines(ax, h, w, "#606060", 0.3 if cell_pt < 8 else 0.6)
-        _shade(ax, cut(changed), alpha=0.6 if spec.kind == "maze" else 0.0, hatch=spec.kind != "maze")
-        if spec.kind == "maze":
-            _endpoints(ax, grid, cell_pt)
-        if spec.kind == "arc":
+        _shade(ax, cut(changed), alpha=0.6 if look.changed_fill else 0.0, hatch=not look.changed_fill)
+        _endpoints(ax, look, grid, cell_pt)
+        if look.crosses:
             _crosses(ax, cut(wrong), cell_pt)
         else:
             _frames(ax, cut(wrong), cell_pt)
@@ -222,18 +200,12 @@ def _cell_points(ax: Axes, w: int, h: int) -> float:
     return min(width_pt / w, height_pt / h)
 
 
-def _colours(spec: GridSpec, grid: np.ndarray) -> np.ndarray:
+def _colours(look: GridLook, grid: np.ndarray) -> np.ndarray:
+    """[h, w, 3] RGB: the look's colour of each token (magenta for a token it has none for), else one per token id."""
     from matplotlib.colors import to_rgb
 
-    if spec.kind == "maze":
-        table = {t: to_rgb(c) for t, c in MAZE_COLOURS.items()}
-        lookup = lambda t: table.get(t, (1.0, 0.0, 1.0))
-    elif spec.kind == "arc":
-        table = {
-            arc.PAD: (1.0, 1.0, 1.0),
-            arc.EOS: to_rgb(ARC_EOS_COLOUR),
-            **{i + arc.COLOUR_OFFSET: to_rgb(c) for i, c in enumerate(ARC_PALETTE)},
-        }
+    if look.colours:
+        table = {t: to_rgb(c) for t, c in look.colours.items()}
         lookup = lambda t: table.get(t, (1.0, 0.0, 1.0))
     else:
         from matplotlib import colormaps
@@ -243,7 +215,7 @@ def _colours(spec: GridSpec, grid: np.ndarray) -> np.ndarray:
     return np.array([[lookup(int(t)) for t in row] for row in grid], dtype=np.float32)
 
 
-def _draw_sudoku(
+def _draw_digits(
     ax: Axes,
     spec: GridSpec,
     grid: np.ndarray,
@@ -265,7 +237,7 @@ def _draw_sudoku(
     _border(ax, n, n)
     _frames(ax, wrong, cell_pt)
     for (r, c), t in np.ndenumerate(grid):
-        if t == sudoku.BLANK:
+        if t == 1:  # the blank
             continue
         label = str(t - 1) if 2 <= t <= n + 1 else "?"
         colour = WRONG_COLOUR if wrong[r, c] else (GIVEN_COLOUR if givens[r, c] else FILLED_COLOUR)
@@ -303,16 +275,16 @@ def _shade(ax: Axes, mask: np.ndarray, alpha: float, hatch: bool) -> None:
     ax.add_collection(collection)
 
 
-def _endpoints(ax: Axes, grid: np.ndarray, cell_pt: float) -> None:
+def _endpoints(ax: Axes, look: GridLook, grid: np.ndarray, cell_pt: float) -> None:
     """Start and goal as lettered discs larger than a cell: on a 30 x 30 maze a single cell is hard to spot."""
-    for token, letter in ((maze.START, "S"), (maze.GOAL, "G")):
+    for token, letter in look.endpoints:
         rows, cols = np.nonzero(grid == token)
         if rows.size:
             ax.scatter(
                 cols + 0.5,
                 rows + 0.5,
                 s=(1.9 * cell_pt) ** 2,
-                color=MAZE_COLOURS[token],
+                color=look.colours.get(token, "black"),
                 edgecolors="white",
                 linewidths=1,
                 zorder=5,

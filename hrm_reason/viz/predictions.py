@@ -25,13 +25,13 @@ from hrm_reason.viz.grids import (
     GridSpec,
     content_window,
     draw_grid,
+    given_cells,
     grid_spec,
     rule_violations,
     wrong_cells,
 )
 from hrm_reason.viz.puzzles import Example, example_title, get_examples, read_identifiers
 
-PANEL_INCHES = {"sudoku": 1.35, "maze": 1.8, "arc": 1.5, "tokens": 1.5}
 SOLVED_COLOUR, UNSOLVED_COLOUR = "#1a7f37", "#c0392b"
 
 
@@ -85,10 +85,10 @@ def predictions_figure(spec: GridSpec, trace: SegmentTrace, title: str, trained_
     rows = -(-(mmax + 2) // 9)  # at most 9 panels a row, rows filled evenly
     ncols = -(-(mmax + 2) // rows)
     fig, axes, strip_top = panel_figure(
-        mmax + 2, ncols, PANEL_INCHES[spec.kind], header=title, footer=spec.legend, extra_h=1.6
+        mmax + 2, ncols, spec.look.panel_inches[1], header=title, footer=spec.legend, extra_h=1.6
     )
     window = content_window(spec, ex.inputs, ex.labels)
-    givens = (ex.inputs >= 2) if spec.kind == "sudoku" else None
+    givens = given_cells(spec, ex.inputs)
     solved = []
 
     draw_grid(axes[0], spec, ex.inputs, givens=givens, window=window)

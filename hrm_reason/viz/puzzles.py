@@ -13,9 +13,7 @@ from hrm_reason.errors import UserError
 from hrm_reason.jsonfile import read_json
 from hrm_reason.limits import VIZ_COUNT
 from hrm_reason.viz.canvas import panel_figure
-from hrm_reason.viz.grids import GridSpec, content_window, draw_grid, grid_spec
-
-PANEL_INCHES = {"sudoku": 1.9, "maze": 3.0, "arc": 2.2, "tokens": 2.2}
+from hrm_reason.viz.grids import GridSpec, content_window, draw_grid, given_cells, grid_spec
 
 
 @dataclass
@@ -66,14 +64,11 @@ def example_title(split_name: str, example: Example) -> str:
 
 
 def puzzle_figure(spec: GridSpec, example: Example, title: str) -> Figure:
-    legend = {
-        "sudoku": "bold: given digits;  blue: digits to find",
-        "maze": "S: start;  G: goal;  blue: the path;  dark: walls",
-        "arc": "the ten ARC colours;  beige: end-of-grid marker",
-        "tokens": "token ids",
-    }[spec.kind]
-    fig, (ax_in, ax_out), _ = panel_figure(2, 2, PANEL_INCHES[spec.kind], title_h=0.3, header=title, footer=legend)
-    givens = _givens(spec, example.inputs)
+    look = spec.look
+    fig, (ax_in, ax_out), _ = panel_figure(
+        2, 2, look.panel_inches[0], title_h=0.3, header=title, footer=look.puzzle_legend
+    )
+    givens = given_cells(spec, example.inputs)
     windows = content_window(spec, example.inputs), content_window(spec, example.labels)
     frame = max(w[0].stop - w[0].start for w in windows), max(w[1].stop - w[1].start for w in windows)
     draw_grid(ax_in, spec, example.inputs, givens=givens, window=windows[0], frame=frame)
@@ -81,10 +76,6 @@ def puzzle_figure(spec: GridSpec, example: Example, title: str) -> Figure:
     ax_in.set_title("puzzle", fontsize=10)
     ax_out.set_title("solution", fontsize=10)
     return fig
-
-
-def _givens(spec: GridSpec, inputs: np.ndarray) -> np.ndarray | None:
-    return (np.asarray(inputs) >= 2) if spec.kind == "sudoku" else None
 
 
 def get_examples(

@@ -21,6 +21,7 @@ from datasets_build import sources
 from hrm_reason.data.puzzle import load_split
 from hrm_reason.errors import UserError
 from hrm_reason.tasks.dihedral import inverse_dihedral_transform
+from hrm_reason.tasks.maze import pack_rows
 from tests.helpers import fake_hub, ref_distances, run_hrm, write_csv_file
 
 REPO = Path(__file__).resolve().parents[2]
@@ -104,7 +105,7 @@ def test_screen_finds_exactly_the_layouts_with_a_far_pair_and_pairs_are_drawn_fr
     is_wall = np.zeros((n, size * size), dtype=bool)
     is_wall[np.arange(n)[:, None], order] = np.arange(size * size)[None, :] < walls[:, None]
     passable = ~is_wall.reshape(n, size, size)
-    certified = M._screen(M._pack(passable), order, walls, size, m)
+    certified = M._screen(pack_rows(passable), order, walls, size, m)
     far_pairs = []
     for b in range(n):
         opens = [tuple(x) for x in np.argwhere(passable[b])]
@@ -114,7 +115,7 @@ def test_screen_finds_exactly_the_layouts_with_a_far_pair_and_pairs_are_drawn_fr
     assert has.sum() > 10 and (~has).sum() > 10
     assert np.array_equal(certified, has)
     keep = np.flatnonzero(certified)
-    starts, goals, totals = M._draw_pairs(M._pack(passable[keep]), size, m, np.random.default_rng(1))
+    starts, goals, totals = M._draw_pairs(pack_rows(passable[keep]), size, m, np.random.default_rng(1))
     for b, s, g, total in zip(keep, starts, goals, totals):
         assert ((s // size, s % size), (g // size, g % size)) in far_pairs[b]
         assert total == len(far_pairs[b])
@@ -129,7 +130,7 @@ def test_pair_draw_is_uniform_over_far_pairs() -> None:
     far = {(s, g) for s in opens for g in opens if ref_distances(passable, [s])[g] >= m}
     draws = 12 * len(far) * 10
     starts, goals, totals = M._draw_pairs(
-        np.repeat(M._pack(passable[None]), draws, axis=0), size, m, np.random.default_rng(2)
+        np.repeat(pack_rows(passable[None]), draws, axis=0), size, m, np.random.default_rng(2)
     )
     assert (totals == len(far)).all()
     counts = Counter(((s // size, s % size), (g // size, g % size)) for s, g in zip(starts, goals))

@@ -18,6 +18,7 @@ from datasets_build import sources
 from datasets_build import sudoku as S
 from hrm_reason.data.puzzle import PuzzleDatasetMetadata
 from hrm_reason.errors import UserError
+from hrm_reason.tasks import sudoku as T
 from tests.helpers import fake_hub, run_hrm, write_csv_file
 
 REPO = Path(__file__).resolve().parents[2]
@@ -140,9 +141,9 @@ def test_generated_puzzles_have_a_unique_solution(r: int, c: int, count: int) ->
         assert consistent(g.puzzle, g.solution)
         if r * c <= 6:
             assert count_solutions(g.puzzle, r, c) == 1
-        sols, _ = S.solve(g.puzzle, r, c, limit=2)
+        sols, _ = T.solve(g.puzzle, r, c, limit=2)
         assert len(sols) == 1 and np.array_equal(sols[0].reshape(-1), g.solution)
-        assert g.rating == S.rate_puzzle(g.puzzle, r, c) >= 0
+        assert g.rating == T.rate_puzzle(g.puzzle, r, c) >= 0
 
 
 def test_generated_4x4_puzzles_are_minimal() -> None:
@@ -165,7 +166,7 @@ def test_min_givens_adds_solution_clues_to_the_same_minimal_puzzle(r: int, c: in
         assert np.array_equal(easier.puzzle[kept], minimal.puzzle[kept])  # the minimal clues stay
         assert np.count_nonzero(easier.puzzle) == max(min_givens, int(kept.sum()))
         assert consistent(easier.puzzle, easier.solution) and count_solutions(easier.puzzle, r, c) == 1
-        assert easier.rating == S.rate_puzzle(easier.puzzle, r, c)
+        assert easier.rating == T.rate_puzzle(easier.puzzle, r, c)
 
 
 def test_min_givens_bad_values_are_one_line_errors(tmp_path: Path) -> None:
@@ -177,10 +178,10 @@ def test_min_givens_bad_values_are_one_line_errors(tmp_path: Path) -> None:
 
 
 def test_solver_counts_multiple_solutions_and_contradictions() -> None:
-    assert len(S.solve(np.zeros(16, dtype=np.uint8), 2, 2, limit=2)[0]) == 2
+    assert len(T.solve(np.zeros(16, dtype=np.uint8), 2, 2, limit=2)[0]) == 2
     clash = np.zeros(16, dtype=np.uint8)
     clash[0] = clash[1] = 1
-    assert S.solve(clash, 2, 2)[0] == []
+    assert T.solve(clash, 2, 2)[0] == []
 
 
 # ------------------------------------------------------------------------------------------------- augmentation
@@ -390,7 +391,7 @@ def test_min_difficulty_filters_and_impossible_is_a_user_error(tmp_path: Path) -
         b = json.loads((out / split / "dataset.json").read_text())["builder"]
         assert b["difficulty"]["min"] >= 1
         inputs = np.load(out / split / "all__inputs.npy").astype(int) - 1
-        assert all(S.rate_puzzle(p, 2, 3) >= 1 for p in inputs)
+        assert all(T.rate_puzzle(p, 2, 3) >= 1 for p in inputs)
     with pytest.raises(UserError, match="--min-difficulty 5"):
         build(tmp_path, "hard", box="2x2", train_size=5, test_size=5, min_difficulty=5)
     assert not (tmp_path / "hard").exists()

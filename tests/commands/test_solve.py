@@ -15,14 +15,14 @@ import pytest
 import torch
 
 import cli
-from hrm_reason.commands.solve import MazeSolve, SudokuSolve, load_solver, read_puzzles, solve, task_for
+from hrm_reason.commands.solve import load_solver, read_puzzles, solve, task_for
 from hrm_reason.data.puzzle import PuzzleDatasetMetadata, load_split
 from hrm_reason.errors import UserError
 from hrm_reason.evaluate.act import evaluate
 from hrm_reason.evaluate.tta import TestTimeOptions, predict, trajectories
 from hrm_reason.tasks import maze
-from hrm_reason.tasks.dihedral import DihedralTransforms
-from hrm_reason.tasks.sudoku import SudokuTransforms
+from hrm_reason.tasks.maze import MazeTask
+from hrm_reason.tasks.sudoku import SudokuTask
 from hrm_reason.train.loop import train
 from tests.helpers import on_cpu, tiny_config
 
@@ -349,7 +349,7 @@ SOLUTION_4 = "1234341221434321"
 
 
 def test_sudoku_check_on_hand_made_answers() -> None:
-    task = SudokuSolve(2, 2, 0, SudokuTransforms(2, 2))
+    task = SudokuTask(2, 2, 0)
     (puzzle,) = task.parse("1.3." + "." * 12, "hand", None)
 
     def check(answer: str) -> tuple[bool | None, str]:
@@ -370,7 +370,7 @@ MAZE_5 = "#####\n#S  #\n# # #\n#  G#\n#####"
 
 
 def test_maze_check_on_hand_made_answers() -> None:
-    task = MazeSolve(5, 0, DihedralTransforms(5))
+    task = MazeTask(5, 0)
     (puzzle,) = task.parse(MAZE_5, "hand", None)
 
     def check(answer: str) -> tuple[bool | None, bool | None, str]:
@@ -393,7 +393,7 @@ def test_maze_check_on_hand_made_answers() -> None:
     valid, _, verdict = check("#####\n#Soo#\n# #o#\n#  G#\n###o#")
     assert valid is False and "1 wall/S/G cell changed" in verdict
     # a path longer than the shortest: around the inner wall instead of straight through
-    big = MazeSolve(5, 0, DihedralTransforms(5))
+    big = MazeTask(5, 0)
     (p2,) = big.parse("#####\n#S G#\n# # #\n#   #\n#####", "hand", None)
     detour = maze.TOKEN_OF[np.frombuffer(b"######S G##o#o##ooo######", dtype=np.uint8)].astype(np.int64)
     _, _, valid, verdict, shortest = big.answer(p2, detour)
@@ -401,7 +401,7 @@ def test_maze_check_on_hand_made_answers() -> None:
 
 
 def test_maze_rows_short_of_trailing_spaces_are_padded_with_open_cells() -> None:
-    task = MazeSolve(5, 0, DihedralTransforms(5))
+    task = MazeTask(5, 0)
     (a,) = task.parse("#####\n#S  #\n# # #\n#  G#\n#####", "x", None)
     (b,) = task.parse("#####\n#S\n# #\n#  G#\n#####", "x", None)
     assert not np.array_equal(a.tokens, b.tokens)  # a cell that was a wall is open now

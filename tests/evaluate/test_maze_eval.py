@@ -27,8 +27,11 @@ from hrm_reason.tasks.maze import (
     OptimalPathAccuracy,
     bfs_distances,
     optimal_path_correct,
+    pack_rows,
     segment_metrics,
     start_distances,
+    unpack_rows,
+    wavefront,
 )
 from tests.helpers import halting_output, ref_distances
 
@@ -95,7 +98,8 @@ def test_bfs_matches_plain_bfs_on_random_grids() -> None:
 
 
 def test_bit_parallel_generator_bfs_matches_plain_bfs() -> None:
-    """The builder's own wavefront (reach, farthest layer, eccentricity, cells within k moves) on random layouts."""
+    """The wavefront itself (reach, farthest layer, eccentricity, cells within k moves) on random layouts: the one BFS
+    the builder's generator, the labels and the metric share (tasks/maze.py)."""
     rng = np.random.default_rng(1)
     for size in (4, 9, 30, 62):
         passable = rng.random((8, size, size)) >= 0.35
@@ -103,16 +107,16 @@ def test_bit_parallel_generator_bfs_matches_plain_bfs() -> None:
         seeds = np.zeros_like(passable)
         seeds[np.arange(8), cells[:, 0], cells[:, 1]] = True
         near = size // 2
-        wave = M._wavefront(M._pack(passable), M._pack(seeds), np.uint64((1 << size) - 1), near=near)
+        wave = wavefront(pack_rows(passable), pack_rows(seeds), np.uint64((1 << size) - 1), near=near)
         for b in range(8):
             ref = ref_distances(passable[b], [tuple(cells[b])])
             ecc = max(ref.max(), 0)
-            assert np.array_equal(M._unpack(wave.reach[b], size), ref >= 0)
+            assert np.array_equal(unpack_rows(wave.reach[b], size), ref >= 0)
             assert wave.ecc[b] == ecc
             assert np.array_equal(
-                M._unpack(wave.last[b], size), (ref == ecc) if ref.max() >= 0 else np.zeros_like(passable[b])
+                unpack_rows(wave.last[b], size), (ref == ecc) if ref.max() >= 0 else np.zeros_like(passable[b])
             )
-            assert np.array_equal(M._unpack(wave.within[b], size), (ref >= 0) & (ref <= near))
+            assert np.array_equal(unpack_rows(wave.within[b], size), (ref >= 0) & (ref <= near))
 
 
 def test_start_distances_ignore_mazes_without_a_single_start() -> None:
