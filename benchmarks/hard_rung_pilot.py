@@ -6,7 +6,7 @@ Each candidate's folder is the `hrm compare` study that benchmarks/hard_rung_pil
 benchmarks/keep_records.py): HRM with the rung's recipe and the one-pass transformer (`transformer_direct_quick`),
 one seed, 600 CPU-seconds each. The table gives, per candidate, the rung's metric for HRM at its trained segments and
 after the most segments evaluated (mmax) and with ACT, for the one-pass transformer, its ratio to HRM's best
-of those, and the steps each bought with its budget.
+of those, the token accuracy of each (HRM at its trained segments), and the steps each bought with its budget.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ def _metric(record: dict) -> tuple[str, list[float], float]:
 def table(root: Path) -> str:
     head = (
         "| candidate | metric | test | HRM @ trained | HRM @ mmax | HRM ACT | one-pass | one-pass / HRM "
-        "| HRM steps | one-pass steps |\n"
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "| tokens: HRM @ trained, one-pass | HRM steps | one-pass steps |\n"
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     )
     rows = [head]
     for study in sorted(p for p in root.iterdir() if (p / "runs").is_dir()):
@@ -50,7 +50,9 @@ def table(root: Path) -> str:
         ratio = f"{o / h:.2f}" if h > 0 else "-"
         rows.append(
             f"| {study.name} | {name} | {hrm['eval']['count']:,} | {curve[trained - 1]:.1%} (@{trained}) "
-            f"| {curve[-1]:.1%} (@{len(curve)}) | {h_act:.1%} | {o:.1%} | {ratio} | {hrm['steps']:,} | {one['steps']:,} |"
+            f"| {curve[-1]:.1%} (@{len(curve)}) | {h_act:.1%} | {o:.1%} | {ratio} "
+            f"| {hrm['eval']['token_accuracy'][trained - 1]:.1%}, {one['eval']['token_accuracy'][0]:.1%} "
+            f"| {hrm['steps']:,} | {one['steps']:,} |"
         )
     return "\n".join(rows)
 
