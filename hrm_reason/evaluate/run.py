@@ -64,12 +64,14 @@ DEFAULT_MMAX = 16  # segments an ACT puzzle model is evaluated for when --mmax i
 MAX_EVAL_BATCH = 1024  # past this a CPU gains nothing and a long evaluation's progress bar stalls
 
 
-def act_eval_batch(config: TrainConfig, split: PuzzleSplit, device: torch.device) -> int:
+def act_eval_batch(config: TrainConfig, split: PuzzleSplit, device: torch.device, examples: int | None = None) -> int:
     """`hrm eval`'s batch for an ACT puzzle model when neither --batch-size nor eval_global_batch_size is given.
     Evaluation has no backward pass, no optimizer state and keeps one segment's activations, so it fits several
     training batches: the largest power of two between the training batch and MAX_EVAL_BATCH whose estimated
     activations (a block's tensors, the attention scores, the logits: 4 bytes each, with room for intermediates) use
-    at most a quarter of the memory free on the device (docs/commands.md, `hrm eval`)."""
+    at most a quarter of the memory free on the device, and no larger than the first such power that holds all
+    `examples` (the batch is padded: 12 test puzzles in a batch of 1,024 would cost 85 times their compute;
+    docs/commands.md, `hrm eval`)."""
     arch, meta = config.arch, split.metadata
     tokens = meta.seq_len + getattr(arch, "prefix_len", 0)
     per_example = 4 * (
@@ -77,7 +79,7 @@ def act_eval_batch(config: TrainConfig, split: PuzzleSplit, device: torch.device
     )
     fits = max(1, free_memory(device) // 4 // per_example)
     batch = config.global_batch_size
-    while batch * 2 <= min(fits, MAX_EVAL_BATCH):
+    while batch * 2 <= min(fits, MAX_EVAL_BATCH) and (examples is None or batch < examples):
         batch *= 2
     return batch
 
@@ -170,7 +172,8 @@ def evaluate_act_run(loaded: LoadedRun, options: EvalOptions) -> EvalResult:
     mmax = options.mmax if options.mmax is not None else DEFAULT_MMAX
     check_mmax(mmax, config.arch.halt_max_steps)
     split = load_split(options.data if options.data is not None else config.data_path, "test")
-    bs = options.batch_size or config.eval_global_batch_size or act_eval_batch(config, split, options.device)
+    examples = split.num_examples if options.max_examples is None else min(options.max_examples, split.num_examples)
+    bs = options.batch_size or config.eval_global_batch_size or act_eval_batch(config, split, options.device, examples)
     source = None
     if not test_time.plain:
         transforms = task_transforms(split, test_time.tta)

@@ -29,10 +29,10 @@ def test_the_default_grows_with_free_memory_within_its_bounds(run: Path, monkeyp
     config = load_config(run / "config.yaml")
     split = load_split(config.data_path, "test")
 
-    def batch(free: int, global_batch: int | None = None) -> int:
+    def batch(free: int, global_batch: int | None = None, examples: int | None = None) -> int:
         monkeypatch.setattr(run_module, "free_memory", lambda device: free)
         c = config if global_batch is None else config.model_copy(update={"global_batch_size": global_batch})
-        return act_eval_batch(c, split, torch.device("cpu"))
+        return act_eval_batch(c, split, torch.device("cpu"), examples)
 
     assert config.global_batch_size == 8
     assert batch(0) == 8  # never below the training batch, which trained on this machine
@@ -40,6 +40,22 @@ def test_the_default_grows_with_free_memory_within_its_bounds(run: Path, monkeyp
     assert batch(1 << 40, global_batch=768) == 768  # 1,536 would pass the cap
     mid = batch(64 << 20)
     assert 8 < mid < MAX_EVAL_BATCH and mid & (mid - 1) == 0 and batch(32 << 20) == mid // 2
+    # no larger than the first power of two that holds the examples (the batch is padded), never below training's
+    assert batch(1 << 40, examples=12) == 16 and batch(1 << 40, examples=16) == 16
+    assert batch(1 << 40, examples=3) == 8 and batch(1 << 40, examples=10**6) == MAX_EVAL_BATCH
+
+
+def test_a_small_test_split_is_evaluated_in_a_batch_its_size(
+    run: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sizes: list[int] = []
+    real = run_module.evaluate
+    monkeypatch.setattr(run_module, "evaluate", lambda *a, **k: sizes.append(a[3]) or real(*a, **k))
+    monkeypatch.setattr(run_module, "free_memory", lambda device: 1 << 40)
+    examples = load_split(load_config(run / "config.yaml").data_path, "test").num_examples
+    evaluate_run(run, None, None, 2, None, None, "cpu", progress=False)
+    evaluate_run(run, None, None, 2, None, 3, "cpu", progress=False)
+    assert sizes == [max(8, 1 << (examples - 1).bit_length()), 8]  # not MAX_EVAL_BATCH rows, mostly padding
 
 
 def test_the_batch_changes_no_number(run: Path) -> None:
