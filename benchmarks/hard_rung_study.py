@@ -25,9 +25,9 @@ KS = (1, 2, 4, 8)
 
 
 def _cell(values: list[float]) -> str:
+    """Mean ± sample sd over the seeds; one seed's value alone."""
     mean = statistics.fmean(values)
-    sd = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{mean:.1%} ± {sd:.1%}"
+    return f"{mean:.1%} ± {statistics.stdev(values):.1%}" if len(values) > 1 else f"{mean:.1%}"
 
 
 def _accuracy(result: dict, axis: str, k: int) -> tuple[float, int]:
