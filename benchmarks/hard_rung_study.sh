@@ -18,7 +18,8 @@
 #   python benchmarks/keep_records.py runs/hard-rung/RUNG benchmarks/hard-rung-runs/RUNG
 #   hrm compare --runs benchmarks/hard-rung-runs/RUNG --out DIR --targets T1,T2 --metric METRIC
 #
-# A run that exists is resumed (or left as it is when finished); an evaluation whose JSON exists is not redone.
+# A run whose records are kept (benchmarks/hard-rung-runs/RUNG) is skipped; a run that exists is resumed (or left as it
+# is when finished); an evaluation whose JSON exists is not redone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 HRM=${HRM:-.venv/bin/hrm}
@@ -57,8 +58,13 @@ config_of() {
 }
 
 one() {
-  local model=${1%-*} seed=${1##*-} run config
+  local model=${1%-*} seed=${1##*-} run config kept
   run=runs/hard-rung/$rung/runs/$model/seed$seed
+  kept=benchmarks/hard-rung-runs/$rung/runs/$model/seed$seed
+  if [ -f "$kept/eval16.json" ] && { [ "$model" != hrm ] && [ "$model" != trm ] || [ -f "$kept/eval-noise8.json" ]; }; then
+    echo "$model seed $seed: kept in $kept, skipped" >&2
+    return
+  fi
   config=$(config_of "$model")
   if [ -f "$run/config.yaml" ]; then
     "$HRM" train --run-dir "$run" --resume --quiet < /dev/null
