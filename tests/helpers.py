@@ -24,6 +24,7 @@ from hrm_reason.checkpoint import find_checkpoint, read_weights
 from hrm_reason.config import TrainConfig, load_config
 from hrm_reason.models.act import ACTOutput
 from hrm_reason.models.hrm import HRM, HRMConfig
+from hrm_reason.models.lm import hrm_text
 from hrm_reason.runtime.clock import KEYS as CLOCK_KEYS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -112,16 +113,8 @@ def write_original_layout(
 
 # HRM: one block per level, two cycles of each.
 TINY_HRM: dict[str, Any] = dict(hidden_size=32, num_heads=2, H_layers=1, L_layers=1, H_cycles=2, L_cycles=2)
-# HRM-Text: one layer per stack, two heads of 16.
-TINY_HRM_TEXT: dict[str, Any] = dict(
-    hidden_size=32,
-    intermediate_size=64,
-    num_hidden_layers=1,
-    num_attention_heads=2,
-    head_dim=16,
-    H_cycles=2,
-    L_cycles=2,
-)
+# HRM-Text: one layer per stack, two heads of 16 (its SPEC's tiny options; each test sets its own context length).
+TINY_HRM_TEXT: dict[str, Any] = {k: v for k, v in hrm_text.SPEC.tiny.items() if k != "max_position_embeddings"}
 # HAM-LM: two layers, RNN heads of 8/12 and KV heads of 8/12 channels (query-key/value), chunks of 4 tokens.
 TINY_HAM: dict[str, Any] = dict(
     hidden_size=32,
