@@ -102,6 +102,28 @@ def test_the_meta_build_counts_the_model_exactly() -> None:
     assert key == ("arch.hidden_size", 128)
 
 
+@pytest.mark.parametrize("optimizer", ["adam_atan2", "adamw", "muon"])
+def test_the_optimizer_floor_is_what_a_step_keeps(optimizer: str) -> None:
+    """A gradient per trainable parameter and the optimizer's state after a step: Adam's two moments, Muon's one
+    momentum on the matrices it takes (issue 46: the floor counted Adam's moments for Muon's matrices too)."""
+    from hrm_reason.train.optim import make_optimizer
+
+    config = load_config(REPO / "configs" / "quickstart.yaml", ["device=cpu", f"optimizer={optimizer}"])
+    sizes = dict(seq_len=36, vocab_size=8, num_puzzle_identifiers=5)
+    need, _ = run_need(config, sizes, CPU, 64, 64, 0)
+    model = registry.build(config.arch, sizes, CPU)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = make_optimizer(config, model, CPU)
+    for p in params:
+        p.grad = torch.ones_like(p)
+    opt.step()
+    parts = getattr(opt, "parts", {"": opt}).values()  # muon: a SplitOptimizer, each part with its own state
+    state = [t for o in parts for p in params for t in o.state[p].values() if getattr(t, "shape", None) == p.shape]
+    kept = sum(t.numel() * t.element_size() for t in [*state, *(p.grad for p in params)])
+    assert need.optimizer == kept
+    assert (kept < 3 * sum(p.numel() * p.element_size() for p in params)) == (optimizer == "muon")
+
+
 # Each shipped config's dataset as its builder writes it (seq_len, vocab_size, puzzle identifiers, groups), by data_path.
 DATASETS = {
     "data/sudoku-extreme-1k-aug-1000": dict(seq_len=81, vocab_size=11, num_puzzle_identifiers=1, total_groups=1000),

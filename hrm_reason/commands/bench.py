@@ -2,9 +2,10 @@
 the shapes (each model's count, named in the registry, models/flops.py) and the fraction of this machine's
 matrix-product peak (measured in the same run). Random tokens of the dataset's shape: no dataset needed.
 
-Puzzle models run full ACT training steps (segment, Q target, backward, both optimizers) and evaluation segments,
-counted in examples; language-model heads run forward with labels, backward and an AdamW step on windows of seq_len
-tokens, and forwards without labels, counted in tokens.
+Puzzle models run full ACT training steps (segment, Q target, backward, the run's optimizer and the puzzle
+embedding's SignSGD) and evaluation segments, counted in examples; language-model heads run forward with labels,
+backward and the run's optimizer step on windows of seq_len tokens, and forwards without labels, counted in tokens.
+The optimizer is the config's (`optimizer`: adam_atan2, adamw or muon), built as `hrm train` builds it.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from hrm_reason.runtime.device import autocast_context, matmul_peak, resolve_dev
 from hrm_reason.runtime.memory import allocation_errors, check_fits
 from hrm_reason.train.act import loss_scale_of, optimizer_step
 from hrm_reason.train.fits import run_need
-from hrm_reason.train.optim import make_adam_atan2
+from hrm_reason.train.optim import make_optimizer
 
 DEFAULT_SEQ_LEN, DEFAULT_VOCAB = 81, 11  # a 9x9 Sudoku's shape, where nothing else gives one
 
@@ -49,6 +50,7 @@ class BenchResult:
     seq_len: int
     q_target: str
     compile: bool
+    optimizer: str  # the config's `optimizer`, as `hrm train` builds it (train/optim.py make_optimizer)
     train_examples_per_s: float  # units per second: examples or tokens
     eval_examples_per_s: float  # puzzle models: examples through halt_max_steps segments
     train_flops_per_step: float
@@ -157,6 +159,7 @@ def run_bench(
         seq_len=sizes["seq_len"],
         q_target=q_target,
         compile=getattr(config, "compile", False),
+        optimizer=config.optimizer,
         train_examples_per_s=units / train_time,
         eval_examples_per_s=units / eval_time,
         train_flops_per_step=train_flops,
@@ -178,13 +181,7 @@ def _bench_act(config: Any, sizes: dict[str, int], device: torch.device, batch_s
     model = registry.build(config.arch, sizes, device, seed=config.seed)
     if config.compile:
         model.compile_core()
-    optimizer = make_adam_atan2(
-        model.parameters(),
-        lr=config.lr,
-        betas=(config.beta1, config.beta2),
-        weight_decay=config.weight_decay,
-        device=device,
-    )
+    optimizer = make_optimizer(config, model, device)
     sparse = (
         SparseSignSGD(model.puzzle_emb, config.puzzle_emb_lr, config.puzzle_emb_weight_decay)
         if model.puzzle_emb is not None
@@ -230,12 +227,10 @@ def _bench_act(config: Any, sizes: dict[str, int], device: torch.device, batch_s
 
 
 def _bench_lm(config: Any, sizes: dict[str, int], device: torch.device, batch_size: int) -> tuple:
-    """Training steps (forward with labels, backward, AdamW) and forwards on windows of seq_len tokens, bf16 autocast
-    on CUDA as `hrm train` runs a head."""
+    """Training steps (forward with labels, backward, the run's optimizer) and forwards on windows of seq_len tokens,
+    bf16 autocast on CUDA as `hrm train` runs a head."""
     model = registry.build_lm(config.arch, sizes["vocab_size"], device, config.seed)
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=config.lr, betas=(config.beta1, config.beta2), weight_decay=config.weight_decay
-    )
+    optimizer = make_optimizer(config, model, device)
     g = torch.Generator().manual_seed(config.seed)
     input_ids = torch.randint(0, sizes["vocab_size"], (batch_size, sizes["seq_len"]), generator=g).to(device)
     autocast = lambda: autocast_context(device, config.forward_dtype)  # noqa: E731
@@ -286,7 +281,7 @@ def format_result(r: BenchResult) -> str:
     return "\n".join(
         [
             f"{r.model} on device {r.device} ({r.dtype}, {r.threads} threads), batch {r.batch_size}, seq {r.seq_len}, "
-            f"q_target {r.q_target}, compile {r.compile}",
+            f"q_target {r.q_target}, compile {r.compile}, optimizer {r.optimizer}",
             f"train: {r.train_examples_per_s:.2f} {r.unit}/s, {r.train_flops_per_step / 1e9:.3f} GFLOP/step, "
             f"{r.train_flops_per_s / 1e9:.1f} GFLOP/s",
             f"eval:  {r.eval_examples_per_s:.2f} {r.unit}/s ({r.eval_flops_per_segment / 1e9:.3f} GFLOP {evaluation})",

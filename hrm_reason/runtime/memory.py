@@ -7,7 +7,8 @@ run, and every shipped config passes at its own batch size on a 24 GiB machine (
 GPUs, on each GPU: tests/test_memory.py). What a step holds:
 
 - weights: every parameter and buffer (the puzzle-embedding table is a buffer), exactly, counted on the meta device;
-- optimizer: a gradient and Adam's two moments per trainable parameter, in the parameter's dtype;
+- optimizer: a gradient and Adam's two moments per trainable parameter, in the parameter's dtype (Muon keeps one
+  momentum where Adam keeps two moments: the caller passes the bytes of the matrices it takes, `one_state_bytes`);
 - activations: what backward keeps. Every matrix product saves its input for its weight's gradient, so a step keeps at
   least batch x positions x (the input widths of every weight matrix) elements, in the compute dtype; the norms, the
   attention's and the SwiGLU's other tensors come on top. Measured on the shipped quick configs (saved-tensor hooks
@@ -113,12 +114,14 @@ def training_need(
     compute_bytes: int,
     eval_batch: int = 0,
     data: int = 0,
+    one_state_bytes: int = 0,
 ) -> Need:
     """The floor of a run's memory (module docstring): `batch` and `eval_batch` per process, `positions` per example
-    (tokens, grid cells and prefix), `compute_bytes` per activation element (4: fp32; 2: bf16)."""
+    (tokens, grid cells and prefix), `compute_bytes` per activation element (4: fp32; 2: bf16); `one_state_bytes` of
+    the trainable parameters have an optimizer with one state tensor (Muon's momentum) instead of Adam's two."""
     return Need(
         weights=size.weight_bytes,
-        optimizer=ADAM_COPIES * size.trainable_bytes,
+        optimizer=ADAM_COPIES * size.trainable_bytes - one_state_bytes,
         activations=batch * positions * size.matrix_inputs * compute_bytes * ACTIVATION_FACTOR,
         evaluation=eval_batch * positions * hidden * EVAL_WIDTHS * compute_bytes,
         data=data,

@@ -17,6 +17,7 @@ from hrm_reason.errors import UserError
 from hrm_reason.jsonfile import read_json_model
 from hrm_reason.models import registry
 from hrm_reason.runtime.memory import ModelSize, Need, check_fits, meta_size, training_need
+from hrm_reason.train.muon import muon_split
 
 # Bytes per (epoch, group) entry of the puzzle sampler's plan of a round (data/puzzle.py TrainSampler._plan), at least:
 # the group order, the puzzle drawn, its size and the running sum, each an int64.
@@ -50,9 +51,12 @@ def run_sizes(config: TrainConfig) -> dict[str, int] | None:
     return None
 
 
-def model_size(config: Any, sizes: dict[str, int]) -> tuple[ModelSize, Any]:
-    """The size of `config`'s model for the data `sizes`, and its resolved config, from a build on the meta device."""
+def model_size(config: Any, sizes: dict[str, int]) -> tuple[ModelSize, Any, int]:
+    """The size of `config`'s model for the data `sizes`, its resolved config, and the bytes of the parameters whose
+    optimizer keeps one state tensor (with optimizer muon: the matrices Muon takes, train/muon.py), from a build on the
+    meta device."""
     holder: list[Any] = []
+    one_state: list[int] = []
 
     def build(device: torch.device) -> torch.nn.Module:
         if config.family == "lm":
@@ -61,9 +65,11 @@ def model_size(config: Any, sizes: dict[str, int]) -> tuple[ModelSize, Any]:
             shape = {k: sizes[k] for k in ("seq_len", "vocab_size", "num_puzzle_identifiers")}
             model = registry.build(config.arch, shape, device, config.seed)
         holder.append(model.config)
+        matrices = muon_split(model)[0] if getattr(config, "optimizer", None) == "muon" else []
+        one_state.append(sum(p.numel() * p.element_size() for p in matrices))
         return model
 
-    return meta_size(build), holder[0]
+    return meta_size(build), holder[0], one_state[0]
 
 
 def run_need(
@@ -71,11 +77,11 @@ def run_need(
 ) -> tuple[Need, tuple[str, object]]:
     """The floor of a run's memory on `device` with `batch` and `eval_batch` examples (LM: windows) per process, and
     the key that sizes the model, with its value, for a refusal that no batch size helps."""
-    size, resolved = model_size(config, sizes)
+    size, resolved, one_state = model_size(config, sizes)
     prefix = getattr(resolved, "prefix_len", 0)  # a puzzle model's embedding prefix: puzzle_emb_ndim / hidden_size
     bf16 = device.type == "cuda" and config.forward_dtype in ("auto", "bfloat16")  # runtime/device.py compute_dtype
     need = training_need(
-        size, batch, sizes["seq_len"] + prefix, resolved.hidden_size, 2 if bf16 else 4, eval_batch, data
+        size, batch, sizes["seq_len"] + prefix, resolved.hidden_size, 2 if bf16 else 4, eval_batch, data, one_state
     )
     if prefix > sizes["seq_len"]:
         key: tuple[str, object] = ("arch.puzzle_emb_ndim", resolved.puzzle_emb_ndim)

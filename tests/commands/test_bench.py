@@ -13,8 +13,9 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from hrm_reason.models import registry
 from hrm_reason.models.act import act_loss
-from tests.helpers import TINY_HAM, TINY_HRM_TEXT, bench_args, puzzle_batch, run_hrm, tiny_hrm
+from tests.helpers import REPO, TINY_HAM, TINY_HRM_TEXT, bench_args, puzzle_batch, run_hrm, tiny_hrm
 
+CPU = torch.device("cpu")
 NO_DATA = "data_path=/nonexistent"  # the stand-in shape, whether or not the quickstart's data was built here
 
 
@@ -66,6 +67,29 @@ def test_bench_command_writes_the_documented_json(tmp_path: Path) -> None:
         figures["train_flops_per_step"] * figures["train_examples_per_s"] / 4 / figures["matmul_peak_flops"]
     )
     assert figures["provenance"]["argv"][1:3] == ["bench", "--config"] and figures["provenance"]["torch"]
+
+
+@pytest.mark.parametrize("optimizer", ["adam_atan2", "muon"])
+def test_bench_steps_the_configs_optimizer(optimizer: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 46: `hrm bench` timed AdamAtan2 whatever `optimizer` said; it now steps the run's optimizer."""
+    from hrm_reason.commands import bench as B
+    from hrm_reason.config import load_config
+
+    calls = {"muon": 0}
+    step = torch.optim.Muon.step
+
+    def counted(self: torch.optim.Optimizer, *args: object, **kwargs: object) -> object:
+        calls["muon"] += 1
+        return step(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.Muon, "step", counted)
+    config = load_config(
+        REPO / "configs" / "sudoku_quick.yaml",
+        [NO_DATA, "device=cpu", "arch.hidden_size=32", "arch.num_heads=2", f"optimizer={optimizer}"],
+    )
+    result = B.run_bench(config, dict(seq_len=16, vocab_size=6, num_puzzle_identifiers=1), CPU, 2, 2, 1)
+    assert result.optimizer == optimizer and f"optimizer {optimizer}" in B.format_result(result)
+    assert calls["muon"] == (3 if optimizer == "muon" else 0)  # one warm-up step and two timed ones
 
 
 SIZES = dict(seq_len=16, vocab_size=6, num_puzzle_identifiers=3)
