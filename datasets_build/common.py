@@ -220,7 +220,8 @@ def _dataset_record(builder: str) -> Recognise:
 
 def dataset_output(builder: str) -> Output:
     """--out of `hrm build-data BUILDER`: a dataset that builder wrote may be replaced (with --overwrite)."""
-    recognise = folder_of(DATASET_ENTRIES[builder], f"a {builder} dataset", _dataset_record(builder))
+    article = "an" if builder[0] in "aeiou" else "a"  # "an arc dataset"
+    recognise = folder_of(DATASET_ENTRIES[builder], f"{article} {builder} dataset", _dataset_record(builder))
     return Output("--out", f"hrm build-data {builder}", recognise, folder=True)
 
 
