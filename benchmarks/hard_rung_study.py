@@ -30,7 +30,7 @@ def _cell(values: list[float]) -> str:
     return f"{mean:.1%} ± {statistics.stdev(values):.1%}" if len(values) > 1 else f"{mean:.1%}"
 
 
-def _accuracy(result: dict, axis: str, k: int) -> tuple[float, int]:
+def accuracy_at(result: dict, axis: str, k: int) -> tuple[float, int]:
     """Exact accuracy at the evaluation's last segment budget with K copies (axis tta) or samples (axis samples)."""
     table = result["extra"]["test_time"]["table"]
     m = max(row["segments"] for row in table)
@@ -51,7 +51,7 @@ def testtime(root: Path) -> str:
                 continue
             cells = []
             for k in KS:
-                pairs = [_accuracy(r, axis, k) for r in found]
+                pairs = [accuracy_at(r, axis, k) for r in found]
                 cells.append(f"{_cell([a for a, _ in pairs])} ({pairs[0][1]} seg.)")
             rows.append(f"| {model.name} | `{flags}` | {len(found)} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
