@@ -10,8 +10,11 @@
 # data/sudoku-6x6-easy (the quickstart's path; DATA=... for another).
 set -euo pipefail
 
-# arm | overrides of configs/levers_base.yaml (one change each; the last arms combine two or three, and an arm named
-# -<N>ep trains N of the base's 64 epochs)
+# arm | overrides of configs/levers_base.yaml (one change each; the next-segment arms combine two or three, and an arm
+# named -<N>ep trains N of the base's 64 epochs). Issue 46's arms: `original` is the original code's optimizer recipe
+# (lr 1e-4 constant after the warmup, weight decay 1.0, the puzzle embedding's lr 1e-4) at the rung's batch and steps;
+# `best` is next-segment-ema0.99-wd1 (the quickstart's recipe) and each best-* arm adds one lever to it: Muon at its
+# default muon_lr 0.02 and at 5e-3, CGAR (the depth curriculum and supervision weighting 0.7), half the batch.
 ARMS='
 base|
 lr1e-3|lr=1e-3
@@ -35,6 +38,11 @@ next-segment-ema0.99|arch.q_target=next_segment ema=0.99
 next-segment-ema0.99-40ep|arch.q_target=next_segment ema=0.99 epochs=40
 next-segment-ema0.99-wd1|arch.q_target=next_segment ema=0.99 weight_decay=1.0 puzzle_emb_weight_decay=1.0
 next-segment-ema0.99-lr1e-3|arch.q_target=next_segment ema=0.99 lr=1e-3
+original|lr=1e-4 lr_min_ratio=1.0 weight_decay=1.0 puzzle_emb_weight_decay=1.0 puzzle_emb_lr=1e-4
+best-muon|arch.q_target=next_segment ema=0.99 weight_decay=1.0 puzzle_emb_weight_decay=1.0 optimizer=muon
+best-muon-lr5e-3|arch.q_target=next_segment ema=0.99 weight_decay=1.0 puzzle_emb_weight_decay=1.0 optimizer=muon muon_lr=5e-3
+best-cgar|arch.q_target=next_segment ema=0.99 weight_decay=1.0 puzzle_emb_weight_decay=1.0 depth_curriculum=[{"until":0.3,"H_cycles":1,"L_cycles":1},{"until":0.6,"H_cycles":2,"L_cycles":1}] segment_loss_decay=0.7
+best-batch32|arch.q_target=next_segment ema=0.99 weight_decay=1.0 puzzle_emb_weight_decay=1.0 global_batch_size=32 max_steps=2000
 '
 
 seeds=3 parallel=2 runs=runs/levers out=runs/levers-study wanted=()
