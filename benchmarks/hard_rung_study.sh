@@ -18,7 +18,17 @@
 #   python benchmarks/keep_records.py runs/hard-rung/RUNG benchmarks/hard-rung-runs/RUNG
 #   hrm compare --runs benchmarks/hard-rung-runs/RUNG --out DIR --targets T1,T2 --metric METRIC
 #
-# A run whose records are kept (benchmarks/hard-rung-runs/RUNG) is skipped; a run that exists is resumed (or left as it
+# With --levers, issue 46's lever study on the rung instead (docs/training.md, "Levers"): HRM with the study's recipe
+# and budget plus one lever each (LEVERS below; the study's own `hrm` runs are the arm without one), trained only (their
+# training evaluations at the trained segments give the final accuracy and the time to each target), into
+# runs/hard-rung-levers/RUNG/runs/ARM/seedK:
+#
+#   bash benchmarks/hard_rung_study.sh RUNG --levers [--parallel N] [ARM-SEED ...]   # default: every arm, seed 0, 1, 2
+#   bash benchmarks/hard_rung_study.sh --list-levers                                   # the arms and their overrides
+#   python benchmarks/keep_records.py runs/hard-rung-levers/RUNG benchmarks/hard-rung-levers/RUNG
+#   hrm compare --runs benchmarks/hard-rung-levers/RUNG benchmarks/hard-rung-runs/RUNG/runs/hrm/seed? --out DIR ...
+#
+# A run whose records are kept (benchmarks/hard-rung-runs/RUNG, benchmarks/hard-rung-levers/RUNG) is skipped; a run that exists is resumed (or left as it
 # is when finished); an evaluation whose JSON exists is not redone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,17 +36,35 @@ HRM=${HRM:-.venv/bin/hrm}
 export OMP_NUM_THREADS=1
 NOISE=0.1
 
+# arm | overrides of the rung's HRM recipe: the original code's optimizer recipe (its Q target, no EMA, lr 1e-4
+# constant after the warmup, the puzzle embedding's lr 1e-4; its weight decay 1.0 is the recipe's), Muon at its default
+# muon_lr 0.02 and at 5e-3, CGAR (the depth curriculum and supervision weighting 0.7), half the batch.
+LEVERS='
+original|arch.q_target=extra_forward ema=null lr=1e-4 lr_min_ratio=1.0 puzzle_emb_lr=1e-4
+muon|optimizer=muon
+muon-lr5e-3|optimizer=muon muon_lr=5e-3
+cgar|depth_curriculum=[{"until":0.3,"H_cycles":1,"L_cycles":1},{"until":0.6,"H_cycles":2,"L_cycles":1}] segment_loss_decay=0.7
+batch32|global_batch_size=32
+'
+if [ "${1:-}" = --list-levers ]; then printf '%s\n' "$LEVERS" | sed '/^$/d'; exit 0; fi
+
 rung=${1:?usage: bash benchmarks/hard_rung_study.sh RUNG [--parallel N] [MODEL-SEED ...]}
 shift
 line=$(HRM="$HRM" bash benchmarks/hard_rung_pilot.sh --list | grep "^$rung|") \
   || { echo "error: RUNG: $rung is not a candidate of benchmarks/hard_rung_pilot.sh --list" >&2; exit 2; }
 IFS='|' read -r _ build hrm_config recipe metric <<< "$line"
+levers=
+if [ "${1:-}" = --levers ]; then levers=1; shift; fi
 parallel=1
 if [ "${1:-}" = --parallel ]; then parallel=$2; shift 2; fi
 jobs=("$@")
 if [ ${#jobs[@]} -eq 0 ]; then
   for seed in 0 1 2; do
-    for model in hrm transformer_direct transformer_act trm unitf; do jobs+=("$model-$seed"); done
+    if [ -n "$levers" ]; then
+      while IFS='|' read -r arm _; do [ -z "$arm" ] || jobs+=("$arm-$seed"); done <<< "$LEVERS"
+    else
+      for model in hrm transformer_direct transformer_act trm unitf; do jobs+=("$model-$seed"); done
+    fi
   done
 fi
 
@@ -45,6 +73,30 @@ read -r -a argv <<< "$build"
 [ -d "$data" ] || "$HRM" "${argv[@]}" --out "$data" --quiet < /dev/null
 trm=configs/trm_quick.yaml
 [[ $rung == maze* ]] && trm=configs/trm_att_quick.yaml
+
+lever_of() {
+  local line
+  line=$(printf '%s\n' "$LEVERS" | grep "^$1|") \
+    || { echo "error: ARM-SEED: no lever arm $1 ($(printf '%s\n' "$LEVERS" | cut -d'|' -f1 | xargs))" >&2; exit 2; }
+  echo "${line#*|}"
+}
+
+# One lever arm's run: the rung's HRM recipe and budget with the arm's overrides (given last, so they win).
+lever() {
+  local arm=${1%-*} seed=${1##*-} run kept over extra
+  run=runs/hard-rung-levers/$rung/runs/$arm/seed$seed
+  kept=benchmarks/hard-rung-levers/$rung/runs/$arm/seed$seed
+  if [ -f "$kept/metrics.jsonl" ]; then echo "$arm seed $seed: kept in $kept, skipped" >&2; return; fi
+  if [ -f "$run/config.yaml" ]; then
+    "$HRM" train --run-dir "$run" --resume --quiet < /dev/null
+  else
+    read -r -a over <<< "$recipe max_seconds=1800 budget_clock=cpu schedule_over=seconds max_steps=1000000"
+    read -r -a extra <<< "$(lever_of "$arm")"
+    "$HRM" train -c "$hrm_config" "${over[@]}" arch.q_target=next_segment "${extra[@]}" data_path="$data" \
+      seed="$seed" run_dir="$run" --quiet < /dev/null
+  fi
+  echo "$arm seed $seed: done ($run)" >&2
+}
 
 config_of() {
   case $1 in
@@ -86,8 +138,13 @@ one() {
 
 running=0
 for job in "${jobs[@]}"; do
-  config_of "${job%-*}" > /dev/null
-  one "$job" &
+  if [ -n "$levers" ]; then
+    lever_of "${job%-*}" > /dev/null
+    lever "$job" &
+  else
+    config_of "${job%-*}" > /dev/null
+    one "$job" &
+  fi
   running=$((running + 1))
   if [ "$running" -ge "$parallel" ]; then
     wait -n

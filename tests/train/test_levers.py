@@ -440,6 +440,29 @@ def test_every_lever_arm_changes_exactly_what_it_overrides() -> None:
     assert any(re.search(r"-\d+ep$", arm) for arm in arms)
 
 
+def test_every_hard_rung_lever_arm_changes_exactly_what_it_overrides() -> None:
+    """Issue 46's arms on the hard rung (benchmarks/hard_rung_study.sh --levers): each a valid change of the rung's HRM
+    recipe, so that no arm fails half an hour into its run or silently trains the recipe itself."""
+    scripts = Path(__file__).resolve().parents[2] / "benchmarks"
+    pilot = subprocess.run(
+        ["bash", str(scripts / "hard_rung_pilot.sh"), "--list"], check=True, capture_output=True, text=True
+    )
+    _, _, config, recipe, _ = next(
+        line for line in pilot.stdout.splitlines() if line.startswith("sudoku6x6-min|")
+    ).split("|")
+    listed = subprocess.run(
+        ["bash", str(scripts / "hard_rung_study.sh"), "--list-levers"], check=True, capture_output=True, text=True
+    ).stdout
+    arms = dict(line.split("|", 1) for line in listed.splitlines())
+    assert {"original", "muon", "cgar", "batch32"} <= set(arms)
+    study = [*recipe.split(), "max_seconds=1800", "budget_clock=cpu", "schedule_over=seconds", "max_steps=1000000"]
+    root = Path(__file__).resolve().parents[2]
+    base = load_config(root / config, [*study, "arch.q_target=next_segment"]).model_dump()
+    for arm, overrides in arms.items():
+        changed = load_config(root / config, [*study, "arch.q_target=next_segment", *overrides.split()]).model_dump()
+        assert _changed_keys(changed, base) == {o.split("=", 1)[0] for o in overrides.split()}, arm
+
+
 @pytest.mark.parametrize(
     ("preset", "base"), [("quickstart.yaml", "levers_base.yaml"), ("ladder_maze6x6.yaml", "levers_maze6x6_base.yaml")]
 )
