@@ -113,6 +113,10 @@ def beats(a: str, b: str) -> Callable[[dict[str, list[dict[str, Any]]], Path, Ru
     return cell
 
 
+def _seeds(runs: list) -> str:
+    return "1 seed" if len(runs) == 1 else f"{len(runs)} seeds"
+
+
 def _paired(differences: list[float]) -> tuple[float, float | None]:
     se = statistics.stdev(differences) / math.sqrt(len(differences)) if len(differences) > 1 else None
     return statistics.fmean(differences), se
@@ -126,7 +130,9 @@ def more_segments(finals: dict[str, list[dict[str, Any]]], _: Path, __: Rung) ->
     effect, se = _paired([f["per_segment"][-1] - f["at_trained"] for f in runs])
     n, m = runs[0]["segments"], runs[0]["mmax"]
     before, after = _pct([f["at_trained"] for f in runs]), _pct([f["per_segment"][-1] for f in runs])
-    return f"{_verdict(effect, se)}: HRM {before} at {n} segments, {after} at {m} ({_effect(effect, se)})"
+    return (
+        f"{_verdict(effect, se)}: HRM {before} at {n} segments, {after} at {m} ({_effect(effect, se)}; {_seeds(runs)})"
+    )
 
 
 def act_saves(finals: dict[str, list[dict[str, Any]]], _: Path, __: Rung) -> str:
@@ -140,7 +146,10 @@ def act_saves(finals: dict[str, list[dict[str, Any]]], _: Path, __: Rung) -> str
     segments = statistics.fmean(f["act_segments"] for f in runs)
     act = _pct([f["act"] for f in runs])
     fixed = _pct([f["per_segment"][-1] for f in runs])
-    text = f"HRM's ACT {act} at {segments:.2f} segments on average, {fixed} at a fixed {cap} ({_effect(effect, se)})"
+    text = (
+        f"HRM's ACT {act} at {segments:.2f} segments on average, {fixed} at a fixed {cap} ({_effect(effect, se)}; "
+        f"{_seeds(runs)})"
+    )
     if se is None:
         return f"**not decided** (1 seed): {text}"
     if segments < cap and effect + 2 * se >= 0:
@@ -161,7 +170,7 @@ def test_time(name: str, axis: str, what: str) -> Callable[[dict[str, list[dict[
         pairs = [(accuracy_at(r, axis, 1)[0], accuracy_at(r, axis, 8)[0]) for r in found]
         effect, se = _paired([k8 - k1 for k1, k8 in pairs])
         one, eight = _pct([p[0] for p in pairs]), _pct([p[1] for p in pairs])
-        return f"{_verdict(effect, se)}: {what} {one} at K=1, {eight} at K=8 ({_effect(effect, se)})"
+        return f"{_verdict(effect, se)}: {what} {one} at K=1, {eight} at K=8 ({_effect(effect, se)}; {_seeds(pairs)})"
 
     return cell
 
