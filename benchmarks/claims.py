@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from hard_rung_study import accuracy_at
+from table_cli import table_main
 
 from hrm_reason.commands.compare import read_runs
-from hrm_reason.commands.report import final_evaluation, with_usable_eval
+from hrm_reason.commands.report import final_evaluation, mean_std, pct, with_usable_eval
 
 MIN_GAIN = 0.01  # 1 point: the smallest gain a claim of "better" or "rises" is taken to promise
 
@@ -72,8 +73,7 @@ def _finals(root: Path, rung: Rung) -> dict[str, list[dict[str, Any]]]:
 
 
 def _pct(values: list[float]) -> str:
-    mean = statistics.fmean(values)
-    return f"{100 * mean:.1f} ± {100 * statistics.stdev(values):.1f}%" if len(values) > 1 else f"{100 * mean:.1f}%"
+    return pct(mean_std(values))
 
 
 def _verdict(effect: float, se: float | None) -> str:
@@ -152,14 +152,11 @@ def act_saves(finals: dict[str, list[dict[str, Any]]], _: Path, __: Rung) -> str
     )
     if se is None:
         return f"**not decided** (1 seed): {text}"
-    if segments < cap and effect + 2 * se >= 0:
-        return f"**held**: {text}"
-    if segments >= cap or effect + 2 * se < 0:
-        return f"**did not hold**: {text}"
-    return f"**not decided**: {text}"
+    held = segments < cap and effect + 2 * se >= 0
+    return f"**{'held' if held else 'did not hold'}**: {text}"
 
 
-def test_time(name: str, axis: str, what: str) -> Callable[[dict[str, list[dict[str, Any]]], Path, Rung], str]:
+def test_time(name: str, axis: str) -> Callable[[dict[str, list[dict[str, Any]]], Path, Rung], str]:
     """HRM's accuracy at the trained segments with 8 copies or samples against 1, per seed, from the kept
     evaluation JSON `name` of each HRM run (benchmarks/hard_rung_study.py)."""
 
@@ -170,7 +167,7 @@ def test_time(name: str, axis: str, what: str) -> Callable[[dict[str, list[dict[
         pairs = [(accuracy_at(r, axis, 1)[0], accuracy_at(r, axis, 8)[0]) for r in found]
         effect, se = _paired([k8 - k1 for k1, k8 in pairs])
         one, eight = _pct([p[0] for p in pairs]), _pct([p[1] for p in pairs])
-        return f"{_verdict(effect, se)}: {what} {one} at K=1, {eight} at K=8 ({_effect(effect, se)}; {_seeds(pairs)})"
+        return f"{_verdict(effect, se)}: HRM {one} at K=1, {eight} at K=8 ({_effect(effect, se)}; {_seeds(pairs)})"
 
     return cell
 
@@ -191,12 +188,12 @@ CLAIMS = (
     ("one 2-layer network with full backprop through its last recursion beats HRM (TRM paper)", beats("trm", "hrm")),
     (
         "test-time compute adds accuracy: a majority vote over symmetry copies (`--tta K --select vote`)",
-        test_time("eval-tta8.json", "tta", "HRM"),
+        test_time("eval-tta8.json", "tta"),
     ),
     (
         "test-time compute adds accuracy: noisy trajectories, the most confident halting head (`--samples K "
         "--noise 0.1 --select q`)",
-        test_time("eval-noise8.json", "samples", "HRM"),
+        test_time("eval-noise8.json", "samples"),
     ),
 )
 
@@ -216,14 +213,5 @@ def claims(root: Path) -> str:
 TABLES = {"claims": claims}
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2 or args[0] != "table":
-        print("usage: python benchmarks/claims.py table DIR", file=sys.stderr)
-        return 2
-    print(claims(Path(args[1])))
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(table_main(TABLES))

@@ -15,6 +15,8 @@ import json
 import sys
 from pathlib import Path
 
+from table_cli import table_main
+
 ONE_PASS = "transformer_direct_quick"
 
 
@@ -60,14 +62,5 @@ def table(root: Path) -> str:
 TABLES = {"pilot": table}
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2 or args[0] != "table":
-        print("usage: python benchmarks/hard_rung_pilot.py table DIR", file=sys.stderr)
-        return 2
-    print(table(Path(args[1])))
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(table_main(TABLES))

@@ -17,6 +17,8 @@ import statistics
 import sys
 from pathlib import Path
 
+from table_cli import table_main
+
 METHODS = {
     "eval-tta8.json": ("tta", "--tta K --select vote"),
     "eval-noise8.json": ("samples", "--samples K --noise 0.1 --select q"),
@@ -60,15 +62,5 @@ def testtime(root: Path) -> str:
 TABLES = {"testtime": testtime}
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2 or args[0] != "table":
-        print("usage: python benchmarks/hard_rung_study.py table DIR", file=sys.stderr)
-        return 2
-    for name, make in TABLES.items():
-        print(f"{name}:\n{make(Path(args[1]))}\n")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(table_main(TABLES))

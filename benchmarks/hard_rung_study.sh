@@ -81,20 +81,27 @@ lever_of() {
   echo "${line#*|}"
 }
 
-# One lever arm's run: the rung's HRM recipe and budget with the arm's overrides (given last, so they win).
+# train_run RUN CONFIG SEED [OVERRIDE ...]: resume RUN where it exists (a finished run is left as it is), else train
+# CONFIG with the rung's recipe and budget, then the overrides (given last, so they win).
+train_run() {
+  local run=$1 config=$2 seed=$3 over
+  shift 3
+  if [ -f "$run/config.yaml" ]; then
+    "$HRM" train --run-dir "$run" --resume --quiet < /dev/null
+    return
+  fi
+  read -r -a over <<< "$recipe max_seconds=1800 budget_clock=cpu schedule_over=seconds max_steps=1000000"
+  "$HRM" train -c "$config" "${over[@]}" "$@" data_path="$data" seed="$seed" run_dir="$run" --quiet < /dev/null
+}
+
+# One lever arm's run: the rung's HRM recipe and budget with the arm's overrides.
 lever() {
-  local arm=${1%-*} seed=${1##*-} run kept over extra
+  local arm=${1%-*} seed=${1##*-} run kept extra
   run=runs/hard-rung-levers/$rung/runs/$arm/seed$seed
   kept=benchmarks/hard-rung-levers/$rung/runs/$arm/seed$seed
   if [ -f "$kept/metrics.jsonl" ]; then echo "$arm seed $seed: kept in $kept, skipped" >&2; return; fi
-  if [ -f "$run/config.yaml" ]; then
-    "$HRM" train --run-dir "$run" --resume --quiet < /dev/null
-  else
-    read -r -a over <<< "$recipe max_seconds=1800 budget_clock=cpu schedule_over=seconds max_steps=1000000"
-    read -r -a extra <<< "$(lever_of "$arm")"
-    "$HRM" train -c "$hrm_config" "${over[@]}" arch.q_target=next_segment "${extra[@]}" data_path="$data" \
-      seed="$seed" run_dir="$run" --quiet < /dev/null
-  fi
+  read -r -a extra <<< "$(lever_of "$arm")"
+  train_run "$run" "$hrm_config" "$seed" arch.q_target=next_segment "${extra[@]}"
   echo "$arm seed $seed: done ($run)" >&2
 }
 
@@ -110,22 +117,16 @@ config_of() {
 }
 
 one() {
-  local model=${1%-*} seed=${1##*-} run config kept
+  local model=${1%-*} seed=${1##*-} run kept
   run=runs/hard-rung/$rung/runs/$model/seed$seed
   kept=benchmarks/hard-rung-runs/$rung/runs/$model/seed$seed
   if [ -f "$kept/eval16.json" ] && { [ "$model" != hrm ] && [ "$model" != trm ] || [ -f "$kept/eval-noise8.json" ]; }; then
     echo "$model seed $seed: kept in $kept, skipped" >&2
     return
   fi
-  config=$(config_of "$model")
-  if [ -f "$run/config.yaml" ]; then
-    "$HRM" train --run-dir "$run" --resume --quiet < /dev/null
-  else
-    local over q=()
-    read -r -a over <<< "$recipe max_seconds=1800 budget_clock=cpu schedule_over=seconds max_steps=1000000"
-    [ "$model" = trm ] || q=(arch.q_target=next_segment)  # TRM has one halting logit: no continue target
-    "$HRM" train -c "$config" "${over[@]}" "${q[@]}" data_path="$data" seed="$seed" run_dir="$run" --quiet < /dev/null
-  fi
+  local q=()
+  [ "$model" = trm ] || q=(arch.q_target=next_segment)  # TRM has one halting logit: no continue target
+  train_run "$run" "$(config_of "$model")" "$seed" "${q[@]}"
   [ -f "$run/eval16.json" ] || "$HRM" eval --run "$run" --mmax 16 --batch-size 250 --json "$run/eval16.json" --quiet
   if [ "$model" = hrm ] || [ "$model" = trm ]; then
     [ -f "$run/eval-tta8.json" ] || "$HRM" eval --run "$run" --mmax 4 --tta 8 --select vote --batch-size 250 \
@@ -137,14 +138,11 @@ one() {
 }
 
 running=0
+check=config_of run_job=one
+[ -z "$levers" ] || { check=lever_of; run_job=lever; }
 for job in "${jobs[@]}"; do
-  if [ -n "$levers" ]; then
-    lever_of "${job%-*}" > /dev/null
-    lever "$job" &
-  else
-    config_of "${job%-*}" > /dev/null
-    one "$job" &
-  fi
+  "$check" "${job%-*}" > /dev/null
+  "$run_job" "$job" &
   running=$((running + 1))
   if [ "$running" -ge "$parallel" ]; then
     wait -n

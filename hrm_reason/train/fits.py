@@ -65,7 +65,7 @@ def model_size(config: Any, sizes: dict[str, int]) -> tuple[ModelSize, Any, int]
             shape = {k: sizes[k] for k in ("seq_len", "vocab_size", "num_puzzle_identifiers")}
             model = registry.build(config.arch, shape, device, config.seed)
         holder.append(model.config)
-        matrices = muon_split(model)[0] if getattr(config, "optimizer", None) == "muon" else []
+        matrices = muon_split(model)[0] if config.optimizer == "muon" else []
         one_state.append(sum(p.numel() * p.element_size() for p in matrices))
         return model
 
