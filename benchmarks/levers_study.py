@@ -1,0 +1,147 @@
+"""Issue 46's lever study on both rungs, from kept records: each arm's final exact accuracy and its training FLOPs to
+the rung's target, as a multiple of the original recipe's (docs/results.md, "Fastest to accuracy").
+
+    python benchmarks/levers_study.py table benchmarks   # its TABLES: levers
+
+The arms (benchmarks/levers.sh on the quickstart rung, `benchmarks/hard_rung_study.sh RUNG --levers` on the hard
+rung): the original code's optimizer recipe, the project's best recipe (the quickstart's; on the hard rung the study's
+own HRM runs), and the best with one lever each. FLOPs are the model's counted training FLOPs (`train_flops` in
+metrics.jsonl), the same on any machine, interpolated to where the exact accuracy first crossed the target.
+
+An arm **earns** the `fast` preset on a rung when every seed reached the target, its mean FLOPs to the target are at
+most half the original's, and its final accuracy is not below the original's (their difference plus two standard
+errors, Welch's, is at least 0; fewer than 2 seeds on a side decide nothing).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from table_cli import table_main
+
+from hrm_reason.commands.compare import read_runs
+from hrm_reason.commands.report import final_evaluation, mean_std, pct, reach, with_usable_eval
+
+METRIC = "exact_accuracy"
+ARMS = (  # (row label, its runs' folder name on the quickstart rung, on the hard rung)
+    ("original recipe", "original", "original"),
+    ("best (no lever)", "next-segment-ema0.99-wd1", None),  # the hard rung's: the study's own HRM runs
+    ("best + Muon (muon_lr 0.02)", "best-muon", "muon"),
+    ("best + Muon (muon_lr 5e-3)", "best-muon-lr5e-3", "muon-lr5e-3"),
+    ("best + CGAR (depth curriculum, segment weights 0.7)", "best-cgar", "cgar"),
+    ("best + half the batch (32)", "best-batch32", "batch32"),
+)
+HARD = "sudoku6x6-min"
+
+
+@dataclass(frozen=True)
+class Rung:
+    title: str
+    target: float
+    runs: dict[str, str]  # arm label -> the glob of its run directories under the records' root
+
+
+RUNGS = (
+    Rung("quickstart (easy 6x6 Sudoku, 992 steps)", 0.8, {label: f"levers-runs/{q}-seed?" for label, q, _ in ARMS}),
+    Rung(
+        f"{HARD}, the hard rung (1,800 CPU-s)",
+        0.5,
+        {
+            label: f"hard-rung-levers/{HARD}/runs/{h}/seed?" if h else f"hard-rung-runs/{HARD}/runs/hrm/seed?"
+            for label, _, h in ARMS
+        },
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One arm's seeds on one rung: final exact accuracy, and training FLOPs to the target (None: never reached)."""
+
+    finals: list[float]
+    flops: list[float | None]
+
+
+def read_arm(root: Path, pattern: str, target: float) -> Arm | None:
+    dirs = sorted(root.glob(pattern))
+    if not dirs:
+        return None
+    records = read_runs(dirs)
+    finals = [final_evaluation(with_usable_eval(r, METRIC), METRIC)["at_trained"] for r in records]
+    hits = [reach(r["curve"], target, METRIC) for r in records]
+    return Arm(finals, [None if h is None else h["train_flops"] for h in hits])
+
+
+def _welch_se(x: list[float], y: list[float]) -> float | None:
+    if len(x) < 2 or len(y) < 2:
+        return None
+    return math.sqrt(statistics.variance(x) / len(x) + statistics.variance(y) / len(y))
+
+
+def ratio_and_verdict(arm: Arm, original: Arm | None) -> tuple[str, str]:
+    """The arm's mean FLOPs to the target over the original's (seeds that reached it), and whether it earns the
+    preset (the module's rule)."""
+    reached = [f for f in arm.flops if f is not None]
+    if original is None:
+        return "-", "no original to compare"
+    base = [f for f in original.flops if f is not None]
+    if not reached or not base:
+        return "-", "target not reached" if not reached else "the original never reached the target"
+    ratio = statistics.fmean(reached) / statistics.fmean(base)
+    se = _welch_se(arm.finals, original.finals)
+    if se is None:
+        return f"{ratio:.2f}", "not decided (1 seed)"
+    not_below = statistics.fmean(arm.finals) - statistics.fmean(original.finals) + 2 * se >= 0
+    all_reached = len(reached) == len(arm.flops)
+    earns = all_reached and ratio <= 0.5 and not_below
+    why = (
+        []
+        if earns
+        else [
+            reason
+            for reason, failed in (
+                (f"{len(reached)}/{len(arm.flops)} seeds reached the target", not all_reached),
+                ("more than half the original's FLOPs", ratio > 0.5),
+                ("final accuracy below the original's", not not_below),
+            )
+            if failed
+        ]
+    )
+    return f"{ratio:.2f}", "**earns the preset**" if earns else "no: " + "; ".join(why)
+
+
+def levers(root: Path) -> str:
+    """A row per rung and arm: seeds, final exact accuracy, FLOPs to the target, their ratio to the original's."""
+    rows = [
+        "| rung | arm | seeds | exact accuracy (mean ± sd) | target | reached | training TFLOP to target | "
+        "x original | fast preset |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for rung in RUNGS:
+        arms = {label: read_arm(root, pattern, rung.target) for label, pattern in rung.runs.items()}
+        original = arms[ARMS[0][0]]
+        for label, arm in arms.items():
+            if arm is None:
+                rows.append(f"| {rung.title} | {label} | 0 | not run | {rung.target:.0%} | - | - | - | - |")
+                continue
+            reached = [f / 1e12 for f in arm.flops if f is not None]
+            tflop = f"{statistics.fmean(reached):.1f}" if reached else "-"
+            if len(reached) > 1:
+                tflop += f" ± {statistics.stdev(reached):.1f}"
+            ratio, verdict = ("1.00", "-") if arm is original else ratio_and_verdict(arm, original)
+            rows.append(
+                f"| {rung.title} | {label} | {len(arm.finals)} | {pct(mean_std(arm.finals))} | {rung.target:.0%} | "
+                f"{len(reached)}/{len(arm.flops)} | {tflop} | {ratio} | {verdict} |"
+            )
+    return "\n".join(rows)
+
+
+TABLES = {"levers": levers}
+
+
+if __name__ == "__main__":
+    sys.exit(table_main(TABLES))
