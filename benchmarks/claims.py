@@ -91,6 +91,13 @@ def _effect(effect: float, se: float | None) -> str:
     return f"{100 * effect:+.1f}{spread} points"
 
 
+def welch_se(x: list[float], y: list[float]) -> float | None:
+    """The standard error of mean(x) - mean(y) for two independent samples (Welch's); None with fewer than 2 a side."""
+    if len(x) < 2 or len(y) < 2:
+        return None
+    return math.sqrt(statistics.variance(x) / len(x) + statistics.variance(y) / len(y))
+
+
 def beats(a: str, b: str) -> Callable[[dict[str, list[dict[str, Any]]], Path, Rung], str]:
     """Model `a` above model `b` at the trained segments (unpaired: Welch's standard error of the difference)."""
 
@@ -99,9 +106,7 @@ def beats(a: str, b: str) -> Callable[[dict[str, list[dict[str, Any]]], Path, Ru
             return "not run"
         x = [f["at_trained"] for f in finals[a]]
         y = [f["at_trained"] for f in finals[b]]
-        se = None
-        if len(x) > 1 and len(y) > 1:
-            se = math.sqrt(statistics.variance(x) / len(x) + statistics.variance(y) / len(y))
+        se = welch_se(x, y)
         effect = statistics.fmean(x) - statistics.fmean(y)
         steps = [statistics.fmean(f["steps"] for f in finals[m]) for m in (a, b)]
         seeds = f"{len(x)} seeds each" if len(x) == len(y) else f"{len(x)} and {len(y)} seeds"

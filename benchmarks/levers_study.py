@@ -15,16 +15,16 @@ errors, Welch's, is at least 0; fewer than 2 seeds on a side decide nothing).
 
 from __future__ import annotations
 
-import math
 import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from claims import welch_se
 from table_cli import table_main
 
 from hrm_reason.commands.compare import read_runs
-from hrm_reason.commands.report import final_evaluation, mean_std, pct, reach, with_usable_eval
+from hrm_reason.commands.report import final_evaluation, mean_std, num, pct, reach, with_usable_eval
 
 METRIC = "exact_accuracy"
 ARMS = (  # (row label, its runs' folder name on the quickstart rung, on the hard rung)
@@ -76,12 +76,6 @@ def read_arm(root: Path, pattern: str, target: float) -> Arm | None:
     return Arm(finals, [None if h is None else h["train_flops"] for h in hits])
 
 
-def _welch_se(x: list[float], y: list[float]) -> float | None:
-    if len(x) < 2 or len(y) < 2:
-        return None
-    return math.sqrt(statistics.variance(x) / len(x) + statistics.variance(y) / len(y))
-
-
 def ratio_and_verdict(arm: Arm, original: Arm | None) -> tuple[str, str]:
     """The arm's mean FLOPs to the target over the original's (seeds that reached it), and whether it earns the
     preset (the module's rule)."""
@@ -92,7 +86,7 @@ def ratio_and_verdict(arm: Arm, original: Arm | None) -> tuple[str, str]:
     if not reached or not base:
         return "-", "target not reached" if not reached else "the original never reached the target"
     ratio = statistics.fmean(reached) / statistics.fmean(base)
-    se = _welch_se(arm.finals, original.finals)
+    se = welch_se(arm.finals, original.finals)
     if se is None:
         return f"{ratio:.2f}", "not decided (1 seed)"
     gap = statistics.fmean(arm.finals) - statistics.fmean(original.finals)
@@ -122,14 +116,11 @@ def levers(root: Path) -> str:
             if arm is None:
                 rows.append(f"| {rung.title} | {label} | 0 | not run | {rung.target:.0%} | - | - | - | - |")
                 continue
-            reached = [f / 1e12 for f in arm.flops if f is not None]
-            tflop = f"{statistics.fmean(reached):.1f}" if reached else "-"
-            if len(reached) > 1:
-                tflop += f" ± {statistics.stdev(reached):.1f}"
+            reached = [f for f in arm.flops if f is not None]
             ratio, verdict = ("1.00", "-") if arm is original else ratio_and_verdict(arm, original)
             rows.append(
                 f"| {rung.title} | {label} | {len(arm.finals)} | {pct(mean_std(arm.finals))} | {rung.target:.0%} | "
-                f"{len(reached)}/{len(arm.flops)} | {tflop} | {ratio} | {verdict} |"
+                f"{len(reached)}/{len(arm.flops)} | {num(mean_std(reached) if reached else None, 1, 1e12)} | {ratio} | {verdict} |"
             )
     return "\n".join(rows)
 
