@@ -22,7 +22,7 @@ from hrm_reason.errors import UserError
 from hrm_reason.jsonfile import read_json
 from hrm_reason.load import load_run, run_config_path
 from hrm_reason.models.lm.sampling import generate
-from hrm_reason.models.registry import family_spec
+from hrm_reason.models.registry import family_spec, model_spec, models
 from hrm_reason.runtime.device import resolve_device
 
 # Below this the logits divided by the temperature overflow float32 (softmax of inf is nan): 0 is the greedy choice.
@@ -91,9 +91,8 @@ def load_for_generation(path: Path, data: Path | None, device: torch.device) -> 
     tokenizer = data_tokenizer(data) if data is not None else None  # before the model: a wrong --data fails at once
     loaded = load_run(path, device)
     if not family_spec(loaded.family).generates:
-        raise UserError(
-            f"--run {path}: not a language-model head (hrm generate needs hrm_lm, unitf_lm, hrm_text or ham_lm)"
-        )
+        heads = ", ".join(n for n in models() if family_spec(model_spec(n).family).generates)
+        raise UserError(f"--run {path}: not a language-model head (hrm generate needs one of {heads})")
     ckpt = loaded.checkpoint
     cfg = run_config_path(ckpt) if loaded.config is not None else None
     dirs = [cfg.parent if cfg is not None else None, ckpt if ckpt.is_dir() else ckpt.parent]

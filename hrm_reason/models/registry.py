@@ -29,7 +29,7 @@ from hrm_reason.models.spec import Family, FamilySpec, ModelSpec
 def models() -> dict[str, ModuleType]:
     """Every model, `arch.name` -> its module (which exports `SPEC`), in the order error messages list them."""
     from hrm_reason.models import hrm, transformer, trm, unitf
-    from hrm_reason.models.lm import ham, hrm_lm, hrm_text, unitf_lm
+    from hrm_reason.models.lm import ham, hrm_lm, hrm_text, transformer_lm, unitf_lm
 
     return {
         "hrm": hrm,
@@ -38,6 +38,7 @@ def models() -> dict[str, ModuleType]:
         "trm": trm,
         "hrm_lm": hrm_lm,
         "unitf_lm": unitf_lm,
+        "transformer_lm": transformer_lm,
         "hrm_text": hrm_text,
         "ham_lm": ham,
     }

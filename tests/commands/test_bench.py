@@ -123,6 +123,7 @@ def test_baseline_flops_match_pytorch_flop_counter(case: str) -> None:
 LM_HEADS = {
     "hrm_lm": (dict(name="hrm_lm", hidden_size=32, num_heads=2, N=2, T=2, S=2, K=2, max_seq_len=32), 0.02),
     "unitf_lm": (dict(name="unitf_lm", hidden_size=32, num_heads=2, M=3, K=3, max_seq_len=32), 0.01),
+    "transformer_lm": (dict(name="transformer_lm", hidden_size=32, num_heads=2, num_layers=3, max_seq_len=32), 0.01),
     "hrm_text": (dict(name="hrm_text", **TINY_HRM_TEXT, max_position_embeddings=32), 0.01),
     # The count takes a backward of the whole recurrence, the fit error's gradient-free products included (2%).
     "ham_lm": (dict(name="ham_lm", **TINY_HAM, max_position_embeddings=32), 0.03),

@@ -222,6 +222,10 @@ CASES: dict[str, Case] = {
         ("compare", "--runs", "{sudoku}", "--out", "{tmp}/cmp"), "metrics.jsonl", setup=empty_metrics
     ),
     "generate --temperature inf": Case(("generate", "--run", "{lm}", "--temperature", "inf"), "--temperature inf"),
+    "generate --run of a puzzle model": Case(
+        ("generate", "--run", "{sudoku}"),
+        "not a language-model head (hrm generate needs one of hrm_lm, unitf_lm, transformer_lm, hrm_text, ham_lm)",
+    ),
     "generate --data of puzzles": Case(("generate", "--run", "{lm}", "--data", "{data}"), "--data"),
     "generate --data missing": Case(("generate", "--run", "{lm}", "--data", "{tmp}/nowhere"), "--data"),
     "--subsample-size > --train-size": Case(

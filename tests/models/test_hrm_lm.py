@@ -1,4 +1,4 @@
-"""HRM-LM and UniTF-LM heads (docs/models.md §HRM-LM, §UniTF-LM): parameter counts, gradient schedule, passes, fusion, causality, cache."""
+"""HRM-LM, UniTF-LM and Transformer-LM heads (docs/models.md §HRM-LM, §UniTF-LM, §Transformer-LM): parameter counts, gradient schedule, passes, fusion, causality, cache."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from hrm_reason.errors import UserError
 from hrm_reason.losses import next_token_ce
 from hrm_reason.models.lm.hrm_lm import HRMLM, HRMLMConfig
 from hrm_reason.models.lm.lm_blocks import CausalAttnBlock, normal_
+from hrm_reason.models.lm.transformer_lm import TransformerLM, TransformerLMConfig
 from hrm_reason.models.lm.unitf_lm import UniTFLM, UniTFLMConfig
 from tests.reference import (
     causal_attn_block_param_count,
@@ -33,6 +34,11 @@ def tiny_hrm(**overrides) -> HRMLM:
 def tiny_unitf(**overrides) -> UniTFLM:
     fields = dict(vocab_size=V, hidden_size=16, num_heads=2, M=4, K=2, max_seq_len=32)
     return UniTFLM(UniTFLMConfig(**{**fields, **overrides}))
+
+
+def tiny_transformer(**overrides) -> TransformerLM:
+    fields = dict(vocab_size=V, hidden_size=16, num_heads=2, num_layers=3, max_seq_len=32)
+    return TransformerLM(TransformerLMConfig(**{**fields, **overrides}))
 
 
 def ids(batch: int = 2, n: int = 8, seed: int = 0) -> torch.Tensor:
@@ -59,6 +65,8 @@ def test_param_count_formulas_match_modules(V_: int, d: int) -> None:
     for L in (1, 3):  # T-L: tied embedding plus L independent blocks
         transformer = nn.ModuleList([nn.Embedding(V_, d), *(CausalAttnBlock(d, 2, 1e-5) for _ in range(L))])
         assert n_params(transformer) == transformer_lm_param_count(V_, d, L)
+        head = TransformerLM(TransformerLMConfig(vocab_size=V_, hidden_size=d, num_heads=2, num_layers=L))
+        assert n_params(head) == transformer_lm_param_count(V_, d, L)
 
 
 def test_param_count_formulas_reproduce_paper_sizes() -> None:
@@ -334,7 +342,10 @@ def test_init_is_seeded_scaled_and_leaves_global_rng_alone() -> None:
 # --- causality and cache (both heads) -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("make", [lambda: tiny_hrm(S=2), lambda: tiny_unitf(), lambda: tiny_unitf(reinject_input=True)])
+@pytest.mark.parametrize(
+    "make",
+    [lambda: tiny_hrm(S=2), lambda: tiny_unitf(), lambda: tiny_unitf(reinject_input=True), lambda: tiny_transformer()],
+)
 def test_changing_a_token_leaves_earlier_logits_unchanged(make) -> None:
     model = make()
     x = ids(n=10)
@@ -347,7 +358,8 @@ def test_changing_a_token_leaves_earlier_logits_unchanged(make) -> None:
 
 
 @pytest.mark.parametrize(
-    "make, slots", [(lambda: tiny_hrm(S=2, N=2, T=2), 2 * (4 + 2) + 1), (lambda: tiny_unitf(M=4), 4)]
+    "make, slots",
+    [(lambda: tiny_hrm(S=2, N=2, T=2), 2 * (4 + 2) + 1), (lambda: tiny_unitf(M=4), 4), (lambda: tiny_transformer(), 3)],
 )
 def test_cached_decoding_equals_full_recompute(make, slots: int) -> None:
     model = make()
@@ -410,6 +422,46 @@ def test_unitf_window_and_reinjection() -> None:
         reinject3.load_state_dict(plain3.state_dict())
         assert not torch.allclose(plain3(x).logits, reinject3(x).logits)
     assert model.lm_head.weight is model.embed_tokens.weight
+
+
+# --- Transformer-LM: UniTF-LM unshared ------------------------------------------------------------------------------
+
+
+def test_transformer_lm_with_every_layer_one_block_is_unitf_lm_with_full_gradient() -> None:
+    """Loaded with UniTF-LM's one block in each of its L layers, the stack computes UniTF-LM's M = L applications with
+    K = M: the same logits and loss, an embedding gradient equal to UniTF-LM's and layer gradients that sum to its
+    block's (the shared block's gradient is the sum over its applications)."""
+    unitf, stack, x = tiny_unitf(M=3, K=3), tiny_transformer(num_layers=3), ids()
+    stack.embed_tokens.load_state_dict(unitf.embed_tokens.state_dict())
+    for layer in stack.layers:
+        layer.load_state_dict(unitf.block.state_dict())
+    a, b = unitf(x, labels=x), stack(x, labels=x)
+    torch.testing.assert_close(b.logits, a.logits, rtol=0, atol=0)
+    torch.testing.assert_close(b.loss, next_token_ce(b.logits, x))
+    a.loss.backward()
+    b.loss.backward()
+    torch.testing.assert_close(stack.embed_tokens.weight.grad, unitf.embed_tokens.weight.grad)
+    for name, shared in unitf.block.named_parameters():
+        per_layer = [dict(layer.named_parameters())[name].grad for layer in stack.layers]
+        assert all(g is not None and g.abs().sum() > 0 for g in per_layer)  # full backprop: every layer learns
+        torch.testing.assert_close(sum(per_layer), shared.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_transformer_lm_init_is_seeded_distinct_per_layer_and_width_corrected() -> None:
+    rng = torch.random.get_rng_state()
+    a, b, c = (
+        tiny_transformer(hidden_size=64, num_layers=4),
+        tiny_transformer(hidden_size=64, num_layers=4),
+        tiny_transformer(hidden_size=64, num_layers=4, seed=1),
+    )
+    assert torch.equal(torch.random.get_rng_state(), rng)
+    assert all(torch.equal(v, b.state_dict()[k]) for k, v in a.state_dict().items())
+    assert not torch.equal(a.layers[0].attn.qkv_proj.weight, c.layers[0].attn.qkv_proj.weight)
+    first, last = a.layers[0].mlp.up_gate_proj.weight, a.layers[3].mlp.up_gate_proj.weight
+    assert not torch.equal(first, last)  # each layer its own draw
+    std = 0.02 / math.sqrt(2 * 4 * 64 / 4096)  # UniTF-LM's formula with M read as L (docs/models.md)
+    assert torch.cat([first, last]).std().item() == pytest.approx(std, rel=0.05)
+    assert a.lm_head.weight is a.embed_tokens.weight
 
 
 def _rope(model: UniTFLM, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -117,6 +117,7 @@ def _tiny_head(monkeypatch: pytest.MonkeyPatch) -> None:
 HEADS = {
     "hrm_lm": ["arch.hidden_size=32", "arch.num_heads=2", "arch.N=2", "arch.T=2", "arch.K=2", "arch.max_seq_len=128"],
     "unitf_lm": ["arch.hidden_size=32", "arch.num_heads=2", "arch.M=3", "arch.K=2", "arch.max_seq_len=128"],
+    "transformer_lm": ["arch.hidden_size=32", "arch.num_heads=2", "arch.num_layers=2", "arch.max_seq_len=128"],
     "hrm_text": arch_overrides({**TINY_HRM_TEXT, "max_position_embeddings": 128}),
     "ham_lm": arch_overrides({**TINY_HAM, "num_layers": 1, "chunk_size": 8}),
 }
@@ -430,6 +431,7 @@ def test_load_returns_puzzle_models_with_or_without_their_dataset(tmp_path: Path
 PRESETS = {
     "hrm_lm": "hrm_lm_quick.yaml",
     "unitf_lm": "unitf_lm_quick.yaml",
+    "transformer_lm": "transformer_lm_quick.yaml",
     "hrm_text": "hrm_text_lm_quick.yaml",
     "ham_lm": "ham_lm_quick.yaml",
 }

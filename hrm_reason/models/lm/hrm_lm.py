@@ -55,6 +55,7 @@ class HRMLMConfig(CausalAttnLMConfig):
     N: int = Field(4, ge=1)  # slow-module firings per pass
     T: int = Field(3, ge=1)  # fast steps per slow firing; M = N*T steps per pass
     S: int = Field(1, ge=1)  # supervision passes (S > 1 hurt in the ablation)
+    K: int = Field(2, ge=1)  # gradient window: only the last K of the M steps carry gradient (K >= M: all)
     fast_ctx_norm: bool = True  # RMSNorm over the fast context [z_L; z_H; x~] (P_L's unexplained 3d)
     out_proj: bool = True  # d x d projection of the fused output before the tied head (P_out's unexplained d^2)
     entropy_weight: float = 1e-2  # lambda of -lambda*H(w_bar); not given by the paper

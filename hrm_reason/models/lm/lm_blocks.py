@@ -1,5 +1,5 @@
-"""Pieces shared by HRM-LM and its UniTF control (docs/models.md §HRM-LM): the post-norm `CausalAttnBlock`
-with learnable RMSNorm scales, a per-call KV cache and next-token CE.
+"""Pieces shared by HRM-LM and its controls UniTF-LM and Transformer-LM (docs/models.md §HRM-LM): the post-norm
+`CausalAttnBlock` with learnable RMSNorm scales, a per-call KV cache and next-token CE.
 
 The block is the HRM-LM paper's Eq. 8: fused W_qkv (d x 3d), W_o, RoPE, a SwiGLU of width exactly 4d, and two
 RMSNorms with learnable scales (post-norm), no biases: 16d^2 + 2d parameters.
@@ -30,7 +30,7 @@ def rope_heads(cls: type, num_heads: int, info: ValidationInfo) -> int:
 
 
 class CausalAttnLMConfig(BaseModel):
-    """The fields HRM-LM and UniTF-LM share: the CausalAttnBlock's sizes, the gradient window, init, RoPE, seed."""
+    """The fields HRM-LM, UniTF-LM and Transformer-LM share: the CausalAttnBlock's sizes, init, RoPE, seed."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -38,7 +38,6 @@ class CausalAttnLMConfig(BaseModel):
     vocab_size: int = Field(ge=1)
     hidden_size: int = Field(256, ge=2)  # d (HRM-LM paper: 4096)
     num_heads: int = Field(4, ge=1)  # h (HRM-LM paper: 16, so d_k = 256)
-    K: int = Field(2, ge=1)  # gradient window: only the last K recurrent steps carry gradient (K >= steps: all)
     init_std: float = 0.02
     rms_norm_eps: float = 1e-5
     rope_theta: float = 10000.0
@@ -105,7 +104,7 @@ def check_cache(past: KVCache | None, expected_slots: int, head: str) -> None:
 
 
 def check_causal_only(token_type_ids: torch.Tensor | None, head: str) -> None:
-    """HRM-LM and UniTF are purely causal; a bidirectional prefix is hrm_text's."""
+    """HRM-LM, UniTF-LM and Transformer-LM are purely causal; a bidirectional prefix is hrm_text's."""
     if token_type_ids is not None and bool((token_type_ids != 0).any()):
         raise UserError(f"{head}: token_type_ids must be all 0 (causal only); prefix-LM masking is the hrm_text head's")
 
@@ -123,7 +122,7 @@ def rope_slice(
 
 
 class CausalLMHead(LMHead):
-    """HRM-LM and UniTF-LM: causal only, a KVCache with one slot per attention call, RoPE at the cache's offset.
+    """HRM-LM, UniTF-LM and Transformer-LM: causal only, a KVCache with one slot per attention call, RoPE at the cache's offset.
 
     A head implements `run(input_ids, labels, rope, cursor)`: its recurrence from the ids to the LMOutput, given the
     RoPE tables of these positions and the cache cursor (None without a cache).

@@ -38,6 +38,7 @@ class UniTFLMConfig(CausalAttnLMConfig):
 
     name: Literal["unitf_lm"] = "unitf_lm"
     M: int = Field(12, ge=1)  # applications of the shared block
+    K: int = Field(2, ge=1)  # gradient window: only the last K of the M applications carry gradient (K >= M: all)
     reinject_input: bool = False
     init_c: float = Field(2.0, gt=0)  # safety factor c of the width-corrected block init
 
