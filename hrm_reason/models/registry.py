@@ -238,7 +238,12 @@ def lm_config(arch: dict[str, Any], vocab_size: int | None, source: str = "confi
 
 
 def build_lm(arch: dict[str, Any], vocab_size: int | None, device: Any = "cpu", seed: int = 0) -> Any:
-    """Build language-model head `arch["name"]` on `device` (seeded, as `build`)."""
+    """Build language-model head `arch["name"]` on `device` (seeded, as `build`). A head that draws its weights from
+    a generator of its own (an `arch.seed` field) takes `seed` there too, unless `arch` sets it: so a run's seed
+    changes every head's initial weights."""
+    config_cls, _ = head_classes(arch.get("name"))
+    if "seed" in config_cls.model_fields and "seed" not in arch:
+        arch = {**arch, "seed": seed}
     config = lm_config(arch, vocab_size)
     return build(config, {"vocab_size": config.vocab_size}, device, seed)
 

@@ -158,7 +158,10 @@ class LMTask:
 
     def load_weights(self, ckpt: Path) -> None:
         weights, saved = read_weights(ckpt)
-        own = self.model_config()
+        # The init's seed is no property of loaded weights: a run saved before the run's seed reached the head's
+        # generator (arch.seed 0 whatever the run's seed) resumes.
+        own = {k: v for k, v in self.model_config().items() if k != "seed"}
+        saved = None if saved is None else {k: v for k, v in saved.items() if k != "seed"}
         if saved is not None and saved != own:
             diff = sorted(k for k in set(own) | set(saved) if own.get(k) != saved.get(k))
             details = ", ".join(f"{k}: {saved.get(k)} vs {own.get(k)}" for k in diff[:3])

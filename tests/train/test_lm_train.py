@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+import yaml
 from pydantic import BaseModel, ConfigDict
 from torch import nn
 from typer.testing import CliRunner
@@ -227,6 +228,38 @@ def test_resume_reproduces_the_uninterrupted_run(data: Path, tmp_path: Path) -> 
     assert int(read_weights(find_checkpoint(resumed))[0]["post_steps"]) == 6
 
 
+@pytest.mark.parametrize("name", list(HEADS))
+def test_the_runs_seed_draws_every_heads_initial_weights(name: str) -> None:
+    """`hrm train seed=S` gives each seed its own initial weights, for the heads with a generator of their own (an
+    `arch.seed` field) too; an `arch.seed` given in the config wins."""
+    arch = {
+        "name": name,
+        **{k.removeprefix("arch."): yaml.safe_load(v) for k, v in (o.split("=") for o in HEADS[name])},
+    }
+    weights = [registry.build_lm(arch, 40, seed=s).state_dict() for s in (0, 1, 0)]
+    assert any(not torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+    assert all(torch.equal(weights[0][k], weights[2][k]) for k in weights[0])
+    if "seed" in registry.head_classes(name)[0].model_fields:
+        pinned = [registry.build_lm({**arch, "seed": 5}, 40, seed=s).state_dict() for s in (0, 1)]
+        assert all(torch.equal(pinned[0][k], pinned[1][k]) for k in pinned[0])
+
+
+def test_a_run_saved_when_its_heads_seed_was_0_resumes_under_its_own_seed(data: Path, tmp_path: Path) -> None:
+    """Before the run's seed reached the head's generator, a run of seed 1 saved weights whose config says seed 0:
+    it resumes, and on the same trajectory."""
+    head = ("arch.hidden_size=16", "arch.num_heads=2", "arch.M=2", "arch.K=2", "arch.max_seq_len=64")
+    old = (*head, "arch.seed=0", "seed=1", "checkpoint_every_steps=2")
+    full = train(config(data, tmp_path / "full", *old, name="unitf_lm"), progress=False)
+    cut = rewind(full, tmp_path / "cut", 2)
+    saved = yaml.safe_load((cut / "config.yaml").read_text())
+    del saved["arch"]["seed"]  # as such a run's config.yaml was written
+    (cut / "config.yaml").write_text(yaml.safe_dump(saved))
+    resumed = train(
+        config(data, cut, *head, "seed=1", "checkpoint_every_steps=2", name="unitf_lm"), resume=True, progress=False
+    )
+    assert_same_trajectory(full, resumed, TIMING_KEYS)
+
+
 def test_run_guards(data: Path, tmp_path: Path) -> None:
     run = train(config(data, tmp_path / "run", "max_steps=2", "eval_every_steps=2"), progress=False)
     with pytest.raises(UserError, match="not empty"):
@@ -238,8 +271,6 @@ def test_run_guards(data: Path, tmp_path: Path) -> None:
     with pytest.raises(UserError, match="fewer than seq_len"):
         train(config(data, tmp_path / "r2", "seq_len=100000"), progress=False)
     # A run directory written before the one run config (its LM keys: eval_interval counted steps) still loads.
-    import yaml
-
     saved = yaml.safe_load((run / "config.yaml").read_text())
     old_keys = {
         "arch",
