@@ -76,12 +76,13 @@ def _pct(values: list[float]) -> str:
     return pct(mean_std(values))
 
 
-def _verdict(effect: float, se: float | None) -> str:
+def verdict(effect: float, se: float | None, min_gain: float = MIN_GAIN) -> str:
+    """The rule of the module's docstring, for an effect in any unit with the smallest gain that counts in it."""
     if se is None:
         return "**not decided** (1 seed)"
     if effect - 2 * se > 0:
         return "**held**"
-    if effect + 2 * se < MIN_GAIN:
+    if effect + 2 * se < min_gain:
         return "**did not hold**"
     return "**not decided**"
 
@@ -111,7 +112,7 @@ def beats(a: str, b: str) -> Callable[[dict[str, list[dict[str, Any]]], Path, Ru
         steps = [statistics.fmean(f["steps"] for f in finals[m]) for m in (a, b)]
         seeds = f"{len(x)} seeds each" if len(x) == len(y) else f"{len(x)} and {len(y)} seeds"
         return (
-            f"{_verdict(effect, se)}: {a} {_pct(x)}, {b} {_pct(y)} ({_effect(effect, se)}; {seeds}; "
+            f"{verdict(effect, se)}: {a} {_pct(x)}, {b} {_pct(y)} ({_effect(effect, se)}; {seeds}; "
             f"{steps[0]:,.0f} and {steps[1]:,.0f} steps)"
         )
 
@@ -136,7 +137,7 @@ def more_segments(finals: dict[str, list[dict[str, Any]]], _: Path, __: Rung) ->
     n, m = runs[0]["segments"], runs[0]["mmax"]
     before, after = _pct([f["at_trained"] for f in runs]), _pct([f["per_segment"][-1] for f in runs])
     return (
-        f"{_verdict(effect, se)}: HRM {before} at {n} segments, {after} at {m} ({_effect(effect, se)}; {_seeds(runs)})"
+        f"{verdict(effect, se)}: HRM {before} at {n} segments, {after} at {m} ({_effect(effect, se)}; {_seeds(runs)})"
     )
 
 
@@ -172,7 +173,7 @@ def test_time(name: str, axis: str) -> Callable[[dict[str, list[dict[str, Any]]]
         pairs = [(accuracy_at(r, axis, 1)[0], accuracy_at(r, axis, 8)[0]) for r in found]
         effect, se = _paired([k8 - k1 for k1, k8 in pairs])
         one, eight = _pct([p[0] for p in pairs]), _pct([p[1] for p in pairs])
-        return f"{_verdict(effect, se)}: HRM {one} at K=1, {eight} at K=8 ({_effect(effect, se)}; {_seeds(pairs)})"
+        return f"{verdict(effect, se)}: HRM {one} at K=1, {eight} at K=8 ({_effect(effect, se)}; {_seeds(pairs)})"
 
     return cell
 
