@@ -12,6 +12,7 @@
 # A run that exists is resumed (or left as it is when finished); an evaluation whose JSON exists is not redone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source benchmarks/parallel.sh
 HRM=${HRM:-.venv/bin/hrm}
 PYTHON=${PYTHON:-.venv/bin/python}
 DATA=data/arc-rung-6f
@@ -57,13 +58,5 @@ one() {
   echo "done $run"
 }
 
-running=0
-for job in "${jobs[@]}"; do
-  one "${job%-*}" "${job#*-}" &
-  running=$((running + 1))
-  if [ $running -ge "$parallel" ]; then
-    wait -n
-    running=$((running - 1))
-  fi
-done
-wait
+one_job() { one "${1%-*}" "${1#*-}"; }
+run_parallel "$parallel" one_job "${jobs[@]}"

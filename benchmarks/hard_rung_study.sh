@@ -32,6 +32,7 @@
 # is when finished); an evaluation whose JSON exists is not redone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source benchmarks/parallel.sh
 HRM=${HRM:-.venv/bin/hrm}
 export OMP_NUM_THREADS=1
 NOISE=0.1
@@ -137,16 +138,7 @@ one() {
   echo "$model seed $seed: done ($run)" >&2
 }
 
-running=0
 check=config_of run_job=one
 [ -z "$levers" ] || { check=lever_of; run_job=lever; }
-for job in "${jobs[@]}"; do
-  "$check" "${job%-*}" > /dev/null
-  "$run_job" "$job" &
-  running=$((running + 1))
-  if [ "$running" -ge "$parallel" ]; then
-    wait -n
-    running=$((running - 1))
-  fi
-done
-wait
+for job in "${jobs[@]}"; do "$check" "${job%-*}" > /dev/null; done  # every job named right before any starts
+run_parallel "$parallel" "$run_job" "${jobs[@]}"

@@ -15,6 +15,7 @@
 # when finished). Checkpoints stay in runs/ only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source benchmarks/parallel.sh
 HRM=${HRM:-.venv/bin/hrm}
 export OMP_NUM_THREADS=1
 BUDGET="max_seconds=600 budget_clock=cpu schedule_over=seconds max_steps=1000000 eval_every_steps=250 eval_max_tokens=131072"
@@ -49,13 +50,4 @@ one() {
   echo "$model seed $seed: done ($run)" >&2
 }
 
-running=0
-for job in "${jobs[@]}"; do
-  one "$job" &
-  running=$((running + 1))
-  if [ "$running" -ge "$parallel" ]; then
-    wait -n
-    running=$((running - 1))
-  fi
-done
-wait
+run_parallel "$parallel" one "${jobs[@]}"
