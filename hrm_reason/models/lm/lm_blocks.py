@@ -122,7 +122,8 @@ def rope_slice(
 
 
 class CausalLMHead(LMHead):
-    """HRM-LM, UniTF-LM and Transformer-LM: causal only, a KVCache with one slot per attention call, RoPE at the cache's offset.
+    """HRM-LM, UniTF-LM and Transformer-LM: causal only, a KVCache with one slot per attention call, RoPE at the
+    cache's offset.
 
     A head implements `run(input_ids, labels, rope, cursor)`: its recurrence from the ids to the LMOutput, given the
     RoPE tables of these positions and the cache cursor (None without a cache).
