@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
 import sys
 from pathlib import Path
 
@@ -70,3 +71,25 @@ def test_a_run_without_an_evaluation_is_named(tmp_path: Path) -> None:
     kept(tmp_path, "unitf_lm", 0, [])
     with pytest.raises(SystemExit, match=r"unitf_lm/seed0/metrics.jsonl: no evaluation"):
         lm_study.lm(tmp_path)
+
+
+def test_the_heads_compared_have_about_equal_parameters() -> None:
+    """The study's premise: its three quick presets within 10% of each other's parameter count at the byte vocabulary."""
+    from hrm_reason.config import load_config
+    from hrm_reason.data.text import ByteTokenizer
+    from hrm_reason.models import registry
+
+    counts = {}
+    for head in lm_study.HEADS:
+        arch = load_config(ROOT / "configs" / f"{head}_quick.yaml").arch
+        counts[head] = sum(p.numel() for p in registry.build_lm(arch, ByteTokenizer.vocab_size).parameters())
+    assert max(counts.values()) / min(counts.values()) < 1.1, counts
+
+
+def test_the_study_script_refuses_a_job_it_does_not_know() -> None:
+    done = subprocess.run(
+        ["bash", str(ROOT / "benchmarks" / "lm_study.sh"), "hrm_lm-0", "gpt-1"], capture_output=True, text=True
+    )
+    assert done.returncode == 2 and done.stderr.strip() == (
+        "error: MODEL-SEED: gpt-1 is not one of hrm_lm unitf_lm transformer_lm with a seed, e.g. hrm_lm-0"
+    )
