@@ -63,8 +63,8 @@ def test_a_claim_is_decided_by_the_rule_in_nats(tmp_path: Path, control: list[fl
         kept(tmp_path, "hrm_lm", seed, [ce])
     for seed, ce in enumerate(control):
         kept(tmp_path, "unitf_lm", seed, [ce])
-    unitf, transformer = rows(lm_study.lmclaims(tmp_path))
-    assert unitf[1].startswith(says) and transformer[1] == "not run"
+    unitf, transformer, *wide = rows(lm_study.lmclaims(tmp_path))
+    assert unitf[1].startswith(says) and transformer[1] == "not run" and [row[1] for row in wide] == ["not run"] * 2
 
 
 def test_a_run_without_an_evaluation_is_named(tmp_path: Path) -> None:
@@ -80,7 +80,7 @@ def test_the_heads_compared_have_about_equal_parameters() -> None:
     from hrm_reason.models import registry
 
     counts = {}
-    for head in lm_study.HEADS:
+    for head in ("hrm_lm", "unitf_lm", "transformer_lm"):
         arch = load_config(ROOT / "configs" / f"{head}_quick.yaml").arch
         counts[head] = sum(p.numel() for p in registry.build_lm(arch, ByteTokenizer.vocab_size).parameters())
     assert max(counts.values()) / min(counts.values()) < 1.1, counts
@@ -91,5 +91,14 @@ def test_the_study_script_refuses_a_job_it_does_not_know() -> None:
         ["bash", str(ROOT / "benchmarks" / "lm_study.sh"), "hrm_lm-0", "gpt-1"], capture_output=True, text=True
     )
     assert done.returncode == 2 and done.stderr.strip() == (
-        "error: MODEL-SEED: gpt-1 is not one of hrm_lm unitf_lm transformer_lm with a seed, e.g. hrm_lm-0"
+        "error: ARM-SEED: gpt-1 is not one of hrm_lm unitf_lm transformer_lm hrm_lm-wc with a seed, e.g. hrm_lm-0"
     )
+
+
+def test_the_width_corrected_arm_is_compared_with_each_control(tmp_path: Path) -> None:
+    for seed, (wide, t) in enumerate([(1.50, 1.60), (1.52, 1.61), (1.51, 1.62)]):
+        kept(tmp_path, "hrm_lm-wc", seed, [wide])
+        kept(tmp_path, "transformer_lm", seed, [t])
+    claims = rows(lm_study.lmclaims(tmp_path))
+    assert [row[1] for row in claims[:3]] == ["not run"] * 3
+    assert claims[3][1].startswith("**held**: HRM-LM, width-corrected init 1.510 ± 0.010, Transformer-LM (T-L4) 1.610")

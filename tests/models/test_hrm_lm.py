@@ -337,6 +337,13 @@ def test_init_is_seeded_scaled_and_leaves_global_rng_alone() -> None:
     assert a.L_net.W_g.weight.std().item() == pytest.approx(0.02, rel=0.05)
     u = tiny_unitf(hidden_size=64, M=12)
     assert u.block.mlp.up_gate_proj.weight.std().item() == pytest.approx(0.02 / math.sqrt(2 * 12 * 64 / 4096), rel=0.05)
+    # init_c: the recurrent blocks take UniTF-LM's width-corrected std; nothing else changes, draw for draw.
+    w = tiny_hrm(hidden_size=64, N=4, T=3, init_c=2.0)
+    wide = 0.02 / math.sqrt(2 * 12 * 64 / 4096)
+    assert w.L_net.block.attn.qkv_proj.weight.std().item() == pytest.approx(wide, rel=0.05)
+    assert w.H_net.block.mlp.down_proj.weight.std().item() == pytest.approx(wide, rel=0.05)
+    for name, tensor in a.state_dict().items():
+        assert torch.equal(tensor, w.state_dict()[name]) == ("_net.block." not in name or "norm" in name), name
 
 
 # --- causality and cache (both heads) -------------------------------------------------------------------------------

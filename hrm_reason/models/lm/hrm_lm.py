@@ -48,8 +48,9 @@ from hrm_reason.models.spec import ModelSpec
 
 class HRMLMConfig(CausalAttnLMConfig):
     """K: only the last K of the M steps of a pass carry gradient (K >= M: all). init_std: the embedding, theta_I,
-    gates and projections; the theta_L/theta_H blocks use init_std/sqrt(M). seed: the weight init and the frozen z^0
-    prototypes."""
+    gates and projections; the theta_L/theta_H blocks use init_std/sqrt(M) (A.9, set at d = 4096), or with `init_c`
+    the width-corrected init_std/sqrt(c*M*d/4096) of UniTF-LM, which equals A.9's at d = 4096 and c = 1 and carries it
+    to other widths (docs/models.md §HRM-LM). seed: the weight init and the frozen z^0 prototypes."""
 
     name: Literal["hrm_lm"] = "hrm_lm"
     N: int = Field(4, ge=1)  # slow-module firings per pass
@@ -59,6 +60,7 @@ class HRMLMConfig(CausalAttnLMConfig):
     fast_ctx_norm: bool = True  # RMSNorm over the fast context [z_L; z_H; x~] (P_L's unexplained 3d)
     out_proj: bool = True  # d x d projection of the fused output before the tied head (P_out's unexplained d^2)
     entropy_weight: float = 1e-2  # lambda of -lambda*H(w_bar); not given by the paper
+    init_c: float | None = Field(None, gt=0)  # None: A.9's block init; c: the width-corrected one (see above)
 
     @property
     def M(self) -> int:
@@ -142,11 +144,13 @@ class HRMLM(CausalLMHead):
 
     def init_weights(self, generator: torch.Generator) -> None:
         """N(0, 0.02) for theta_I, gates and projections; N(0, 0.02/sqrt(M)) for the matrices of the shared recurrent
-        blocks; norm scales 1, alpha 0.1, log tau 0."""
-        std, M = self.config.init_std, self.config.M
+        blocks (or its width-corrected form, `init_c`); norm scales 1, alpha 0.1, log tau 0."""
+        c = self.config
+        std, M = c.init_std, c.M
+        width = 1.0 if c.init_c is None else c.init_c * c.hidden_size / 4096
         self.input_block.init_(std, generator)
         for module in (self.L_net, self.H_net):
-            module.block.init_(std / math.sqrt(M), generator)
+            module.block.init_(std / math.sqrt(width * M), generator)
             for lin in (module.W_g, module.W_in, module.W_out):
                 normal_(lin.weight, std, generator)
         normal_(self.fusion.W_og.weight, std, generator)
