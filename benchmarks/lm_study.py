@@ -112,7 +112,13 @@ def lmclaims(root: Path) -> str:
         x, y = [r.ce for r in heads[control]], [r.ce for r in heads[arm]]
         effect, se = statistics.fmean(x) - statistics.fmean(y), welch_se(x, y)
         spread = "" if se is None else f" ± {se:.3f} SE"
-        seeds = f"{len(y)} seeds each" if len(x) == len(y) else f"{len(y)} and {len(x)} seeds"
+        seeds = (
+            f"{len(y)} and {len(x)} seeds"
+            if len(x) != len(y)
+            else "1 seed each"
+            if len(y) == 1
+            else f"{len(y)} seeds each"
+        )
         rows.append(
             f"| {claim} | {verdict(effect, se, MIN_GAIN_NATS)}: {HEADS[arm]} {_ce(y)}, {HEADS[control]} {_ce(x)} nats "
             f"({effect:+.3f}{spread} nats; {seeds}) |"
