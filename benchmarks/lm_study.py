@@ -13,7 +13,6 @@ width-corrected scale (benchmarks/lm_study.sh).
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 import sys
@@ -24,6 +23,7 @@ from claims import verdict, welch_se
 from table_cli import table_main
 
 from hrm_reason.commands.report import mean_std, num
+from hrm_reason.jsonfile import read_jsonl
 
 HEADS = {
     "hrm_lm": "HRM-LM",
@@ -56,7 +56,7 @@ class Run:
 
 def read_run(path: Path) -> Run:
     """A kept run's header and last evaluation; a run with no evaluation is an error naming it."""
-    lines = [json.loads(line) for line in (path / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    lines = read_jsonl(path / "metrics.jsonl")
     evals = [r for r in lines if "eval/ce" in r]
     if not evals:
         raise SystemExit(f"error: {path}/metrics.jsonl: no evaluation (eval/ce): the run did not finish")

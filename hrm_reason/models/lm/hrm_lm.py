@@ -41,6 +41,7 @@ from hrm_reason.models.lm.lm_blocks import (
     CausalAttnLMConfig,
     CausalLMHead,
     normal_,
+    width_corrected_std,
 )
 from hrm_reason.models.lm.output import LMOutput
 from hrm_reason.models.spec import ModelSpec
@@ -147,10 +148,10 @@ class HRMLM(CausalLMHead):
         blocks (or its width-corrected form, `init_c`); norm scales 1, alpha 0.1, log tau 0."""
         c = self.config
         std, M = c.init_std, c.M
-        width = 1.0 if c.init_c is None else c.init_c * c.hidden_size / 4096
+        block_std = std / math.sqrt(M) if c.init_c is None else width_corrected_std(std, c.init_c, M, c.hidden_size)
         self.input_block.init_(std, generator)
         for module in (self.L_net, self.H_net):
-            module.block.init_(std / math.sqrt(width * M), generator)
+            module.block.init_(block_std, generator)
             for lin in (module.W_g, module.W_in, module.W_out):
                 normal_(lin.weight, std, generator)
         normal_(self.fusion.W_og.weight, std, generator)

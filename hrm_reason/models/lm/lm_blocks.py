@@ -11,6 +11,7 @@ per token with different inputs), so a cache is a list of slots filled in call o
 from __future__ import annotations
 
 import contextlib
+import math
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
@@ -200,6 +201,12 @@ class CausalAttnBlock(nn.Module):
 
 
 # --- seeded init -------------------------------------------------------------------------------------------------
+
+
+def width_corrected_std(init_std: float, c: float, applications: int, d: int) -> float:
+    """The HRM-LM paper's UniTF init, init_std / sqrt(c * applications * d / 4096): its HRM-LM init (init_std /
+    sqrt(M)) at d = 4096 and c = 1, carried to other widths (docs/models.md)."""
+    return init_std / math.sqrt(c * applications * d / 4096)
 
 
 def global_rng_untouched() -> contextlib.AbstractContextManager:

@@ -13,7 +13,6 @@ width-corrected formula with its M applications read as L layers, so that neithe
 
 from __future__ import annotations
 
-import math
 from typing import Literal
 
 import torch
@@ -21,7 +20,13 @@ from pydantic import Field
 from torch import nn
 
 from hrm_reason.models.flops import LMFlops, causal_block_flops, linear
-from hrm_reason.models.lm.lm_blocks import CacheCursor, CausalAttnBlock, CausalAttnLMConfig, CausalLMHead
+from hrm_reason.models.lm.lm_blocks import (
+    CacheCursor,
+    CausalAttnBlock,
+    CausalAttnLMConfig,
+    CausalLMHead,
+    width_corrected_std,
+)
 from hrm_reason.models.lm.output import LMOutput
 from hrm_reason.models.spec import ModelSpec
 
@@ -44,7 +49,7 @@ class TransformerLM(CausalLMHead):
 
     def init_weights(self, generator: torch.Generator) -> None:
         c = self.config
-        std = c.init_std / math.sqrt(c.init_c * c.num_layers * c.hidden_size / 4096)
+        std = width_corrected_std(c.init_std, c.init_c, c.num_layers, c.hidden_size)
         for block in self.layers:
             block.init_(std, generator)
 

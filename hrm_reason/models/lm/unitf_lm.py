@@ -15,7 +15,6 @@ Choices where the paper is silent or inconsistent:
 
 from __future__ import annotations
 
-import math
 from contextlib import nullcontext
 from typing import Literal
 
@@ -28,6 +27,7 @@ from hrm_reason.models.lm.lm_blocks import (
     CausalAttnBlock,
     CausalAttnLMConfig,
     CausalLMHead,
+    width_corrected_std,
 )
 from hrm_reason.models.lm.output import LMOutput
 from hrm_reason.models.spec import ModelSpec
@@ -56,7 +56,7 @@ class UniTFLM(CausalLMHead):
 
     def block_init_std(self) -> float:
         c = self.config
-        return c.init_std / math.sqrt(c.init_c * c.M * c.hidden_size / 4096)
+        return width_corrected_std(c.init_std, c.init_c, c.M, c.hidden_size)
 
     def run(self, input_ids: torch.Tensor, labels, rope, cursor: CacheCursor | None) -> LMOutput:
         """M applications of the block; the plain next-token CE is the loss."""
