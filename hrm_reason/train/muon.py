@@ -7,10 +7,11 @@ a parameter does, not only by its shape: docs/training.md, "Muon: the parameter 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 from torch.optim import Optimizer
 
 from hrm_reason.errors import UserError
@@ -46,11 +47,11 @@ def muon_split(model: nn.Module) -> tuple[list[nn.Parameter], list[nn.Parameter]
 def make_muon(
     params: list[nn.Parameter], lr: float, weight_decay: float, lr_scale: float, model_name: str
 ) -> Optimizer:
-    """torch.optim.Muon with the defaults of Muon's reference implementation (momentum 0.95, Nesterov, 5 Newton-Schulz
-    steps, lr scaled by sqrt(max(1, rows / cols))); refused in one line naming `optimizer` where it cannot apply.
+    """torch.optim.Muon (`Muon`: fp32 on a CPU) with the defaults of Muon's reference implementation (momentum 0.95,
+    Nesterov, 5 Newton-Schulz steps, lr scaled by sqrt(max(1, rows / cols))); refused in one line naming `optimizer`
+    where it cannot apply.
     The defaults and their sources: docs/training.md, "Muon (`optimizer: muon`)"."""
-    muon_cls = getattr(torch.optim, "Muon", None)
-    if muon_cls is None:
+    if getattr(torch.optim, "Muon", None) is None:
         raise UserError(
             f"optimizer: muon needs torch.optim.Muon (torch 2.9 or later); this torch is {torch.__version__}"
         )
@@ -60,7 +61,63 @@ def make_muon(
             "has none to train: use adam_atan2 or adamw"
         )
     group: dict[str, Any] = {"params": params, LR_SCALE: lr_scale}
-    return muon_cls([group], lr=lr, weight_decay=weight_decay)
+    return Muon([group], lr=lr, weight_decay=weight_decay)
+
+
+def newton_schulz(update: Tensor, coefficients: tuple[float, float, float], steps: int, eps: float) -> Tensor:
+    """torch.optim.Muon's orthogonalisation of `update` (its quintic Newton-Schulz iteration, op for op), computed in
+    the dtype of `update` where torch casts to bf16."""
+    a, b, c = coefficients
+    tall = update.size(0) > update.size(1)
+    x = update.T if tall else update
+    x = x / x.norm().clamp(min=eps)
+    for _ in range(steps):
+        gram = x @ x.T
+        x = torch.addmm(x, torch.addmm(gram, gram, gram, beta=b, alpha=c), x, beta=a)
+    return x.T if tall else x
+
+
+# torch.optim.Muon (torch 2.9 and later); on an older torch make_muon refuses before building one.
+TorchMuon: type[Optimizer] = getattr(torch.optim, "Muon", Optimizer)
+
+
+class Muon(TorchMuon):  # type: ignore[misc,valid-type]
+    """torch.optim.Muon whose Newton-Schulz iteration runs in fp32 on a CPU. torch computes it in bf16, which CPUs
+    run about 30 times slower than fp32: on the quickstart model that tripled a training step (docs/training.md,
+    "Muon on a CPU"). On a GPU the step is torch's own. Same state and groups, so checkpoints load either way."""
+
+    @torch.no_grad()
+    def step(self, closure: Any = None) -> Any:  # type: ignore[override]
+        if not any(p.device.type == "cpu" for group in self.param_groups for p in group["params"]):
+            return super().step(closure)
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            params: list[Tensor] = []
+            grads: list[Tensor] = []
+            buffers: list[Tensor] = []
+            self._init_group(group, params, grads, buffers)
+            lr, momentum, weight_decay = float(group["lr"]), group["momentum"], group["weight_decay"]
+            for param, grad, buffer in zip(params, grads, buffers, strict=True):
+                buffer.lerp_(grad, 1 - momentum)
+                update = grad.lerp(buffer, momentum) if group["nesterov"] else buffer
+                update = newton_schulz(update, group["ns_coefficients"], group["ns_steps"], group["eps"])
+                param.mul_(1 - lr * weight_decay)
+                param.add_(update, alpha=-lr * adjusted_lr_ratio(group["adjust_lr_fn"], param.shape))
+        return loss
+
+
+def adjusted_lr_ratio(adjust_lr_fn: str | None, shape: torch.Size) -> float:
+    """torch.optim.Muon's per-matrix lr factor: sqrt(max(1, rows / cols)) (the reference's, torch's default), or
+    0.2 sqrt(max(rows, cols)) ("match_rms_adamw")."""
+    rows, cols = shape[:2]
+    if adjust_lr_fn is None or adjust_lr_fn == "original":
+        return math.sqrt(max(1, rows / cols))
+    if adjust_lr_fn == "match_rms_adamw":
+        return 0.2 * math.sqrt(max(rows, cols))
+    return 1.0
 
 
 class SplitOptimizer(Optimizer):

@@ -19,7 +19,7 @@ from hrm_reason.models.act import act_loss
 from hrm_reason.models.sparse_embedding import SparseSignSGD
 from hrm_reason.train.act import loss_scale_of, optimizer_step
 from hrm_reason.train.loop import train
-from hrm_reason.train.muon import SplitOptimizer, muon_split
+from hrm_reason.train.muon import SplitOptimizer, muon_split, newton_schulz
 from hrm_reason.train.optim import AdamAtan2, make_optimizer, set_lr
 from tests.helpers import (
     TINY_CLI,
@@ -34,6 +34,7 @@ from tests.helpers import (
 )
 
 SIZES = {"seq_len": 16, "vocab_size": 6, "num_puzzle_identifiers": 3}
+DEFAULT_NS = (3.4445, -4.7750, 2.0315)  # torch.optim.Muon's (and the reference implementation's) coefficients
 ATTENTION_BLOCK = (
     "self_attn.qkv_proj.weight",
     "self_attn.o_proj.weight",
@@ -124,11 +125,13 @@ def act_loss_of(model: nn.Module) -> torch.Tensor:
     return loss
 
 
-def test_two_steps_equal_torch_muon_and_adam_atan2_applied_by_hand() -> None:
+def test_two_steps_equal_torch_muon_and_adam_atan2_applied_by_hand(monkeypatch: pytest.MonkeyPatch) -> None:
     """The training step (the loop's backward of the loss times train/act.py loss_scale_of, then optimizer_step: the
     schedule's lr, the split optimizer, SignSGD) against torch.optim.Muon on the block matrices, AdamAtan2 on the rest
     and SignSGD on the puzzle table, built by hand on a copy of the model with the same gradients; the second step at
-    another lr runs on the first one's momentum."""
+    another lr runs on the first one's momentum. torch's Newton-Schulz computes in bf16, ours on a CPU in fp32: the
+    hand-built Muon runs torch's step with its iteration patched to fp32, so this equality says that nothing else
+    differs (and torch's unpatched step, in bf16, would fail it)."""
     config = muon_config("lr=1e-3", "weight_decay=0.1", "muon_lr=0.02", "muon_weight_decay=0.01")
     model = tiny_hrm()
     ref, initial = copy.deepcopy(model), copy.deepcopy(model.state_dict())
@@ -149,7 +152,9 @@ def test_two_steps_equal_torch_muon_and_adam_atan2_applied_by_hand() -> None:
             group["lr"] = 0.02 * lr / 1e-3
         for group in hand_adam.param_groups:
             group["lr"] = lr
-        hand_muon.step()
+        with monkeypatch.context() as patch:
+            patch.setattr(torch.optim._muon, "_zeropower_via_newtonschulz", fp32_newton_schulz)
+            hand_muon.step()
         hand_adam.step()
         hand_sparse.step()
         for o in (hand_muon, hand_adam):
@@ -162,6 +167,28 @@ def test_two_steps_equal_torch_muon_and_adam_atan2_applied_by_hand() -> None:
     # Every parameter and the puzzle rows of the batch moved: no part of the comparison is of untouched tensors.
     moved = {k for k, v in model.state_dict().items() if not torch.equal(v, initial[k])}
     assert {n for n, _ in model.named_parameters()} | {"inner.puzzle_emb.weights"} <= moved
+
+
+@pytest.mark.parametrize("shape", [(12, 20), (20, 12), (16, 16)])
+def test_newton_schulz_is_torchs_iteration_op_for_op(shape: tuple[int, int]) -> None:
+    """On a bf16 input ours computes what torch's computes, bit for bit (torch casts every input to bf16; ours keeps
+    the input's dtype), for wide, tall and square matrices; in fp32 it is the same map to bf16's precision."""
+    g = torch.randn(*shape, generator=torch.Generator().manual_seed(0))
+    args = (DEFAULT_NS, 5, 1e-7)
+    theirs = torch.optim._muon._zeropower_via_newtonschulz(g, *args)
+    ours = newton_schulz(g.bfloat16(), *args)
+    assert ours.dtype == theirs.dtype == torch.bfloat16 and ours.shape == g.shape
+    torch.testing.assert_close(ours, theirs, rtol=0, atol=0)
+    fp32 = newton_schulz(g, *args)
+    assert fp32.dtype == torch.float32
+    assert (fp32 - theirs.float()).norm() / fp32.norm() < 0.02
+    # The map it approximates: singular values pulled towards 1 (the quintic leaves them between about 0.5 and 1.5).
+    s = torch.linalg.svdvals(fp32)
+    assert s.min() > 0.4 and s.max() < 1.6, s
+
+
+def fp32_newton_schulz(grad: torch.Tensor, coefficients: tuple[float, float, float], steps: int, eps: float):
+    return newton_schulz(grad.float(), coefficients, steps, eps)
 
 
 @pytest.fixture(scope="module")
