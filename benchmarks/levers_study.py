@@ -6,7 +6,9 @@ the rung's target, as a multiple of the original recipe's (docs/results.md, "Fas
 The arms (benchmarks/levers.sh on the quickstart rung, `benchmarks/hard_rung_study.sh RUNG --levers` on the hard
 rung): the original code's optimizer recipe, the project's best recipe (the quickstart's; on the hard rung the study's
 own HRM runs), and the best with one lever each. FLOPs are the model's counted training FLOPs (`train_flops` in
-metrics.jsonl), the same on any machine, interpolated to where the exact accuracy first crossed the target.
+metrics.jsonl), the same on any machine, interpolated to where the exact accuracy first crossed the target; a Muon
+arm's also count its Newton-Schulz iterations (`muon.newton_schulz_flops` a step, from the run's config), which the
+model's count leaves out. CPU-seconds to the target are given beside them: they depend on the machine and its load.
 
 An arm **earns** the `fast` preset on a rung when every seed reached the target, its mean FLOPs to the target are at
 most half the original's, and its final accuracy is not below the original's (their difference plus two standard
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import statistics
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from claims import welch_se
@@ -25,6 +27,9 @@ from table_cli import table_main
 
 from hrm_reason.commands.compare import read_runs
 from hrm_reason.commands.report import final_evaluation, mean_std, num, pct, reach, with_usable_eval
+from hrm_reason.config import load_config
+from hrm_reason.models import registry
+from hrm_reason.train.muon import newton_schulz_flops
 
 METRIC = "exact_accuracy"
 ARMS = (  # (row label, its runs' folder name on the quickstart rung, on the hard rung)
@@ -60,10 +65,21 @@ RUNGS = (
 
 @dataclass(frozen=True)
 class Arm:
-    """One arm's seeds on one rung: final exact accuracy, and training FLOPs to the target (None: never reached)."""
+    """One arm's seeds on one rung: final exact accuracy, and training FLOPs and CPU-seconds to the target (None:
+    never reached)."""
 
     finals: list[float]
     flops: list[float | None]
+    cpu_seconds: list[float | None] = field(default_factory=list)  # shown beside the FLOPs; no part of the rule
+
+
+def optimizer_flops_per_step(run_dir: Path) -> float:
+    """FLOPs a training step spends in the optimizer beyond the model's count: Muon's Newton-Schulz iterations."""
+    config = load_config(run_dir / "config.yaml")
+    if config.optimizer != "muon":
+        return 0.0
+    sizes = {"seq_len": 1, "vocab_size": 1, "num_puzzle_identifiers": 1}  # the block matrices do not depend on them
+    return newton_schulz_flops(registry.build(config.arch.model_dump(), sizes))
 
 
 def read_arm(root: Path, pattern: str, target: float) -> Arm | None:
@@ -73,7 +89,10 @@ def read_arm(root: Path, pattern: str, target: float) -> Arm | None:
     records = read_runs(dirs)
     finals = [final_evaluation(with_usable_eval(r, METRIC), METRIC)["at_trained"] for r in records]
     hits = [reach(r["curve"], target, METRIC) for r in records]
-    return Arm(finals, [None if h is None else h["train_flops"] for h in hits])
+    flops = [
+        None if h is None else h["train_flops"] + h["step"] * optimizer_flops_per_step(d) for h, d in zip(hits, dirs)
+    ]
+    return Arm(finals, flops, [None if h is None else h["train_cpu_seconds"] for h in hits])
 
 
 def ratio_and_verdict(arm: Arm, original: Arm | None) -> tuple[str, str]:
@@ -106,21 +125,23 @@ def levers(root: Path) -> str:
     """A row per rung and arm: seeds, final exact accuracy, FLOPs to the target, their ratio to the original's."""
     rows = [
         "| rung | arm | seeds | exact accuracy (mean ± sd) | target | reached | training TFLOP to target | "
-        "x original | fast preset |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---|",
+        "x original | training CPU-s to target | fast preset |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for rung in RUNGS:
         arms = {label: read_arm(root, pattern, rung.target) for label, pattern in rung.runs.items()}
         original = arms[ARMS[0][0]]
         for label, arm in arms.items():
             if arm is None:
-                rows.append(f"| {rung.title} | {label} | 0 | not run | {rung.target:.0%} | - | - | - | - |")
+                rows.append(f"| {rung.title} | {label} | 0 | not run | {rung.target:.0%} | - | - | - | - | - |")
                 continue
             reached = [f for f in arm.flops if f is not None]
+            seconds = [s for s in arm.cpu_seconds if s is not None]
             ratio, verdict = ("1.00", "-") if arm is original else ratio_and_verdict(arm, original)
             rows.append(
                 f"| {rung.title} | {label} | {len(arm.finals)} | {pct(mean_std(arm.finals))} | {rung.target:.0%} | "
-                f"{len(reached)}/{len(arm.flops)} | {num(mean_std(reached) if reached else None, 1, 1e12)} | {ratio} | {verdict} |"
+                f"{len(reached)}/{len(arm.flops)} | {num(mean_std(reached) if reached else None, 1, 1e12)} | {ratio} | "
+                f"{num(mean_std(seconds) if seconds else None, 0)} | {verdict} |"
             )
     return "\n".join(rows)
 

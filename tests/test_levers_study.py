@@ -13,6 +13,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import levers_study  # noqa: E402
 from levers_study import Arm  # noqa: E402
 
+from hrm_reason.config import load_config, save_config  # noqa: E402
+from hrm_reason.models import registry  # noqa: E402
+from hrm_reason.train.muon import newton_schulz_flops  # noqa: E402
+
 ORIGINAL = Arm(finals=[0.80, 0.82, 0.81], flops=[40e12, 44e12, 42e12])
 
 
@@ -41,3 +45,17 @@ def test_without_the_original_nothing_is_compared() -> None:
     assert levers_study.ratio_and_verdict(ORIGINAL, None) == ("-", "no original to compare")
     never = Arm([0.1, 0.1], [None, None])
     assert levers_study.ratio_and_verdict(ORIGINAL, never) == ("-", "the original never reached the target")
+
+
+def test_a_muon_arm_counts_its_newton_schulz_flops_from_the_runs_config(tmp_path: Path) -> None:
+    """The model's FLOP count leaves out the optimizer; Muon's iterations are a tenth of a quickstart step's FLOPs, so
+    the study adds them a step for a Muon run (from its saved config) and nothing for an AdamAtan2 one."""
+    overrides = ["arch.name=hrm", "arch.hidden_size=64", "arch.num_heads=2", "arch.H_layers=1", "arch.L_layers=2"]
+    for optimizer in ("adam_atan2", "muon"):
+        (tmp_path / optimizer).mkdir()
+        save_config(load_config(None, [*overrides, f"optimizer={optimizer}"]), tmp_path / optimizer / "config.yaml")
+    assert levers_study.optimizer_flops_per_step(tmp_path / "adam_atan2") == 0.0
+    sizes = {"seq_len": 9, "vocab_size": 5, "num_puzzle_identifiers": 2}  # the matrices do not depend on them
+    expected = newton_schulz_flops(registry.build(load_config(None, overrides).arch.model_dump(), sizes))
+    assert expected > 0
+    assert levers_study.optimizer_flops_per_step(tmp_path / "muon") == expected

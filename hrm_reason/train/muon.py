@@ -77,6 +77,17 @@ def newton_schulz(update: Tensor, coefficients: tuple[float, float, float], step
     return x.T if tall else x
 
 
+def newton_schulz_flops(model: nn.Module, steps: int = 5) -> float:
+    """FLOPs of one Muon step's orthogonalisations over the model's Muon matrices (`muon_split`): each of its `steps`
+    iterations on an m x n matrix (m <= n) makes a Gram matrix (2 m^2 n), a cubic of it (2 m^3) and the product with
+    the matrix (2 m^2 n). Not in the model's count (`train_flops`): the lever study adds it for Muon's arms."""
+    total = 0
+    for p in muon_split(model)[0]:
+        m, n = sorted(p.shape)
+        total += steps * (4 * m * m * n + 2 * m**3)
+    return float(total)
+
+
 # torch.optim.Muon (torch 2.9 and later); on an older torch make_muon refuses before building one.
 TorchMuon: type[Optimizer] = getattr(torch.optim, "Muon", Optimizer)
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
 
 from hrm_reason.checkpoint import find_checkpoint, read_state, read_weights
 from hrm_reason.config import load_config
@@ -19,7 +20,7 @@ from hrm_reason.models.act import act_loss
 from hrm_reason.models.sparse_embedding import SparseSignSGD
 from hrm_reason.train.act import loss_scale_of, optimizer_step
 from hrm_reason.train.loop import train
-from hrm_reason.train.muon import SplitOptimizer, muon_split, newton_schulz
+from hrm_reason.train.muon import SplitOptimizer, muon_split, newton_schulz, newton_schulz_flops
 from hrm_reason.train.optim import AdamAtan2, make_optimizer, set_lr
 from tests.helpers import (
     TINY_CLI,
@@ -185,6 +186,19 @@ def test_newton_schulz_is_torchs_iteration_op_for_op(shape: tuple[int, int]) -> 
     # The map it approximates: singular values pulled towards 1 (the quintic leaves them between about 0.5 and 1.5).
     s = torch.linalg.svdvals(fp32)
     assert s.min() > 0.4 and s.max() < 1.6, s
+
+
+def test_newton_schulz_flops_are_what_torch_counts_of_the_iterations() -> None:
+    """The FLOPs the lever study adds to a Muon run's count: torch's FLOP counter over the iterations on every Muon
+    matrix of the model (wide and tall ones among them) gives the same number."""
+    model = tiny_hrm()
+    matrices = muon_split(model)[0]
+    assert {p.shape[0] > p.shape[1] for p in matrices} == {True, False}
+    with FlopCounterMode(display=False) as counter:
+        for p in matrices:
+            newton_schulz(torch.randn(p.shape), DEFAULT_NS, 5, 1e-7)
+    assert newton_schulz_flops(model) == counter.get_total_flops()
+    assert newton_schulz_flops(model, steps=1) * 5 == newton_schulz_flops(model)
 
 
 def fp32_newton_schulz(grad: torch.Tensor, coefficients: tuple[float, float, float], steps: int, eps: float):
