@@ -12,7 +12,8 @@ model's count leaves out. CPU-seconds to the target are given beside them: they 
 
 An arm **earns** the `fast` preset on a rung when every seed reached the target, its mean FLOPs to the target are at
 most half the original's, and its final accuracy is not below the original's (their difference plus two standard
-errors, Welch's, is at least 0; fewer than 2 seeds on a side decide nothing).
+errors, Welch's, is at least 0; fewer than 2 seeds on a side decide nothing). An original that never reached the
+target needed more FLOPs than its whole runs: the ratio is then at most the arm's over those ("< x").
 """
 
 from __future__ import annotations
@@ -65,12 +66,13 @@ RUNGS = (
 
 @dataclass(frozen=True)
 class Arm:
-    """One arm's seeds on one rung: final exact accuracy, and training FLOPs and CPU-seconds to the target (None:
-    never reached)."""
+    """One arm's seeds on one rung: final exact accuracy, training FLOPs and CPU-seconds to the target (None: never
+    reached), and each run's training FLOPs in all."""
 
     finals: list[float]
     flops: list[float | None]
     cpu_seconds: list[float | None] = field(default_factory=list)  # shown beside the FLOPs; no part of the rule
+    budget_flops: list[float] = field(default_factory=list)
 
 
 def optimizer_flops_per_step(run_dir: Path) -> float:
@@ -89,25 +91,28 @@ def read_arm(root: Path, pattern: str, target: float) -> Arm | None:
     records = read_runs(dirs)
     finals = [final_evaluation(with_usable_eval(r, METRIC), METRIC)["at_trained"] for r in records]
     hits = [reach(r["curve"], target, METRIC) for r in records]
-    flops = [
-        None if h is None else h["train_flops"] + h["step"] * optimizer_flops_per_step(d) for h, d in zip(hits, dirs)
-    ]
-    return Arm(finals, flops, [None if h is None else h["train_cpu_seconds"] for h in hits])
+    per_step = [optimizer_flops_per_step(d) for d in dirs]
+    flops = [None if h is None else h["train_flops"] + h["step"] * s for h, s in zip(hits, per_step, strict=True)]
+    ends = [r["curve"][-1] for r in records]
+    budget = [e["train_flops"] + e["step"] * s for e, s in zip(ends, per_step, strict=True)]
+    return Arm(finals, flops, [None if h is None else h["train_cpu_seconds"] for h in hits], budget)
 
 
 def ratio_and_verdict(arm: Arm, original: Arm | None) -> tuple[str, str]:
     """The arm's mean FLOPs to the target over the original's (seeds that reached it), and whether it earns the
-    preset (the module's rule)."""
+    preset (the module's rule). Where no seed of the original reached the target, its FLOPs to it are more than it
+    trained: the ratio is then a bound, "< x", the arm's over the original's whole runs, and the rule reads it as x."""
     reached = [f for f in arm.flops if f is not None]
     if original is None:
         return "-", "no original to compare"
+    if not reached:
+        return "-", "target not reached"
     base = [f for f in original.flops if f is not None]
-    if not reached or not base:
-        return "-", "target not reached" if not reached else "the original never reached the target"
-    ratio = statistics.fmean(reached) / statistics.fmean(base)
+    ratio = statistics.fmean(reached) / statistics.fmean(base or original.budget_flops)
+    shown = f"{ratio:.2f}" if base else f"< {ratio:.2f}"
     se = welch_se(arm.finals, original.finals)
     if se is None:
-        return f"{ratio:.2f}", "not decided (1 seed)"
+        return shown, "not decided (1 seed)"
     gap = statistics.fmean(arm.finals) - statistics.fmean(original.finals)
     why = [
         reason
@@ -118,7 +123,7 @@ def ratio_and_verdict(arm: Arm, original: Arm | None) -> tuple[str, str]:
         )
         if failed
     ]
-    return f"{ratio:.2f}", "no: " + "; ".join(why) if why else "**earns the preset**"
+    return shown, "no: " + "; ".join(why) if why else "**earns the preset**"
 
 
 def levers(root: Path) -> str:

@@ -43,8 +43,20 @@ def test_a_noisy_arm_is_not_below_when_two_standard_errors_cover_the_gap() -> No
 
 def test_without_the_original_nothing_is_compared() -> None:
     assert levers_study.ratio_and_verdict(ORIGINAL, None) == ("-", "no original to compare")
-    never = Arm([0.1, 0.1], [None, None])
-    assert levers_study.ratio_and_verdict(ORIGINAL, never) == ("-", "the original never reached the target")
+
+
+def test_an_original_that_never_reached_the_target_bounds_the_ratio_by_its_whole_runs() -> None:
+    """Its FLOPs to the target are more than it trained: an arm at a third of the original's whole runs is at most a
+    third of its FLOPs to the target (and earns the preset); one at 0.6 of them is not shown to be at half."""
+    never = Arm([0.40, 0.42, 0.41], [None, None, None], budget_flops=[60e12, 60e12, 60e12])
+    assert levers_study.ratio_and_verdict(Arm([0.81, 0.82, 0.83], [20e12] * 3), never) == (
+        "< 0.33",
+        "**earns the preset**",
+    )
+    assert levers_study.ratio_and_verdict(Arm([0.81, 0.82, 0.83], [36e12] * 3), never) == (
+        "< 0.60",
+        "no: more than half the original's FLOPs",
+    )
 
 
 def test_a_muon_arm_counts_its_newton_schulz_flops_from_the_runs_config(tmp_path: Path) -> None:
