@@ -3,8 +3,8 @@
 on one thread.
 
 Prints numbers (not a test). Run: python benchmarks/bench_muon_cpu.py [--config configs/levers_base.yaml] [--steps 5]
-The model is the config's (the quickstart's by default) at its batch size; the gradients are random, since Muon's
-cost does not depend on their values.
+The model is the config's (the quickstart's by default); the gradients are random, since Muon's cost depends on the
+matrices' shapes, not on the batch or the gradients' values.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import time
 import torch
 
 from hrm_reason.config import load_config
+from hrm_reason.errors import UserError
 from hrm_reason.models import registry
 from hrm_reason.train.muon import Muon, muon_split
 
@@ -36,7 +37,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    config = load_config(args.config, [])
+    try:
+        config = load_config(args.config, [])
+    except UserError as e:
+        raise SystemExit(f"error: --config: {e}") from None
     sizes = {"seq_len": 36, "vocab_size": 8, "num_puzzle_identifiers": 1}  # a 6x6 Sudoku: 36 cells, digits, pad
     model = registry.build(config.arch.model_dump(), sizes)
     matrices, _ = muon_split(model)

@@ -121,14 +121,12 @@ class Muon(TorchMuon):  # type: ignore[misc,valid-type]
 
 
 def adjusted_lr_ratio(adjust_lr_fn: str | None, shape: torch.Size) -> float:
-    """torch.optim.Muon's per-matrix lr factor: sqrt(max(1, rows / cols)) (the reference's, torch's default), or
-    0.2 sqrt(max(rows, cols)) ("match_rms_adamw")."""
+    """torch.optim.Muon's per-matrix lr factor: 0.2 sqrt(max(rows, cols)) for "match_rms_adamw", else (None or
+    "original", the only other value torch's constructor accepts) sqrt(max(1, rows / cols)), the reference's."""
     rows, cols = shape[:2]
-    if adjust_lr_fn is None or adjust_lr_fn == "original":
-        return math.sqrt(max(1, rows / cols))
     if adjust_lr_fn == "match_rms_adamw":
         return 0.2 * math.sqrt(max(rows, cols))
-    return 1.0
+    return math.sqrt(max(1, rows / cols))
 
 
 class SplitOptimizer(Optimizer):

@@ -201,7 +201,10 @@ def test_newton_schulz_flops_are_what_torch_counts_of_the_iterations() -> None:
     assert newton_schulz_flops(model, steps=1) * 5 == newton_schulz_flops(model)
 
 
-def fp32_newton_schulz(grad: torch.Tensor, coefficients: tuple[float, float, float], steps: int, eps: float):
+def fp32_newton_schulz(
+    grad: torch.Tensor, coefficients: tuple[float, float, float], steps: int, eps: float
+) -> torch.Tensor:
+    """Stands in for torch's private iteration in the hand-built reference: the same iteration, in fp32."""
     return newton_schulz(grad.float(), coefficients, steps, eps)
 
 
