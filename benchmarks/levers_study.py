@@ -40,7 +40,7 @@ ARMS = (  # (row label, its runs' folder name on the quickstart rung, on the har
     ("best + Muon (muon_lr 5e-3)", "best-muon-lr5e-3", "muon-lr5e-3"),
     ("best + CGAR (depth curriculum, segment weights 0.7)", "best-cgar", "cgar"),
     ("best + half the batch (32)", "best-batch32", "batch32"),
-    ("best + Muon (5e-3) + half the batch", "best-muon-lr5e-3-batch32", "muon-lr5e-3-batch32"),
+    ("best + Muon (muon_lr 5e-3) + half the batch (32)", "best-muon-lr5e-3-batch32", "muon-lr5e-3-batch32"),
 )
 HARD = "sudoku6x6-min"
 
