@@ -101,9 +101,9 @@ def test_smoke_window_fills_the_summary_within_the_limits(tmp_path: Path) -> Non
     evals = run["evaluations"]
     assert evals and evals[-1]["step"] == run["steps"] and all(e["count"] == 16 for e in evals)
     assert all(e["step"] % rate["eval_every_steps"] == 0 for e in evals[:-1])
-    for flag in ("augment=symmetry", "budget_clock=wall", "max_seconds=", "configs/sudoku.yaml", "device=cpu"):
+    for flag in ("augment=symmetry", "budget_clock=wall", "max_seconds=", "configs/sudoku_fast.yaml", "device=cpu"):
         assert flag in run["command"], flag
-    assert train["recipe"] == "configs/sudoku.yaml"
+    assert train["recipe"] == "configs/sudoku_fast.yaml"
     mmax = train["eval_mmax16"]
     assert mmax["count"] == 16 and len(mmax["exact_accuracy"]) == 16 and "--mmax 16" in mmax["command"]
     tta = train["eval_tta8_vote"]

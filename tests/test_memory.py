@@ -146,7 +146,7 @@ DATASETS = {
 # The paper's runs on 30x30 grids, on 8 GPUs (the original README): 768 examples of 900 cells need ~70 GiB at the least
 # in one process, so they are checked per GPU (global_batch_size / 8, bf16) on 80 GiB, and at `hrm bench`'s stand-in
 # shape (81 cells) on 24 GiB.
-EIGHT_GPUS = {"arc1.yaml", "arc2.yaml", "maze.yaml", "trm_arc1.yaml", "trm_maze.yaml"}
+EIGHT_GPUS = {"arc1.yaml", "arc2.yaml", "maze.yaml", "maze_fast.yaml", "trm_arc1.yaml", "trm_maze.yaml"}
 
 
 def shipped_need(name: str, sizes_of: Any, device: torch.device, processes: int = 1) -> int:

@@ -440,9 +440,9 @@ def test_every_lever_arm_changes_exactly_what_it_overrides() -> None:
     assert any(re.search(r"-\d+ep$", arm) for arm in arms)
 
 
-def test_every_hard_rung_lever_arm_changes_exactly_what_it_overrides() -> None:
-    """Issue 46's arms on the hard rung (benchmarks/hard_rung_study.sh --levers): each a valid change of the rung's HRM
-    recipe, so that no arm fails half an hour into its run or silently trains the recipe itself."""
+def _hard_rung_recipe_and_arms() -> tuple[str, list[str], dict[str, str]]:
+    """The hard rung's HRM config, its recipe (the study's overrides, budget included, and the levers' common
+    `next_segment`) and its lever arms, as benchmarks/hard_rung_study.sh runs them."""
     scripts = Path(__file__).resolve().parents[2] / "benchmarks"
     pilot = subprocess.run(
         ["bash", str(scripts / "hard_rung_pilot.sh"), "--list"], check=True, capture_output=True, text=True
@@ -453,14 +453,50 @@ def test_every_hard_rung_lever_arm_changes_exactly_what_it_overrides() -> None:
     listed = subprocess.run(
         ["bash", str(scripts / "hard_rung_study.sh"), "--list-levers"], check=True, capture_output=True, text=True
     ).stdout
-    arms = dict(line.split("|", 1) for line in listed.splitlines())
-    assert {"original", "muon", "cgar", "batch32"} <= set(arms)
     study = [*recipe.split(), "max_seconds=1800", "budget_clock=cpu", "schedule_over=seconds", "max_steps=1000000"]
+    return config, [*study, "arch.q_target=next_segment"], dict(line.split("|", 1) for line in listed.splitlines())
+
+
+def test_every_hard_rung_lever_arm_changes_exactly_what_it_overrides() -> None:
+    """Issue 46's arms on the hard rung (benchmarks/hard_rung_study.sh --levers): each a valid change of the rung's HRM
+    recipe, so that no arm fails half an hour into its run or silently trains the recipe itself."""
+    config, recipe, arms = _hard_rung_recipe_and_arms()
+    assert {"original", "muon", "cgar", "batch32"} <= set(arms)
     root = Path(__file__).resolve().parents[2]
-    base = load_config(root / config, [*study, "arch.q_target=next_segment"]).model_dump()
+    base = load_config(root / config, recipe).model_dump()
     for arm, overrides in arms.items():
-        changed = load_config(root / config, [*study, "arch.q_target=next_segment", *overrides.split()]).model_dump()
+        changed = load_config(root / config, [*recipe, *overrides.split()]).model_dump()
         assert _changed_keys(changed, base) == {o.split("=", 1)[0] for o in overrides.split()}, arm
+
+
+@pytest.mark.parametrize(("preset", "paper"), [("sudoku_fast.yaml", "sudoku.yaml"), ("maze_fast.yaml", "maze.yaml")])
+def test_a_fast_preset_is_the_paper_recipe_with_the_winners_levers(preset: str, paper: str) -> None:
+    """The fast presets (docs/training.md, "The fast presets") are the paper's runs with what the hard rung's winner
+    changed against the original's recipe and does not depend on the model's size: its Muon settings, its batch as a
+    share of the rung's, and the best recipe's Q target and EMA; an edit of either side breaks the link the docs
+    claim."""
+    config, recipe, arms = _hard_rung_recipe_and_arms()
+    root = Path(__file__).resolve().parents[2]
+    rung = load_config(root / config, recipe)
+    winner = load_config(root / config, [*recipe, *arms["muon-lr5e-3-batch32"].split()])
+    paper_config = load_config(root / "configs" / paper)
+    levers = [
+        f"optimizer={winner.optimizer}",
+        f"muon_lr={winner.muon_lr}",
+        f"global_batch_size={paper_config.global_batch_size * winner.global_batch_size // rung.global_batch_size}",
+        f"ema={rung.ema}",
+        f"arch.q_target={rung.arch.q_target}",
+    ]
+    fast = load_config(root / "configs" / preset).model_dump()
+    assert fast == load_config(root / "configs" / paper, levers).model_dump()
+    assert _changed_keys(fast, paper_config.model_dump()) == {
+        "optimizer",
+        "muon_lr",
+        "global_batch_size",
+        "ema",
+        "arch.q_target",
+    }
+    assert fast["global_batch_size"] == paper_config.global_batch_size // 2
 
 
 @pytest.mark.parametrize(
