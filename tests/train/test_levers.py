@@ -440,7 +440,7 @@ def test_every_lever_arm_changes_exactly_what_it_overrides() -> None:
     assert any(re.search(r"-\d+ep$", arm) for arm in arms)
 
 
-def _hard_rung_recipe_and_arms() -> tuple[str, list[str], dict[str, str]]:
+def _hard_rung_recipe_and_arms() -> tuple[Path, list[str], dict[str, str]]:
     """The hard rung's HRM config, its recipe (the study's overrides, budget included, and the levers' common
     `next_segment`) and its lever arms, as benchmarks/hard_rung_study.sh runs them."""
     scripts = Path(__file__).resolve().parents[2] / "benchmarks"
@@ -454,7 +454,8 @@ def _hard_rung_recipe_and_arms() -> tuple[str, list[str], dict[str, str]]:
         ["bash", str(scripts / "hard_rung_study.sh"), "--list-levers"], check=True, capture_output=True, text=True
     ).stdout
     study = [*recipe.split(), "max_seconds=1800", "budget_clock=cpu", "schedule_over=seconds", "max_steps=1000000"]
-    return config, [*study, "arch.q_target=next_segment"], dict(line.split("|", 1) for line in listed.splitlines())
+    arms = dict(line.split("|", 1) for line in listed.splitlines())
+    return scripts.parent / config, [*study, "arch.q_target=next_segment"], arms
 
 
 def test_every_hard_rung_lever_arm_changes_exactly_what_it_overrides() -> None:
@@ -462,10 +463,9 @@ def test_every_hard_rung_lever_arm_changes_exactly_what_it_overrides() -> None:
     recipe, so that no arm fails half an hour into its run or silently trains the recipe itself."""
     config, recipe, arms = _hard_rung_recipe_and_arms()
     assert {"original", "muon", "cgar", "batch32"} <= set(arms)
-    root = Path(__file__).resolve().parents[2]
-    base = load_config(root / config, recipe).model_dump()
+    base = load_config(config, recipe).model_dump()
     for arm, overrides in arms.items():
-        changed = load_config(root / config, [*recipe, *overrides.split()]).model_dump()
+        changed = load_config(config, [*recipe, *overrides.split()]).model_dump()
         assert _changed_keys(changed, base) == {o.split("=", 1)[0] for o in overrides.split()}, arm
 
 
@@ -476,10 +476,10 @@ def test_a_fast_preset_is_the_paper_recipe_with_the_winners_levers(preset: str, 
     share of the rung's, and the best recipe's Q target and EMA; an edit of either side breaks the link the docs
     claim."""
     config, recipe, arms = _hard_rung_recipe_and_arms()
-    root = Path(__file__).resolve().parents[2]
-    rung = load_config(root / config, recipe)
-    winner = load_config(root / config, [*recipe, *arms["muon-lr5e-3-batch32"].split()])
-    paper_config = load_config(root / "configs" / paper)
+    rung = load_config(config, recipe)
+    winner = load_config(config, [*recipe, *arms["muon-lr5e-3-batch32"].split()])
+    configs = Path(__file__).resolve().parents[2] / "configs"
+    paper_config = load_config(configs / paper)
     levers = [
         f"optimizer={winner.optimizer}",
         f"muon_lr={winner.muon_lr}",
@@ -487,8 +487,8 @@ def test_a_fast_preset_is_the_paper_recipe_with_the_winners_levers(preset: str, 
         f"ema={rung.ema}",
         f"arch.q_target={rung.arch.q_target}",
     ]
-    fast = load_config(root / "configs" / preset).model_dump()
-    assert fast == load_config(root / "configs" / paper, levers).model_dump()
+    fast = load_config(configs / preset).model_dump()
+    assert fast == load_config(configs / paper, levers).model_dump()
     assert _changed_keys(fast, paper_config.model_dump()) == {
         "optimizer",
         "muon_lr",
