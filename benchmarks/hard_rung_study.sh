@@ -19,8 +19,9 @@
 #   hrm compare --runs benchmarks/hard-rung-runs/RUNG --out DIR --targets T1,T2 --metric METRIC
 #
 # With --levers, issue 46's lever study on the rung instead (docs/training.md, "Levers"): HRM with the study's recipe
-# and budget plus one lever each (LEVERS below; the study's own `hrm` runs are the arm without one), trained only (their
-# training evaluations at the trained segments give the final accuracy and the time to each target), into
+# and budget plus one lever each (LEVERS below; `best`, the arm without one, trains as the study's own `hrm` runs did,
+# in the lever arms' sitting: the budget is CPU-seconds, so final accuracies compare only on one machine), trained only
+# (their training evaluations at the trained segments give the final accuracy and the time to each target), into
 # runs/hard-rung-levers/RUNG/runs/ARM/seedK:
 #
 #   bash benchmarks/hard_rung_study.sh RUNG --levers [--parallel N] [ARM-SEED ...]   # default: every arm, seed 0, 1, 2
@@ -42,6 +43,7 @@ NOISE=0.1
 # muon_lr 0.02 and at 5e-3, CGAR (the depth curriculum and supervision weighting 0.7), half the batch, and the
 # quickstart rung's best combination (benchmarks/levers.sh): Muon at 5e-3 with half the batch.
 LEVERS='
+best|
 original|arch.q_target=extra_forward ema=null lr=1e-4 lr_min_ratio=1.0 puzzle_emb_lr=1e-4
 muon|optimizer=muon
 muon-lr5e-3|optimizer=muon muon_lr=5e-3

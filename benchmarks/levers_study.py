@@ -4,10 +4,10 @@ the rung's target, as a multiple of the original recipe's (docs/results.md, "Fas
     python benchmarks/levers_study.py table benchmarks   # its TABLES: levers
 
 The arms (benchmarks/levers.sh on the quickstart rung, `benchmarks/hard_rung_study.sh RUNG --levers` on the hard
-rung): the original code's optimizer recipe, the project's best recipe (the quickstart's; on the hard rung the study's
-own HRM runs), and the best with one lever each. FLOPs are the model's counted training FLOPs (`train_flops` in
-metrics.jsonl), the same on any machine, interpolated to where the exact accuracy first crossed the target; a Muon
-arm's also count its Newton-Schulz iterations (`muon.newton_schulz_flops` a step, from the run's config), which the
+rung): the original code's optimizer recipe, the project's best recipe (the quickstart's; on the hard rung also the
+study's own HRM runs, from another sitting), and the best with one lever each. FLOPs are the model's counted training
+FLOPs (`train_flops` in metrics.jsonl), the same on any machine, interpolated to where the exact accuracy first
+crossed the target; a Muon arm's also count its Newton-Schulz iterations (`muon.newton_schulz_flops` a step, from the run's config), which the
 model's count leaves out. CPU-seconds to the target are given beside them: they depend on the machine and its load.
 
 An arm **earns** the `fast` preset on a rung when every seed reached the target, its mean FLOPs to the target are at
@@ -33,16 +33,22 @@ from hrm_reason.models import registry
 from hrm_reason.train.muon import newton_schulz_flops
 
 METRIC = "exact_accuracy"
-ARMS = (  # (row label, its runs' folder name on the quickstart rung, on the hard rung)
-    ("original recipe", "original", "original"),
-    ("best (no lever)", "next-segment-ema0.99-wd1", None),  # the hard rung's: the study's own HRM runs
-    ("best + Muon (muon_lr 0.02)", "best-muon", "muon"),
-    ("best + Muon (muon_lr 5e-3)", "best-muon-lr5e-3", "muon-lr5e-3"),
-    ("best + CGAR (depth curriculum, segment weights 0.7)", "best-cgar", "cgar"),
-    ("best + half the batch (32)", "best-batch32", "batch32"),
-    ("best + Muon (muon_lr 5e-3) + half the batch (32)", "best-muon-lr5e-3-batch32", "muon-lr5e-3-batch32"),
-)
 HARD = "sudoku6x6-min"
+LEVERS = f"hard-rung-levers/{HARD}/runs"
+ARMS = (  # (row label, the glob of its runs under the records' root on the quickstart rung, on the hard rung; None: no row)
+    ("original recipe", "levers-runs/original-seed?", f"{LEVERS}/original/seed?"),
+    ("best (no lever)", "levers-runs/next-segment-ema0.99-wd1-seed?", f"{LEVERS}/best/seed?"),
+    ("best (no lever), the hard rung study's runs (another sitting)", None, f"hard-rung-runs/{HARD}/runs/hrm/seed?"),
+    ("best + Muon (muon_lr 0.02)", "levers-runs/best-muon-seed?", f"{LEVERS}/muon/seed?"),
+    ("best + Muon (muon_lr 5e-3)", "levers-runs/best-muon-lr5e-3-seed?", f"{LEVERS}/muon-lr5e-3/seed?"),
+    ("best + CGAR (depth curriculum, segment weights 0.7)", "levers-runs/best-cgar-seed?", f"{LEVERS}/cgar/seed?"),
+    ("best + half the batch (32)", "levers-runs/best-batch32-seed?", f"{LEVERS}/batch32/seed?"),
+    (
+        "best + Muon (muon_lr 5e-3) + half the batch (32)",
+        "levers-runs/best-muon-lr5e-3-batch32-seed?",
+        f"{LEVERS}/muon-lr5e-3-batch32/seed?",
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -53,15 +59,8 @@ class Rung:
 
 
 RUNGS = (
-    Rung("quickstart (easy 6x6 Sudoku, 992 steps)", 0.8, {label: f"levers-runs/{q}-seed?" for label, q, _ in ARMS}),
-    Rung(
-        f"{HARD}, the hard rung (1,800 CPU-s)",
-        0.5,
-        {
-            label: f"hard-rung-levers/{HARD}/runs/{h}/seed?" if h else f"hard-rung-runs/{HARD}/runs/hrm/seed?"
-            for label, _, h in ARMS
-        },
-    ),
+    Rung("quickstart (easy 6x6 Sudoku, 992 steps)", 0.8, {label: q for label, q, _ in ARMS if q}),
+    Rung(f"{HARD}, the hard rung (1,800 CPU-s)", 0.5, {label: h for label, _, h in ARMS if h}),
 )
 
 
