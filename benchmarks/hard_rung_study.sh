@@ -74,8 +74,6 @@ if [ ${#jobs[@]} -eq 0 ]; then
 fi
 
 data=data/pilot/$rung
-read -r -a argv <<< "$build"
-[ -d "$data" ] || "$HRM" "${argv[@]}" --out "$data" --quiet < /dev/null
 trm=configs/trm_quick.yaml
 [[ $rung == maze* ]] && trm=configs/trm_att_quick.yaml
 
@@ -142,7 +140,12 @@ one() {
   echo "$model seed $seed: done ($run)" >&2
 }
 
-check=config_of run_job=one
-[ -z "$levers" ] || { check=lever_of; run_job=lever; }
-for job in "${jobs[@]}"; do "$check" "${job%-*}" > /dev/null; done  # every job named right before any starts
+check=config_of run_job=one what=MODEL-SEED example=hrm-0
+[ -z "$levers" ] || { check=lever_of; run_job=lever; what=ARM-SEED; example=muon-0; }
+for job in "${jobs[@]}"; do  # every job named right before the data is built or any run starts
+  [[ $job =~ ^[a-z0-9._-]+-[0-9]+$ ]] || { echo "error: $what: $job is not $what (e.g. $example)" >&2; exit 2; }
+  "$check" "${job%-*}" > /dev/null
+done
+read -r -a argv <<< "$build"
+[ -d "$data" ] || "$HRM" "${argv[@]}" --out "$data" --quiet < /dev/null
 run_parallel "$parallel" "$run_job" "${jobs[@]}"

@@ -469,6 +469,35 @@ def test_every_hard_rung_lever_arm_changes_exactly_what_it_overrides() -> None:
         assert _changed_keys(changed, base) == {o.split("=", 1)[0] for o in overrides.split()}, arm
 
 
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["--levers", "muon"], "error: ARM-SEED: muon is not ARM-SEED (e.g. muon-0)"),
+        (["--levers", "nope-1"], "error: ARM-SEED: no lever arm nope (best original muon "),
+        (["--list-levers"], "error: MODEL-SEED: --list-levers is not MODEL-SEED (e.g. hrm-0)"),
+        (["hrm-0", "foo-2"], "error: MODEL-SEED: no model foo (hrm, "),
+    ],
+)
+def test_the_hard_rung_study_refuses_a_misnamed_job_before_building_data(
+    tmp_path: Path, args: list[str], error: str
+) -> None:
+    """A misnamed job stops the study in one line before it builds the rung's data or starts any run."""
+    calls = tmp_path / "calls"
+    fake = tmp_path / "hrm"
+    fake.write_text(f'#!/usr/bin/env bash\necho "$@" >> {calls}\n')
+    fake.chmod(0o755)
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "hard_rung_study.sh"
+    run = subprocess.run(
+        ["bash", str(script), "sudoku6x6-min", *args],
+        env={**os.environ, "HRM": str(fake)},
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 2
+    assert run.stderr.startswith(error) and run.stderr.count("\n") == 1, run.stderr
+    assert not calls.exists()
+
+
 @pytest.mark.parametrize(("preset", "paper"), [("sudoku_fast.yaml", "sudoku.yaml"), ("maze_fast.yaml", "maze.yaml")])
 def test_a_fast_preset_is_the_paper_recipe_with_the_winners_levers(preset: str, paper: str) -> None:
     """The fast presets (docs/training.md, "The fast presets") are the paper's runs with what the hard rung's winner
