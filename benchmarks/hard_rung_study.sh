@@ -38,10 +38,10 @@ HRM=${HRM:-.venv/bin/hrm}
 export OMP_NUM_THREADS=1
 NOISE=0.1
 
-# arm | overrides of the rung's HRM recipe: the original code's optimizer recipe (its Q target, no EMA, lr 1e-4
-# constant after the warmup, the puzzle embedding's lr 1e-4; its weight decay 1.0 is the recipe's), Muon at its default
-# muon_lr 0.02 and at 5e-3, CGAR (the depth curriculum and supervision weighting 0.7), half the batch, and the
-# quickstart rung's best combination (benchmarks/levers.sh): Muon at 5e-3 with half the batch.
+# arm | overrides of the rung's HRM recipe: none (`best`, the recipe itself), the original code's optimizer recipe (its
+# Q target, no EMA, lr 1e-4 constant after the warmup, the puzzle embedding's lr 1e-4; its weight decay 1.0 is the
+# recipe's), Muon at its default muon_lr 0.02 and at 5e-3, CGAR (the depth curriculum and supervision weighting 0.7),
+# half the batch, and the quickstart rung's best combination (benchmarks/levers.sh): Muon at 5e-3 with half the batch.
 LEVERS='
 best|
 original|arch.q_target=extra_forward ema=null lr=1e-4 lr_min_ratio=1.0 puzzle_emb_lr=1e-4
