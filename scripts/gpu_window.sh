@@ -268,7 +268,7 @@ train_part() {
   local data="$work/train/sudoku9-d1" run="$work/train/run" every
   if ((!smoke)); then # the recipe's own batch sets the evaluations' spacing (the smoke sets a tiny one)
     train_batch=$("$PYTHON" -c 'import sys; from hrm_reason.config import load_config
-print(load_config(sys.argv[1]).global_batch_size)' "$RECIPE") || train_batch=768
+print(load_config(sys.argv[1]).global_batch_size)' "$RECIPE") || die "GPU_WINDOW_RECIPE: $RECIPE does not load"
   fi
   run_step build 120 "" "${hrm[@]}" build-data sudoku --source generate --box 3x3 --min-difficulty 1 \
     --strict-split solution --train-size "$train_size" --test-size "$test_size" --workers "$build_workers" --seed 0 \
