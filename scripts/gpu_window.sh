@@ -110,6 +110,21 @@ else
     assumed_rate=3523 assumed_note="docs/gpu.md: the paper Sudoku config eager, batch 768, one H100: 3,523 ex/s"
   fi
 fi
+if [[ $part != check ]]; then # the recipe must load before any work; its batch spaces the evaluations (not the smoke's)
+  recipe_batch=$("$PYTHON" - "$RECIPE" 2>&1 <<'PY'
+import sys
+
+try:
+    from hrm_reason.config import load_config
+    from hrm_reason.errors import UserError
+
+    print(load_config(sys.argv[1]).global_batch_size)
+except (ImportError, UserError) as error:
+    sys.exit(str(error).splitlines()[0])
+PY
+  ) || die "GPU_WINDOW_RECIPE: $recipe_batch"
+  ((smoke)) || train_batch=$recipe_batch
+fi
 mkdir -p "$work"
 # What an earlier call on this machine left, except bench-hrm.json: the train part's measured rate.
 rm -f "$work"/{steps.tsv,suite.out,machine.json,profile-hrm.json,rate.json,train-plan.json} "$work"/*.results.jsonl
@@ -266,10 +281,6 @@ train_part() {
   rm -rf "$work/train"
   mkdir -p "$work/train"
   local data="$work/train/sudoku9-d1" run="$work/train/run" every
-  if ((!smoke)); then # the recipe's own batch sets the evaluations' spacing (the smoke sets a tiny one)
-    train_batch=$("$PYTHON" -c 'import sys; from hrm_reason.config import load_config
-print(load_config(sys.argv[1]).global_batch_size)' "$RECIPE") || die "GPU_WINDOW_RECIPE: $RECIPE does not load"
-  fi
   run_step build 120 "" "${hrm[@]}" build-data sudoku --source generate --box 3x3 --min-difficulty 1 \
     --strict-split solution --train-size "$train_size" --test-size "$test_size" --workers "$build_workers" --seed 0 \
     --quiet --out "$data"

@@ -146,6 +146,26 @@ def test_bad_arguments_stop_in_one_line_with_exit_2(tmp_path: Path, args: list[s
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(
+    ("recipe", "fragment"),
+    [
+        ("{tmp}/missing.yaml", "missing.yaml not found"),
+        ("{tmp}/bad.yaml", "field 'arch.bogus_key': unknown key"),
+    ],
+)
+def test_a_recipe_that_does_not_load_stops_the_train_part_in_one_line_before_any_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, recipe: str, fragment: str
+) -> None:
+    (tmp_path / "bad.yaml").write_text("arch:\n  bogus_key: 1\n")
+    monkeypatch.setenv("GPU_WINDOW_RECIPE", recipe.format(tmp=tmp_path))
+    out = tmp_path / "out"
+    proc = window("--smoke", "--part", "train", str(out), timeout=60)
+    assert proc.returncode == 2 and proc.stdout == ""
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: GPU_WINDOW_RECIPE: ") and fragment in lines[0], proc.stderr
+    assert list(out.iterdir()) == []  # no log, no step: it stopped before the data build
+
+
 PLANTED = """
 import pytest
 
