@@ -43,16 +43,17 @@ NOISE=0.1
 # recipe's), Muon at its default muon_lr 0.02 and at 5e-3, CGAR (the depth curriculum and supervision weighting 0.7),
 # half the batch, and the quickstart rung's best combination (benchmarks/levers.sh): Muon at 5e-3 with half the batch;
 # last, that combination with CGAR, which the quickstart rung left out and the hard rung found as fast as Muon to 50%.
-LEVERS='
+CGAR='depth_curriculum=[{"until":0.3,"H_cycles":1,"L_cycles":1},{"until":0.6,"H_cycles":2,"L_cycles":1}] segment_loss_decay=0.7'
+LEVERS="
 best|
 original|arch.q_target=extra_forward ema=null lr=1e-4 lr_min_ratio=1.0 puzzle_emb_lr=1e-4
 muon|optimizer=muon
 muon-lr5e-3|optimizer=muon muon_lr=5e-3
-cgar|depth_curriculum=[{"until":0.3,"H_cycles":1,"L_cycles":1},{"until":0.6,"H_cycles":2,"L_cycles":1}] segment_loss_decay=0.7
+cgar|$CGAR
 batch32|global_batch_size=32
 muon-lr5e-3-batch32|optimizer=muon muon_lr=5e-3 global_batch_size=32
-muon-lr5e-3-batch32-cgar|optimizer=muon muon_lr=5e-3 global_batch_size=32 depth_curriculum=[{"until":0.3,"H_cycles":1,"L_cycles":1},{"until":0.6,"H_cycles":2,"L_cycles":1}] segment_loss_decay=0.7
-'
+muon-lr5e-3-batch32-cgar|optimizer=muon muon_lr=5e-3 global_batch_size=32 $CGAR
+"
 if [ "${1:-}" = --list-levers ]; then printf '%s\n' "$LEVERS" | sed '/^$/d'; exit 0; fi
 
 rung=${1:?usage: bash benchmarks/hard_rung_study.sh RUNG [--parallel N] [MODEL-SEED ...]}
