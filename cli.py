@@ -16,7 +16,14 @@ from typing import Annotated, Any
 import typer
 from pydantic import BaseModel
 
-from datasets_build.options import ArcBuildOptions, Flag, MazeBuildOptions, SudokuBuildOptions, TextBuildOptions
+from datasets_build.options import (
+    ArcBuildOptions,
+    FileBuildOptions,
+    Flag,
+    MazeBuildOptions,
+    SudokuBuildOptions,
+    TextBuildOptions,
+)
 from hrm_reason.atomic import DISK_ERRORS
 from hrm_reason.commands.cli_help import ConfigKeysCommand, hide_flag_placeholders
 from hrm_reason.commands.cli_options import (
@@ -52,6 +59,7 @@ BUILDERS: dict[str, tuple[type[BaseModel], bool]] = {
     "arc": (ArcBuildOptions, False),
     "maze": (MazeBuildOptions, False),
     "text": (TextBuildOptions, True),
+    "file": (FileBuildOptions, False),
 }
 
 

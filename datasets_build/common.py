@@ -200,6 +200,7 @@ DATASET_ENTRIES = {
     "maze": ("train", "test", VAL_SPLIT, "identifiers.json"),
     "arc": ("train", "test", VAL_SPLIT, "identifiers.json", "test_tasks"),
     "text": ("dataset.json", "documents.json", "train", "val", "tokenizer.json"),
+    "file": ("train", "test", VAL_SPLIT, "identifiers.json", "check.py"),
 }
 
 
@@ -211,11 +212,17 @@ def _dataset_record(builder: str) -> Recognise:
         for name in records:
             meta = read_own_json(out / name)
             record = meta.get("builder") if isinstance(meta, dict) else None
-            if not isinstance(record, dict) or record.get("name") != builder:
+            if not isinstance(record, dict) or not _of_builder(record, builder):
                 return f"no {name} of hrm build-data {builder}"
         return None
 
     return recognise
+
+
+def _of_builder(record: dict[str, Any], builder: str) -> bool:
+    """A builder record written by `builder`; `hrm build-data file` names the record after its task (a user's own
+    included) and is known by its declaration."""
+    return "declaration" in record if builder == "file" else record.get("name") == builder
 
 
 def dataset_output(builder: str) -> Output:

@@ -17,7 +17,16 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from hrm_reason.limits import NUM_AUG, RUNG_EVAL_TASKS, RUNG_TASKS, SUDOKU_NUM_AUG, WORKERS, Count
+from hrm_reason.limits import (
+    FILE_NUM_AUG,
+    FILE_TOKENS,
+    NUM_AUG,
+    RUNG_EVAL_TASKS,
+    RUNG_TASKS,
+    SUDOKU_NUM_AUG,
+    WORKERS,
+    Count,
+)
 
 STDLIB = "stdlib"  # `--input stdlib`: the running Python's standard library
 ARC_MAX_GRID = 30  # the ARC format's largest grid side (hrm_reason.tasks.arc.MAX_SIZE)
@@ -358,6 +367,141 @@ class ArcBuildOptions(BaseModel):
             if self.split == "new-families" and self.held_out_families is None:
                 self.held_out_families = list(ARC_RUNG_HELD_OUT)
         return self
+
+
+def symbol_names(value: str) -> list[str]:
+    """--symbols and --permute: a JSON list of strings when it starts with '[' (any symbol, a space included), else
+    whitespace-separated names where it has whitespace ("10 11 12"), else one symbol a character (".123456789")."""
+    import json
+
+    if value.startswith("["):
+        try:
+            names = json.loads(value)
+        except json.JSONDecodeError:
+            names = None
+        if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+            raise ValueError('expected a JSON list of non-empty strings, e.g. [" ", ".", "Q"]')
+    else:
+        names = value.split() if any(c.isspace() for c in value) else list(value)
+    if not names:
+        raise ValueError("no symbol given")
+    repeated = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if repeated is not None:
+        raise ValueError(f"symbol {repeated!r} is given twice")
+    return names
+
+
+class FileBuildOptions(BaseModel):
+    """Build a dataset from your own examples: a JSON Lines, CSV or .npz file of input/output pairs (grids or
+    sequences), with the symmetries your task keeps and, optionally, your rules (docs/tasks.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    builder: ClassVar[str] = "file"
+
+    examples: Annotated[Path, Flag(argument=True, metavar="EXAMPLES")] = Field(
+        ...,
+        description="The training examples (.jsonl, .csv or .npz; docs/tasks.md), or all of them with --test-fraction.",
+    )
+    test: Path | None = Field(None, description="The test examples, in the same format.")
+    test_fraction: float | None = Field(
+        None,
+        gt=0,
+        lt=1,
+        description="Instead of --test: hold out this fraction of EXAMPLES, split by group (seeded).",
+    )
+    out: Path | None = Field(
+        None, description="Output directory. Default: data/NAME, NAME the file's stem (its folder's for train.*)."
+    )
+    input_col: str | None = Field(None, description="CSV: the column of the inputs (default: input).")
+    output_col: str | None = Field(None, description="CSV: the column of the outputs (default: output).")
+    separator: str | None = Field(
+        None,
+        description="Strings: the separator of their symbols (' ': any whitespace); default: one symbol a character.",
+    )
+    grid: Annotated[tuple[int, int] | None, Flag(parse=str, metavar="RxC")] = Field(
+        None, description="Read every string as a grid of R rows and C columns, row-major (e.g. 9x9 for Sudoku)."
+    )
+    symbols: Annotated[list[str] | None, Flag(parse=str)] = Field(
+        None,
+        description="The task's symbols, in token order: '.123456789' (a character each), '10 11 12' (separated by "
+        "spaces) or a JSON list. Default: every symbol the examples use, sorted. A symbol outside them is an error.",
+    )
+    blank: str | None = Field(None, description="The symbol of an empty cell to fill (drawn apart from the givens).")
+    dihedral: bool = Field(
+        False, description="The task keeps the square's 8 symmetries (rotations and reflections of grids)."
+    )
+    permute: Annotated[list[str] | None, Flag(parse=str)] = Field(
+        None,
+        description="Symbols any permutation among themselves keeps the task (Sudoku's digits, ARC's colours); the "
+        "others stay. Same syntax as --symbols.",
+    )
+    num_aug: int = Field(
+        0, description="Augmented copies of every training example under the declared symmetries (de-duplicated)."
+    )
+    canvas: int | None = Field(
+        None,
+        ge=1,
+        description="Grids: the side of the square canvas that holds grids of varying shapes (default: "
+        "the largest side); room for larger grids at hrm solve.",
+    )
+    length: int | None = Field(
+        None,
+        ge=1,
+        description="Sequences: the tokens a sequence of varying length is padded to (default: the "
+        "longest + 1, for its end marker).",
+    )
+    check: str | None = Field(
+        None,
+        description="FILE.py:FUNCTION, your rules: FUNCTION(input, output) -> bool says whether an answer is valid "
+        "(runs your code; docs/tasks.md). Copied into the dataset; hrm eval reports valid answers, hrm solve checks.",
+    )
+    task: str | None = Field(
+        None, description="A task of your own package (entry point group hrm_reason.tasks) that the dataset is of."
+    )
+    seed: Seed = 0
+    overwrite: Overwrite = False
+    quiet: Quiet = False
+
+    @field_validator("grid", mode="before")
+    @classmethod
+    def _grid(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            parts = v.lower().split("x")
+            if len(parts) != 2 or not all(p.strip().isdigit() and int(p) > 0 for p in parts):
+                raise ValueError("expected rows x columns, e.g. 9x9")
+            return (int(parts[0]), int(parts[1]))
+        return v
+
+    @field_validator("symbols", "permute", mode="before")
+    @classmethod
+    def _names(cls, v: Any) -> Any:
+        return symbol_names(v) if isinstance(v, str) else v
+
+    @field_validator("num_aug")
+    @classmethod
+    def _num_aug(cls, v: int) -> int:
+        return bounded(FILE_NUM_AUG, v)  # type: ignore[return-value]
+
+    @field_validator("canvas", "length")
+    @classmethod
+    def _tokens(cls, v: int | None, info: Any) -> int | None:
+        if v is not None:
+            tokens = v * v if info.field_name == "canvas" else v
+            if (why := FILE_TOKENS.problem(tokens)) is not None:
+                raise ValueError(f"{tokens:,} tokens a sequence: {why}")
+        return v
+
+    @field_validator("check")
+    @classmethod
+    def _check(cls, v: str | None) -> str | None:
+        if v is not None and (":" not in v or not v.rpartition(":")[0] or not v.rpartition(":")[2].isidentifier()):
+            raise ValueError("expected FILE.py:FUNCTION, e.g. rules.py:valid")
+        return v
+
+    def record(self) -> dict[str, Any]:
+        """The `options` of the builder record: what decides the bytes."""
+        return self.model_dump(mode="json", exclude={"out", "overwrite", "quiet"})
 
 
 class TextBuildOptions(BaseModel):

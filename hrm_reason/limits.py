@@ -85,6 +85,15 @@ RUNG_TASKS = Count(
 )
 RUNG_EVAL_TASKS = Count("--rung-eval-tasks", 1, 10_000, "each task is generated, then copied --num-aug times")
 
+# --- hrm build-data file (a user's examples)
+FILE_NUM_AUG = Count(
+    "--num-aug", 0, 10_000, "each copy is one more training example of every example; 10,000 of 10,000 make 10^8"
+)
+FILE_TOKENS = Count(
+    "tokens", 1, 8_192, "a sequence's attention holds seq_len^2 scores per head and example; ARC's canvas has 900"
+)
+FILE_SYMBOLS = Count("symbols", 1, 4_096, "every symbol is an embedding row and an output logit of the model")
+
 WORKERS = Count("--workers", 0, 256, "each worker is a process of its own, all started at once; 0 gives one per core")
 
 # --- hrm bench

@@ -1,5 +1,6 @@
-"""The benchmarks, one `Task` each (tasks/base.py): Sudoku (`sudoku.SudokuTask`), the maze (`maze.MazeTask`) and ARC
-(`arc.ArcTask`), each holding its token layout, transforms and inverses, validity checks and solver or shortest-path
+"""The benchmarks, one `Task` each (tasks/base.py): Sudoku (`sudoku.SudokuTask`), the maze (`maze.MazeTask`), ARC
+(`arc.ArcTask`) and any task a user declares with a file of examples (`declared.DeclaredTask`; a user's own package
+adds more through an entry point, `plugin_task`), each holding its token layout, transforms and inverses, validity checks and solver or shortest-path
 search, metrics, augmentation, the text people write puzzles in and how pictures draw it. `dihedral` holds the
 square's symmetries that maze and ARC use. The text corpora of the language-model heads (hrm_reason/data/text.py)
 have no task: they are scored by loss alone.
@@ -24,18 +25,48 @@ if TYPE_CHECKING:  # the builders import the task modules without torch's start-
     from hrm_reason.tasks.base import SegmentMetric, Task, TaskTransforms
 
 
+ENTRY_POINTS = "hrm_reason.tasks"  # the entry-point group of tasks from other packages (docs/tasks.md)
+
+
 def task_classes() -> tuple[type[Task], ...]:
-    """Every task, in the order a layout is tried."""
+    """Every task of this package, in the order a layout is tried (the declared task's datasets always have a record)."""
     from hrm_reason.tasks.arc import ArcTask
+    from hrm_reason.tasks.declared import DeclaredTask
     from hrm_reason.tasks.maze import MazeTask
     from hrm_reason.tasks.sudoku import SudokuTask
 
-    return SudokuTask, MazeTask, ArcTask
+    return SudokuTask, MazeTask, ArcTask, DeclaredTask
 
 
 def task_class(kind: str | None) -> type[Task] | None:
-    """The task whose datasets' builder record is named `kind`, or None."""
-    return next((cls for cls in task_classes() if cls.kind == kind), None)
+    """The task whose datasets' builder record is named `kind`: this package's, else one another package registers
+    under the entry point `kind` of group hrm_reason.tasks (`plugin_task`); None when neither has it."""
+    own = next((cls for cls in task_classes() if cls.kind == kind), None)
+    return own if own is not None or not kind else plugin_task(kind)
+
+
+def plugin_task(kind: str) -> type[Task] | None:
+    """The Task subclass another package registers as entry point `kind` (pyproject.toml: [project.entry-points.
+    "hrm_reason.tasks"] kind = "package.module:Class"), loaded only when a dataset names it, so that a broken plugin
+    touches only its own datasets; one that does not load, or is not a Task of that kind, is a one-line UserError."""
+    from importlib.metadata import entry_points
+
+    from hrm_reason.tasks.base import Task
+
+    found = entry_points(group=ENTRY_POINTS, name=kind)
+    if not found:
+        return None
+    ep = next(iter(found))
+    where = f"task {kind!r} (entry point {ep.value} of group {ENTRY_POINTS})"
+    try:
+        cls = ep.load()
+    except Exception as e:
+        raise UserError(f"{where}: does not load ({type(e).__name__}: {e})") from None
+    if not (isinstance(cls, type) and issubclass(cls, Task)):
+        raise UserError(f"{where}: {ep.value} is not a subclass of hrm_reason.tasks.base.Task")
+    if getattr(cls, "kind", None) != kind:
+        raise UserError(f"{where}: the class's kind is {getattr(cls, 'kind', None)!r}, not the entry point's name")
+    return cls
 
 
 def task_of(metadata: PuzzleDatasetMetadata, where: str, names: list[str] | None = None) -> Task | None:
@@ -92,7 +123,7 @@ def task_metrics(split: PuzzleSplit, mmax: int, announce: bool = False) -> list[
     alone, as on Sudoku)."""
     name, why, metrics = choose_metrics(split, mmax)
     cls = task_class(name)
-    if announce and cls is not None and cls.metric_name is not None:
+    if announce and cls is not None and cls.metric_name is not None and metrics:
         print(f"metric: {cls.metric_name} ({why})", file=sys.stderr)
     return metrics
 

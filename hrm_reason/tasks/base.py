@@ -123,6 +123,7 @@ class GridLook:
     endpoints: tuple[tuple[int, str], ...] = ()  # (token, letter): cells drawn as lettered discs larger than a cell
     crosses: bool = False  # a wrong cell gets a white cross (red is one of the colours), else a red frame
     content_token: int | None = None  # show only the bounding box of the cells not holding this token (a canvas)
+    symbols: dict[int, str] = field(default_factory=dict)  # token -> the text written in its cells (declared tasks)
 
 
 # --------------------------------------------------------------------------------------------------------- tasks
