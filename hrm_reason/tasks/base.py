@@ -208,6 +208,10 @@ class Task:
 
     # --- pictures
 
+    def grid_shape(self, seq_len: int) -> tuple[int, int] | None:
+        """Rows x columns pictures draw a sequence of `seq_len` tokens as; None: a square (the benchmarks')."""
+        return None
+
     @property
     def look(self) -> GridLook:
         raise NotImplementedError

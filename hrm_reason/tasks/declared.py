@@ -624,6 +624,9 @@ class DeclaredTask(Task):
 
     # --- pictures
 
+    def grid_shape(self, seq_len: int) -> tuple[int, int] | None:
+        return self.declaration.shape
+
     @property
     def look(self) -> GridLook:
         d = self.declaration

@@ -43,9 +43,14 @@ class GridSpec:
     vocab_size: int
     ignore_label_id: int | None = 0
     task: Task | None = None
+    shape: tuple[int, int] | None = None  # rows x columns where the grid is not side x side (a declared task's)
+
+    @property
+    def dims(self) -> tuple[int, int]:
+        return self.shape if self.shape is not None else (self.side, self.side)
 
     def grid(self, tokens: np.ndarray) -> np.ndarray:
-        return np.asarray(tokens).reshape(self.side, self.side)
+        return np.asarray(tokens).reshape(self.dims)
 
     @property
     def look(self) -> GridLook:
@@ -63,7 +68,7 @@ class GridSpec:
 
 def task_spec(task: Task, seq_len: int) -> GridSpec:
     """The drawing of one task's grids of `seq_len` cells (`hrm solve --png`: a model's task, no dataset at hand)."""
-    return GridSpec(task.kind, math.isqrt(seq_len), 0, ignore_label_id=0, task=task)
+    return GridSpec(task.kind, math.isqrt(seq_len), 0, ignore_label_id=0, task=task, shape=task.grid_shape(seq_len))
 
 
 def grid_spec(metadata: PuzzleDatasetMetadata, source: str = "dataset.json") -> GridSpec:
@@ -73,14 +78,15 @@ def grid_spec(metadata: PuzzleDatasetMetadata, source: str = "dataset.json") -> 
     seq_len, vocab = metadata.seq_len, metadata.vocab_size
     side = math.isqrt(seq_len)
     square = side * side == seq_len
-    if name and not square:
+    common = {"side": side, "vocab_size": vocab, "ignore_label_id": metadata.ignore_label_id}
+    task = task_of(metadata, source) if square or name else None
+    shape = task.grid_shape(seq_len) if task is not None else None
+    if name and not square and shape is None:
         raise UserError(
             f"{source}: builder '{name}' with seq_len {seq_len}, which is not a square grid: cannot draw it"
         )
-    common = {"side": side, "vocab_size": vocab, "ignore_label_id": metadata.ignore_label_id}
-    task = task_of(metadata, source) if square else None
     if task is not None:
-        return GridSpec(task.kind, task=task, **common)
+        return GridSpec(task.kind, task=task, shape=shape, **common)
     if square:
         return GridSpec("tokens", **common)
     raise UserError(
@@ -117,11 +123,11 @@ def given_cells(spec: GridSpec, inputs: np.ndarray) -> np.ndarray | None:
 def content_window(spec: GridSpec, *token_arrays: np.ndarray) -> tuple[slice, slice]:
     """The cells to show: all, or for a canvas (ARC: a grid sits anywhere in its 30 x 30 frame) the bounding box of
     the cells of the given grids that do not hold the canvas's background token."""
-    full = (slice(0, spec.side), slice(0, spec.side))
+    full = (slice(0, spec.dims[0]), slice(0, spec.dims[1]))
     background = spec.look.content_token
     if background is None:
         return full
-    used = np.zeros((spec.side, spec.side), dtype=bool)
+    used = np.zeros(spec.dims, dtype=bool)
     for tokens in token_arrays:
         used |= spec.grid(tokens) != background
     rows, cols = np.flatnonzero(used.any(1)), np.flatnonzero(used.any(0))
@@ -178,6 +184,8 @@ def draw_grid(
         if look.token_text and max(h, w) <= 12:
             for (r, c), t in np.ndenumerate(grid):
                 _cell_text(ax, r, c, str(t), fontsize=0.45 * cell_pt, color="black")
+        if look.symbols and max(h, w) <= 30:
+            _symbols(ax, look, grid, cut(givens) if givens is not None else None, cell_pt)
         if look.grid_lines and max(h, w) <= 30:
             _grid_lines(ax, h, w, "#606060", 0.3 if cell_pt < 8 else 0.6)
         _shade(ax, cut(changed), alpha=0.6 if look.changed_fill else 0.0, hatch=not look.changed_fill)
@@ -243,6 +251,17 @@ def _draw_digits(
         colour = WRONG_COLOUR if wrong[r, c] else (GIVEN_COLOUR if givens[r, c] else FILLED_COLOUR)
         weight = "bold" if givens[r, c] else "normal"
         _cell_text(ax, r + 0.03, c, label, fontsize=0.55 * cell_pt, fontweight=weight, color=colour, zorder=5)
+
+
+def _symbols(ax: Axes, look: GridLook, grid: np.ndarray, givens: np.ndarray | None, cell_pt: float) -> None:
+    """A declared task's symbols written in their cells (the givens bold where the task tells them apart)."""
+    for (r, c), t in np.ndenumerate(grid):
+        text = look.symbols.get(int(t))
+        if text is None or not text.strip():
+            continue
+        size = min(0.55, 1.1 / max(1, len(text))) * cell_pt
+        weight = "bold" if givens is not None and givens[r, c] else "normal"
+        _cell_text(ax, r + 0.03, c, text, fontsize=size, fontweight=weight, color="black", zorder=5)
 
 
 def _cell_text(ax: Axes, r: float, c: float, text: str, **style: Any) -> None:
