@@ -11,8 +11,10 @@ import argparse
 import json
 import os
 import tempfile
+from dataclasses import dataclass, field
 from itertools import permutations
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -68,6 +70,17 @@ def unique(e: np.ndarray, mask: int) -> bool:
     return int(np.count_nonzero((e & np.uint64(mask)) == 0)) == 1
 
 
+NEAR = 3
+
+
+def near(e: np.ndarray, mask: int) -> np.ndarray:
+    """The candidates ruled out by at most NEAR signs of `mask`: after fewer than NEAR drops only these can still
+    spoil uniqueness, and there are few of them. (A speed-up only: on numpy < 2, without bitwise_count, all of them.)"""
+    if not hasattr(np, "bitwise_count"):
+        return e
+    return e[np.bitwise_count(e & np.uint64(mask)) <= NEAR]
+
+
 def make_puzzle(
     cells: np.ndarray, sig: np.ndarray, s: int, max_givens: int, rng: np.random.Generator
 ) -> tuple[list[int], int]:
@@ -86,7 +99,8 @@ def make_puzzle(
         return cells[:, np.flatnonzero(((sig ^ sig[s]) & np.uint64(mask)) == 0)]
 
     givens = [int(c) for c in rng.permutation(SIZE * SIZE)[: rng.integers(0, max_givens + 1)]]
-    e = (sig[agree(cells, givens)] if givens else sig) ^ sig[s]  # per candidate, the signs that would rule it out
+    idx = np.flatnonzero(agree(cells, givens)) if givens else None  # the candidate squares (None: all)
+    e = (sig if idx is None else sig[idx]) ^ sig[s]  # per candidate, the signs that would rule it out
     signs = [int(p) for p in rng.permutation(len(PAIRS))]
     mask = sum(1 << p for p in signs[:8])  # the first few always cut: one pass over the squares, not eight
     alive = e[(e & np.uint64(mask)) == 0]
@@ -97,14 +111,19 @@ def make_puzzle(
         if len(kept) < len(alive):
             mask, alive = mask | (1 << p), kept
     while len(alive) > 1:  # squares no sign tells apart from the solution: give a digit where they differ
-        rest = keeping(mask)
-        rest = rest[:, agree(rest, givens)]
-        givens.append(int(rng.choice(np.flatnonzero((rest != sol[:, None]).any(1)))))
-        e = sig[agree(cells, givens)] ^ sig[s]
+        left = np.flatnonzero((e & np.uint64(mask)) == 0)
+        rest = cells[:, left if idx is None else idx[left]]
+        cell = int(rng.choice(np.flatnonzero((rest != sol[:, None]).any(1))))
+        givens.append(cell)
+        same = cells[cell] == sol[cell] if idx is None else cells[cell, idx] == sol[cell]
+        idx, e = np.flatnonzero(same) if idx is None else idx[same], e[same]
         alive = e[(e & np.uint64(mask)) == 0]
+    pool, drops = e, NEAR
     for p in rng.permutation([q for q in range(len(PAIRS)) if mask >> q & 1]):
-        if unique(e, mask & ~(1 << int(p))):
-            mask &= ~(1 << int(p))
+        if drops == NEAR:  # after NEAR drops a far candidate may have come near: look at all again
+            pool, drops = near(e, mask), 0
+        if unique(pool, mask & ~(1 << int(p))):
+            mask, drops = mask & ~(1 << int(p)), drops + 1
     if givens:
         rest = keeping(mask)  # the few squares the signs alone allow
         for cell in rng.permutation(givens):
@@ -114,7 +133,9 @@ def make_puzzle(
     return sorted(givens), mask
 
 
-UNITS = [[r * SIZE + c for c in range(SIZE)] for r in range(SIZE)] + [[r * SIZE + c for r in range(SIZE)] for c in range(SIZE)]
+UNITS = [[r * SIZE + c for c in range(SIZE)] for r in range(SIZE)] + [
+    [r * SIZE + c for r in range(SIZE)] for c in range(SIZE)
+]
 PEERS = [sorted({j for u in UNITS if i in u for j in u} - {i}) for i in range(SIZE * SIZE)]
 
 
@@ -130,12 +151,15 @@ def propagate(d: list[int], less: list[tuple[int, int]]) -> bool:
                 for j in PEERS[i]:
                     d[j] &= ~v
         for unit in UNITS:
-            for bit in (1, 2, 4, 8, 16):
-                where = [i for i in unit if d[i] & bit]
-                if len(where) == 1:
-                    d[where[0]] = bit
-                elif not where:
-                    return False
+            once = twice = 0
+            for i in unit:
+                twice |= once & d[i]
+                once |= d[i]
+            if once != FULL:
+                return False
+            for i in unit:
+                if d[i] & once & ~twice:
+                    d[i] &= once & ~twice
         for a, b in less:
             if d[a] and d[b]:
                 d[b] &= ~((d[a] & -d[a]) * 2 - 1)  # b above a's smallest
@@ -174,55 +198,69 @@ def to_grid(sol: np.ndarray, givens: list[int] | None, mask: int) -> list[list[s
         grid[2 * r][2 * c] = str(int(sol[i])) if givens is None or i in givens else "."
     for p, (a, b) in enumerate(PAIRS):
         if mask >> p & 1:
-            (ra, ca), (rb, cb) = divmod(a, SIZE), divmod(b, SIZE)
+            r, c = divmod(a, SIZE)
             less = sol[a] < sol[b]
-            if ra == rb:
-                grid[2 * ra][2 * ca + 1] = "<" if less else ">"
+            if b == a + 1:  # left/right
+                grid[2 * r][2 * c + 1] = "<" if less else ">"
             else:
-                grid[2 * ra + 1][2 * ca] = "^" if less else "v"
+                grid[2 * r + 1][2 * c] = "^" if less else "v"
     return grid
 
 
+class Squares(NamedTuple):
+    """Every 5x5 Latin square, four ways: rows (N, 25), columns (25, N) for fast per-cell tests, sign bits, family."""
+
+    rows: np.ndarray
+    cols: np.ndarray
+    sig: np.ndarray
+    family: np.ndarray
+
+
+@dataclass
+class Stats:
+    """What the summary line reports, over both splits."""
+
+    givens: list[int] = field(default_factory=list)
+    signs: list[int] = field(default_factory=list)
+    branched: list[bool] = field(default_factory=list)
+    held_out: int = 0  # train draws whose solution's family is a test one
+    repeats: int = 0  # draws that repeated an input of the same split
+
+
 def draw(
-    count: int,
-    squares: np.ndarray,
-    sig: np.ndarray,
-    family: np.ndarray,
-    banned: set[int],
-    max_givens: int,
-    rng: np.random.Generator,
-    stats: dict[str, list],
-) -> list[dict]:
-    """`count` puzzles whose solutions' families are not in `banned`, each input distinct."""
+    count: int, sq: Squares, banned: set[int], max_givens: int, rng: np.random.Generator, stats: Stats
+) -> tuple[list[dict], set[int]]:
+    """`count` puzzles with distinct inputs whose solutions' families are not in `banned`, and the families used;
+    `group` names the family by its least member."""
     rows: list[dict] = []
     seen: set[str] = set()
+    families: set[int] = set()
     while len(rows) < count:
-        s = int(rng.integers(len(squares)))
-        if int(family[s]) in banned:
-            stats["rejected"][0] += 1
+        s = int(rng.integers(len(sq.rows)))
+        if int(sq.family[s]) in banned:
+            stats.held_out += 1
             continue
-        made = make_puzzle(squares, sig, s, max_givens, rng)
-        if made is None:
-            stats["rejected"][0] += 1
-            continue
-        givens, mask = made
-        grid = to_grid(squares[s], givens, mask)
-        key = "".join("".join(r) for r in grid)
+        givens, mask = make_puzzle(sq.cols, sq.sig, s, max_givens, rng)
+        sol = sq.rows[s]
+        grid = to_grid(sol, givens, mask)
+        key = "".join(map("".join, grid))
         if key in seen:
-            stats["rejected"][0] += 1
+            stats.repeats += 1
             continue
         seen.add(key)
-        dom = [int(1 << (squares[s][i] - 1)) if i in givens else FULL for i in range(SIZE * SIZE)]
-        ineq = [(a, b) if squares[s][a] < squares[s][b] else (b, a) for p, (a, b) in enumerate(PAIRS) if mask >> p & 1]
-        assert count_solutions(dom, ineq) == 1, "the solver disagrees with the enumeration on uniqueness"
-        root = dom.copy()
-        branched = not (propagate(root, ineq) and all(v & (v - 1) == 0 for v in root))
-        stats["givens"].append(len(givens))
-        stats["signs"].append(bin(mask).count("1"))
-        stats["branched"].append(branched)
-        canon = "".join(str(int(v)) for v in squares[int(family[s])])
-        rows.append({"input": grid, "output": to_grid(squares[s], None, mask), "group": canon})
-    return rows
+        dom = [1 << int(sol[i] - 1) if i in givens else FULL for i in range(SIZE * SIZE)]
+        less = [(a, b) if sol[a] < sol[b] else (b, a) for p, (a, b) in enumerate(PAIRS) if mask >> p & 1]
+        propagate(dom, less)
+        branched = any(v & (v - 1) for v in dom)  # propagation alone left a cell open
+        if count_solutions(dom, less) != 1:
+            raise AssertionError(f"the solver and the enumeration disagree on puzzle {key!r}")
+        stats.givens.append(len(givens))
+        stats.signs.append(len(less))
+        stats.branched.append(branched)
+        families.add(int(sq.family[s]))
+        group = "".join(str(int(v)) for v in sq.rows[sq.family[s]])
+        rows.append({"input": grid, "output": to_grid(sol, None, mask), "group": group})
+    return rows, families
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> None:
@@ -230,8 +268,7 @@ def write_jsonl(path: Path, rows: list[dict]) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as f:
-            for row in rows:
-                f.write(json.dumps(row, separators=(",", ":")) + "\n")
+            f.writelines(json.dumps(row, separators=(",", ":")) + "\n" for row in rows)
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
@@ -243,36 +280,31 @@ def main() -> None:
     parser.add_argument("--train", type=int, default=10000, help="training puzzles (10000)")
     parser.add_argument("--test", type=int, default=1000, help="test puzzles (1000)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (0)")
-    parser.add_argument("--max-givens", type=int, default=3, help="digits drawn before minimising, 0..N (3)")
+    parser.add_argument("--max-givens", type=int, default=1, help="digits drawn per puzzle before minimising (1)")
     parser.add_argument("--out", type=Path, required=True, help="output folder")
     args = parser.parse_args()
     if args.train < 0 or args.test < 0 or not 0 <= args.max_givens <= SIZE * SIZE:
-        parser.error("--train and --test must be >= 0 and --max-givens within 0..25")
+        parser.error("--train and --test must be >= 0, --max-givens within 0..25")
 
     rng = np.random.default_rng(args.seed)
-    squares = latin_squares()
-    sig, family = signatures(squares), canonical_ids(squares)
-    stats: dict[str, list] = {"rejected": [0], "givens": [], "signs": [], "branched": []}
-    test = draw(args.test, squares, sig, family, set(), args.max_givens, rng, stats)
-    held = {int(family[int(np.flatnonzero((squares == to_solution(r["output"])).all(1))[0])]) for r in test}
-    train = draw(args.train, squares, sig, family, held, args.max_givens, rng, stats)
-    for split, rows in (("train", train), ("test", test)):
-        for i, row in enumerate(rows):
+    rows = latin_squares()
+    sq = Squares(rows, np.ascontiguousarray(rows.T), signatures(rows), canonical_ids(rows))
+    stats = Stats()
+    test, held = draw(args.test, sq, set(), args.max_givens, rng, stats)  # test first: its families stay out of train
+    train, _ = draw(args.train, sq, held, args.max_givens, rng, stats)
+    for split, part in (("train", train), ("test", test)):
+        for i, row in enumerate(part):
             row["id"] = f"{split}-{i}"
     args.out.mkdir(parents=True, exist_ok=True)
     write_jsonl(args.out / "train.jsonl", train)
     write_jsonl(args.out / "test.jsonl", test)
-    n = max(1, len(stats["givens"]))
+    n = max(1, len(stats.givens))
     print(
-        f"futoshiki 5x5: train {len(train)}, test {len(test)} ({len(held)} solution families held out); "
-        f"mean givens {sum(stats['givens']) / n:.2f}, mean signs {sum(stats['signs']) / n:.2f}, "
-        f"branching needed {sum(stats['branched']) / n:.1%}; draws rejected {stats['rejected'][0]} -> {args.out}"
+        f"futoshiki 5x5: train {len(train)}, test {len(test)} (test solutions from {len(held)} families no train "
+        f"puzzle uses); mean givens {sum(stats.givens) / n:.2f}, mean signs {sum(stats.signs) / n:.2f}, "
+        f"solver branched on {sum(stats.branched) / n:.1%}; draws rejected: {stats.held_out} held-out family, "
+        f"{stats.repeats} repeated input -> {args.out}"
     )
-
-
-def to_solution(grid: list[list[str]]) -> np.ndarray:
-    """The 25 digits of a filled 9x9 grid."""
-    return np.array([int(grid[2 * r][2 * c]) for r in range(SIZE) for c in range(SIZE)], dtype=np.int8)
 
 
 if __name__ == "__main__":

@@ -45,6 +45,22 @@ def task_class(kind: str | None) -> type[Task] | None:
     return own if own is not None or not kind else plugin_task(kind)
 
 
+def record_task(builder: dict | None, where: object) -> type[Task] | None:
+    """The task of a dataset's builder record (`task_class` of its name; None: no record, or a builder no task
+    knows). A record of `hrm build-data file --task KIND` whose package is not installed is a one-line UserError naming
+    `where`: read as anonymous tokens, its task's own rules would go unchecked and unsaid."""
+    if builder is None:
+        return None
+    name = builder.get("name")
+    cls = task_class(name)
+    if cls is None and "declaration" in builder:
+        raise UserError(
+            f"{where}: the dataset's task {name!r} is not installed (no entry point {name!r} in group {ENTRY_POINTS}); "
+            "install the package that provides it"
+        )
+    return cls
+
+
 def plugin_task(kind: str) -> type[Task] | None:
     """The Task subclass another package registers as entry point `kind` (pyproject.toml: [project.entry-points.
     "hrm_reason.tasks"] kind = "package.module:Class"), loaded only when a dataset names it, so that a broken plugin
@@ -74,7 +90,7 @@ def task_of(metadata: PuzzleDatasetMetadata, where: str, names: list[str] | None
     for a builder the tasks do not know or shapes none fits. A known task whose shapes are not its own is a
     UserError naming `where`. `names`: identifiers.json, where there is one (ARC reads its task names there)."""
     if metadata.builder is not None:
-        cls = task_class(metadata.builder.get("name"))
+        cls = record_task(metadata.builder, where)
         return cls.from_metadata(metadata, where, names) if cls is not None else None
     return shape_task(metadata, where, names)
 
@@ -105,7 +121,7 @@ def choose_metrics(split: PuzzleSplit, mmax: int) -> tuple[str | None, str, list
     if builder is not None:
         name = builder.get("name")
         why = f"builder record {name!r}"
-        cls = task_class(name)
+        cls = record_task(builder, split.path / "dataset.json")
         if cls is None or cls.metric_name is None:
             return None, why, []
         task = cls.from_metadata(split.metadata, str(split.path / "dataset.json"))
@@ -133,7 +149,7 @@ def task_transforms(split: PuzzleSplit, tta: int) -> TaskTransforms | None:
     if tta <= 1:
         return None
     name = (split.metadata.builder or {}).get("name")
-    cls = task_class(name)
+    cls = record_task(split.metadata.builder, split.path / "dataset.json")
     if cls is None:
         raise UserError(
             f"--tta {tta}: {split.path / 'dataset.json'} has builder.name {name!r}; test-time augmentation knows "

@@ -23,7 +23,7 @@ import torch.distributed as dist
 
 from hrm_reason.data.puzzle import Augmentation, PuzzleSplit
 from hrm_reason.errors import UserError
-from hrm_reason.tasks import layout_task, task_class, task_classes
+from hrm_reason.tasks import layout_task, record_task, task_classes
 from hrm_reason.tasks.maze import DihedralSymmetry
 from hrm_reason.tasks.sudoku import SudokuSymmetry
 
@@ -39,7 +39,7 @@ def train_augmentation(kind: str, split: PuzzleSplit) -> Augmentation | None:
     metadata, where = split.metadata, split.path / "dataset.json"
     if metadata.builder is None:
         return layout_augmentation(kind, split)
-    cls = task_class(metadata.builder.get("name"))
+    cls = record_task(metadata.builder, where)
     if cls is None or not cls.on_the_fly:
         kinds = " and ".join(c.kind for c in task_classes() if c.on_the_fly)
         raise UserError(

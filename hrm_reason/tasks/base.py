@@ -175,7 +175,7 @@ class Task:
         one, why it has none."""
         raise NotImplementedError
 
-    def augmentation(self, kind: str, split: PuzzleSplit) -> Augmentation:
+    def augmentation(self, kind: str, split: PuzzleSplit) -> Augmentation | None:
         """The symmetry drawn on the fly for `augment=kind` (tasks whose `on_the_fly` is true)."""
         raise NotImplementedError
 

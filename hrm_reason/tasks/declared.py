@@ -489,19 +489,27 @@ class DeclaredTask(Task):
         return self.declaration.check is not None or type(self).valid is not DeclaredTask.valid
 
     def segment_metrics(self, split: PuzzleSplit, mmax: int) -> list[ValidAnswers]:
-        return [ValidAnswers(self, mmax)] if self.has_rules else []
+        """Valid answers where the task has rules; the check file is loaded here, before any batch runs."""
+        if not self.has_rules:
+            return []
+        self.check_function()
+        return [ValidAnswers(self, mmax)]
 
     @property
     def symmetry_name(self) -> str:
         return self.transforms.group_name
 
-    def augmentation(self, kind: str, split: PuzzleSplit) -> Augmentation:
+    def augmentation(self, kind: str, split: PuzzleSplit) -> Augmentation | None:
+        """The declared group; a dataset that declares none trains without augmentation on the fly, said in one line
+        (so that the default config's augment=symmetry runs on any dataset, as on one with no builder record)."""
         transforms = self.transforms
         if transforms.group_size == 1:
-            raise UserError(
-                f"augment={kind}: {split.path / 'dataset.json'} declares no symmetry (hrm build-data file --dihedral "
-                "or --permute SYMBOLS); use augment=none"
+            print(
+                f"augment={kind}: {split.path / 'dataset.json'} declares no symmetry (hrm build-data file --dihedral, "
+                "--permute): training without augmentation on the fly",
+                file=sys.stderr,
             )
+            return None
         return DeclaredSymmetry(transforms)
 
     def givens(self, inputs: np.ndarray) -> np.ndarray | None:
@@ -516,6 +524,12 @@ class DeclaredTask(Task):
     def valid(self, given: Any, answer: Any) -> bool | None:
         """Whether `answer` is a valid answer to `given` (both as the file writes them); None: no rules declared. The
         default runs the dataset's --check function (the user's code, docs/tasks.md "Rules")."""
+        check = self.check_function()
+        return None if check is None else bool(check(given, answer))
+
+    def check_function(self) -> Check | None:
+        """The dataset's --check function (None: none declared), loaded once; a check.py missing or changed since the
+        build is a one-line UserError."""
         check = self.declaration.check
         if check is None:
             return None
@@ -527,10 +541,10 @@ class DeclaredTask(Task):
             path = self.data_dir / CHECK_FILE
             if path.is_file() and sha256_of(path) != check.sha256:
                 raise UserError(
-                    f"{path}: changed since the dataset was built (sha256 differs from builder.declaration.check)"
+                    f"{path}: changed since the dataset was built (its sha256 differs from builder.declaration.check)"
                 )
             self._check.append(load_check(path, check.function, "dataset check"))
-        return bool(self._check[0](given, answer))
+        return self._check[0]
 
     # --- hrm solve
 

@@ -57,6 +57,7 @@ class ACTTask:
         # The bar's exact and segs: those of the last step on which examples halted (postfix).
         self.exact_shown, self.segments_shown = "-", "-"
         augment = train_augmentation(config.augment, self.train_split)
+        task_metrics(self.test_split, 1)  # the evaluations' task and its rules load (or fail) before the first step
         self.sampler = TrainSampler(
             self.train_split,
             config.global_batch_size,
