@@ -63,14 +63,17 @@ def build_file(opts: FileBuildOptions) -> Path:
     if opts.test is not None:
         test = read_examples(opts.test, "--test", opts.input_col, opts.output_col)
         check_groups(train, test)
+        declaration = declare(opts, train + test)
     else:
         assert opts.test_fraction is not None
+        declaration = declare(opts, train)  # in the file's order: an error names the first line that has it
         train, test = split_by_group(train, opts.test_fraction, opts.seed, opts.examples)
-    declaration = declare(opts, train + test)
     task = cls(declaration)
     train_x, train_y = encode(task, train)
     test_x, test_y = encode(task, test)
-    check_overlap(train, test, train_x, train_y, test_x, test_y)
+    check_overlap(
+        "--test" if opts.test is not None else "--test-fraction", train, test, train_x, train_y, test_x, test_y
+    )
     check = None
     if opts.check is not None:
         check = check_rules(task, opts.check, train + test, (train_x, test_x), (train_y, test_y))
@@ -194,7 +197,7 @@ def split_by_group(
     return train, test
 
 
-def check_overlap(train: list[RawExample], test: list[RawExample], *arrays: np.ndarray) -> None:
+def check_overlap(flag: str, train: list[RawExample], test: list[RawExample], *arrays: np.ndarray) -> None:
     """The same example (input and output) on both sides is refused, with the count and the first pair."""
     train_x, train_y, test_x, test_y = arrays
     seen = {x.tobytes() + y.tobytes(): i for i, (x, y) in enumerate(zip(train_x, train_y))}
@@ -202,7 +205,7 @@ def check_overlap(train: list[RawExample], test: list[RawExample], *arrays: np.n
     if both:
         j, i = both[0]
         raise UserError(
-            f"--test: {len(both)} test example{'s are' if len(both) > 1 else ' is'} also in training (first: "
+            f"{flag}: {len(both)} test example{'s are' if len(both) > 1 else ' is'} also in training (first: "
             f"{test[j].where} = {train[i].where}); remove them, or give equivalent examples one group"
         )
 
@@ -314,9 +317,11 @@ def choose_layout(
             layout, shape = "fixed", (1, longest)
         else:
             length = opts.length if opts.length is not None else longest + 1
-            over = next(((w, where) for _, w, where in shapes if w > length), None)
+            over = next(((w, where) for _, w, where in shapes if w >= length), None)
             if over is not None:
-                raise UserError(f"{over[1]}: {over[0]} symbols, more than --length {length}")
+                raise UserError(
+                    f"{over[1]}: {over[0]} symbols, more than --length {length} holds ({length - 1} and the end marker)"
+                )
             layout, shape = "strip", (1, length)
     else:
         if opts.length is not None:
@@ -334,8 +339,10 @@ def choose_layout(
             layout, shape = "canvas", (side, side)
     tokens = shape[0] * shape[1]
     if (why := FILE_TOKENS.problem(tokens)) is not None:
+        h, w, where = max(shapes, key=lambda s: max(s[0], s[1]) if layout == "canvas" else s[0] * s[1])
         raise UserError(
-            f"{opts.examples}: the examples need {tokens:,} tokens a sequence ({layout} {shape[0]}x{shape[1]}): {why}"
+            f"{where}: a {h}x{w} value: the examples need {tokens:,} tokens a sequence ({layout} {shape[0]}x{shape[1]})"
+            f": {why}"
         )
     return layout, shape
 

@@ -81,28 +81,42 @@ def near(e: np.ndarray, mask: int) -> np.ndarray:
     return e[np.bitwise_count(e & np.uint64(mask)) <= NEAR]
 
 
-def make_puzzle(
-    cells: np.ndarray, sig: np.ndarray, s: int, max_givens: int, rng: np.random.Generator
-) -> tuple[list[int], int]:
+class Squares(NamedTuple):
+    """Every 5x5 Latin square, indexed for the puzzle maker: rows (N, 25) of digits, the same as columns (25, N) for
+    fast per-cell tests, sign bits (signatures), family (canonical_ids), and by_cell[c][d - 1], the squares with
+    digit d at cell c."""
+
+    rows: np.ndarray
+    cols: np.ndarray
+    sig: np.ndarray
+    family: np.ndarray
+    by_cell: list[list[np.ndarray]]
+
+    @classmethod
+    def build(cls) -> Squares:
+        rows = latin_squares()
+        cols = np.ascontiguousarray(rows.T)
+        by_cell = [[np.flatnonzero(cols[c] == d) for d in range(1, SIZE + 1)] for c in range(SIZE * SIZE)]
+        return cls(rows, cols, signatures(rows), canonical_ids(rows), by_cell)
+
+
+def make_puzzle(sq: Squares, s: int, max_givens: int, rng: np.random.Generator) -> tuple[list[int], int]:
     """A minimal puzzle for solution `s`: (given cells, sign mask). Signs are added in a random order while they cut
     the candidate squares (plus a given where two remain after all 40 signs); then each sign and each given is
-    dropped, in a random order, if the solution stays unique without it. `cells` is the squares transposed (25, N)."""
-    sol = cells[:, s]
+    dropped, in a random order, if the solution stays unique without it."""
+    sol = sq.cols[:, s]
 
-    def agree(cols: np.ndarray, givens: list[int]) -> np.ndarray:
-        ok = np.ones(cols.shape[1], dtype=bool)
-        for c in givens:
-            ok &= cols[c] == sol[c]
-        return ok
-
-    def keeping(mask: int) -> np.ndarray:
-        return cells[:, np.flatnonzero(((sig ^ sig[s]) & np.uint64(mask)) == 0)]
+    def narrow(idx: np.ndarray | None, cell: int) -> np.ndarray:
+        """The candidates of `idx` (None: every square) with the solution's digit at `cell`."""
+        return sq.by_cell[cell][sol[cell] - 1] if idx is None else idx[sq.cols[cell, idx] == sol[cell]]
 
     givens = [int(c) for c in rng.permutation(SIZE * SIZE)[: rng.integers(0, max_givens + 1)]]
-    idx = np.flatnonzero(agree(cells, givens)) if givens else None  # the candidate squares (None: all)
-    e = (sig if idx is None else sig[idx]) ^ sig[s]  # per candidate, the signs that would rule it out
+    idx = None  # the candidate squares (None: all)
+    for c in givens:
+        idx = narrow(idx, c)
+    e = (sq.sig if idx is None else sq.sig[idx]) ^ sq.sig[s]  # per candidate, the signs that would rule it out
     signs = [int(p) for p in rng.permutation(len(PAIRS))]
-    mask = sum(1 << p for p in signs[:8])  # the first few always cut: one pass over the squares, not eight
+    mask = sum(1 << p for p in signs[:8])  # the first few nearly always cut: one pass, not eight (spares go below)
     alive = e[(e & np.uint64(mask)) == 0]
     for p in signs[8:]:
         if len(alive) == 1:
@@ -112,11 +126,10 @@ def make_puzzle(
             mask, alive = mask | (1 << p), kept
     while len(alive) > 1:  # squares no sign tells apart from the solution: give a digit where they differ
         left = np.flatnonzero((e & np.uint64(mask)) == 0)
-        rest = cells[:, left if idx is None else idx[left]]
-        cell = int(rng.choice(np.flatnonzero((rest != sol[:, None]).any(1))))
-        givens.append(cell)
-        same = cells[cell] == sol[cell] if idx is None else cells[cell, idx] == sol[cell]
-        idx, e = np.flatnonzero(same) if idx is None else idx[same], e[same]
+        rest = sq.cols[:, left if idx is None else idx[left]]
+        givens.append(int(rng.choice(np.flatnonzero((rest != sol[:, None]).any(1)))))
+        idx = narrow(idx, givens[-1])
+        e = sq.sig[idx] ^ sq.sig[s]
         alive = e[(e & np.uint64(mask)) == 0]
     pool, drops = e, NEAR
     for p in rng.permutation([q for q in range(len(PAIRS)) if mask >> q & 1]):
@@ -125,10 +138,10 @@ def make_puzzle(
         if unique(pool, mask & ~(1 << int(p))):
             mask, drops = mask & ~(1 << int(p)), drops + 1
     if givens:
-        rest = keeping(mask)  # the few squares the signs alone allow
+        rest = sq.cols[:, np.flatnonzero(((sq.sig ^ sq.sig[s]) & np.uint64(mask)) == 0)]  # what the signs alone allow
         for cell in rng.permutation(givens):
             fewer = [c for c in givens if c != cell]
-            if agree(rest, fewer).sum() == 1:
+            if (rest[fewer] == sol[fewer, None]).all(0).sum() == 1:
                 givens = fewer
     return sorted(givens), mask
 
@@ -207,15 +220,6 @@ def to_grid(sol: np.ndarray, givens: list[int] | None, mask: int) -> list[list[s
     return grid
 
 
-class Squares(NamedTuple):
-    """Every 5x5 Latin square, four ways: rows (N, 25), columns (25, N) for fast per-cell tests, sign bits, family."""
-
-    rows: np.ndarray
-    cols: np.ndarray
-    sig: np.ndarray
-    family: np.ndarray
-
-
 @dataclass
 class Stats:
     """What the summary line reports, over both splits."""
@@ -240,7 +244,7 @@ def draw(
         if int(sq.family[s]) in banned:
             stats.held_out += 1
             continue
-        givens, mask = make_puzzle(sq.cols, sq.sig, s, max_givens, rng)
+        givens, mask = make_puzzle(sq, s, max_givens, rng)
         sol = sq.rows[s]
         grid = to_grid(sol, givens, mask)
         key = "".join(map("".join, grid))
@@ -287,8 +291,7 @@ def main() -> None:
         parser.error("--train and --test must be >= 0, --max-givens within 0..25")
 
     rng = np.random.default_rng(args.seed)
-    rows = latin_squares()
-    sq = Squares(rows, np.ascontiguousarray(rows.T), signatures(rows), canonical_ids(rows))
+    sq = Squares.build()
     stats = Stats()
     test, held = draw(args.test, sq, set(), args.max_givens, rng, stats)  # test first: its families stay out of train
     train, _ = draw(args.train, sq, held, args.max_givens, rng, stats)

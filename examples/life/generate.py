@@ -96,12 +96,12 @@ def main() -> None:
         ]
         write_jsonl(args.out / f"{split}.jsonl", rows)
         offset += len(rows)
-    answers = np.concatenate([a for _, a in splits.values()])
-    n = max(1, len(answers))
+    live = np.concatenate([a.reshape(len(a), -1).sum(1) for _, a in splits.values()])
+    n = max(1, len(live))
     print(
         f"life {args.size}x{args.size} -> {args.size - 2 * MARGIN}x{args.size - 2 * MARGIN} after {STEPS} steps: "
         f"train {len(splits['train'][0])}, test {len(splits['test'][0])}; mean live output cells "
-        f"{answers.sum() / n:.2f}, all-dead outputs {(~answers.reshape(n, -1).any(1)).sum() / n:.1%} -> {args.out}"
+        f"{live.sum() / n:.2f}, all-dead outputs {(live == 0).sum() / n:.1%} -> {args.out}"
     )
 
 

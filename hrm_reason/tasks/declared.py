@@ -11,7 +11,7 @@ Every value is a grid of symbols inside: a 2-D list is one, a string is a grid o
 Tokens: PAD 0 (never a label: the loss ignores it), EOS 1, symbol i -> i + 2. The layout is the simplest that holds
 every grid of the dataset (docs/tasks.md, "Layouts"):
 - fixed: every grid has one shape (square where the square's symmetries are declared): the cells row-major, no marker;
-- strip: every grid is one row of varying length: the symbols, one EOS, then PAD;
+- strip: every grid is one row of varying length: the symbols, one EOS, then PAD (room for shape[1] - 1 symbols);
 - canvas: anything else: a square canvas, the grid at its top-left with an EOS row below and an EOS column to its right
   (the corner stays PAD), as ARC's (tasks/arc.py). A prediction is read back by the same crop as ARC's.
 """
@@ -164,8 +164,8 @@ class TokenLayout:
         rows, cols = self.shape
         if self.layout == "fixed" and (h, w) != self.shape:
             return f"a {h}x{w} grid, where every grid of the task is {rows}x{cols}"
-        if self.layout == "strip" and (h != 1 or w > cols):
-            return f"{w} symbols, more than the task's {cols}" if h == 1 else f"a grid of {h} rows, not a sequence"
+        if self.layout == "strip" and (h != 1 or w >= cols):
+            return f"{w} symbols, more than the task's {cols - 1}" if h == 1 else f"a grid of {h} rows, not a sequence"
         if self.layout == "canvas" and (h > rows or w > cols):
             return f"a {h}x{w} grid, larger than the task's {rows}x{cols} canvas"
         return None
@@ -179,8 +179,7 @@ class TokenLayout:
         h, w = grid.shape
         out[:h, :w] = grid
         if self.layout == "strip":
-            if w < self.shape[1]:
-                out[0, w] = EOS
+            out[0, w] = EOS
         else:
             if h < self.shape[0]:
                 out[h, :w] = EOS
@@ -553,7 +552,7 @@ class DeclaredTask(Task):
         rows, cols = d.shape
         shape = {
             "fixed": f"{rows}x{cols} grids",
-            "strip": f"sequences of up to {cols} symbols",
+            "strip": f"sequences of up to {cols - 1} symbols",
             "canvas": f"grids up to {rows}x{cols}",
         }[d.layout]
         return f"{self.kind} task ({shape} of {symbol_list(d.symbols)})"
@@ -565,7 +564,7 @@ class DeclaredTask(Task):
         from hrm_reason.tasks.example_files import parse_json_values
 
         d = self.declaration
-        values = parse_json_values(text, source)
+        values = parse_json_values(text, source, grids=d.input_form == "grid")
         if values is None:
             values = self._text_values(text, source)
         puzzles = []

@@ -192,11 +192,12 @@ def check_value(value: Any, where: str, form: str, grid: tuple[int, int] | None,
             raise UserError(f"{where}: {n} symbols, where --grid {grid[0]}x{grid[1]} holds {grid[0] * grid[1]}")
 
 
-def parse_json_values(text: str, source: str) -> list[tuple[str, Any, Any]] | None:
-    """(where, input, expected output or None) of a text written as JSON: JSON Lines of examples, or one JSON value
-    (a grid, a string, or a list of grids); None when the text does not start like JSON (plain text)."""
+def parse_json_values(text: str, source: str, grids: bool) -> list[tuple[str, Any, Any]] | None:
+    """(where, input, expected output or None) of a text written as JSON: JSON Lines of examples, or, for a task of
+    grid inputs (`grids`), one JSON value (a grid, or a list of grids); None when the text does not start like JSON
+    (plain text: a sequence task's "[[]]" is its symbols)."""
     stripped = text.lstrip()
-    if not stripped or stripped[0] not in '{["':
+    if not stripped or stripped[0] not in ('{["' if grids else "{"):
         return None
     if stripped[0] == "{":
         values = []

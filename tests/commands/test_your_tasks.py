@@ -101,7 +101,9 @@ def run(built: Path, files: Path) -> Path:
 
 def test_eval_reports_valid_answers_and_votes_over_the_declared_symmetries(run: Path, files: Path) -> None:
     out = files / "eval.json"
-    proc = run_hrm("eval", "--run", str(run), "--mmax", "3", "--tta", "4", "--select", "vote", "--json", str(out), "--quiet")
+    proc = run_hrm(
+        "eval", "--run", str(run), "--mmax", "3", "--tta", "4", "--select", "vote", "--json", str(out), "--quiet"
+    )
     assert proc.returncode == 0, proc.stderr
     assert "valid answers" in proc.stderr and "valid_answers" in proc.stdout
     result = json.loads(out.read_text())
@@ -178,5 +180,7 @@ def test_a_task_of_your_own_package_through_the_entry_point(files: Path, plugin_
 def test_a_task_that_is_not_registered_or_not_declared_is_one_line(files: Path, plugin_env: dict[str, str]) -> None:
     args = ["build-data", "file", str(files / "train.jsonl"), "--test", str(files / "test.jsonl")]
     assert_one_line_error(run_hrm(*args, "--task", "nope", "--out", str(files / "x")), "--task nope", "entry point")
-    assert_one_line_error(run_hrm(*args, "--task", "sudoku", "--out", str(files / "x")), "--task sudoku", "DeclaredTask")
+    assert_one_line_error(
+        run_hrm(*args, "--task", "sudoku", "--out", str(files / "x")), "--task sudoku", "DeclaredTask"
+    )
     assert not (files / "x").exists()

@@ -111,8 +111,8 @@ def test_canvas_places_the_eos_row_and_column_by_hand() -> None:
 def test_fits_names_why_a_grid_has_no_place() -> None:
     assert TokenLayout("fixed", (3, 3)).fits(np.zeros((3, 3))) is None
     assert "2x3" in TokenLayout("fixed", (3, 3)).fits(np.zeros((2, 3)))
-    assert TokenLayout("strip", (1, 9)).fits(np.zeros((1, 9))) is None
-    assert "10 symbols" in TokenLayout("strip", (1, 9)).fits(np.zeros((1, 10)))
+    assert TokenLayout("strip", (1, 9)).fits(np.zeros((1, 8))) is None  # room for the end marker
+    assert "9 symbols, more than the task's 8" in TokenLayout("strip", (1, 9)).fits(np.zeros((1, 9)))
     assert "2 rows" in TokenLayout("strip", (1, 9)).fits(np.zeros((2, 3)))
     assert TokenLayout("canvas", (7, 7)).fits(np.zeros((7, 7))) is None
     assert "8x2" in TokenLayout("canvas", (7, 7)).fits(np.zeros((8, 2)))
@@ -268,8 +268,8 @@ def test_tokens_of_encodes_and_refuses_naming_where() -> None:
         task.tokens_of([["0", "1", "2"], ["2", "1", "0"]], "puzzles.txt line 2")
     strip = DeclaredTask(declaration(input_form="text", output_form="text", layout="strip", shape=(1, 4)))
     np.testing.assert_array_equal(strip.tokens_of([["1", "2"]], "x"), [3, 4, EOS, PAD])
-    with pytest.raises(UserError, match=r"^seq line 9: 5 symbols, more than the task's 4"):
-        strip.tokens_of([["1", "2", "0", "1", "1"]], "seq line 9")
+    with pytest.raises(UserError, match=r"^seq line 9: 4 symbols, more than the task's 3"):
+        strip.tokens_of([["1", "2", "0", "1"]], "seq line 9")
     canvas = DeclaredTask(declaration(layout="canvas", shape=(3, 3)))
     with pytest.raises(UserError, match=r"^g line 1: a 4x1 grid, larger than the task's 3x3 canvas"):
         canvas.tokens_of([["0"], ["1"], ["2"], ["0"]], "g line 1")
