@@ -19,14 +19,12 @@ def _board(g: object) -> bool:
 def _step(b: list[list[int]]) -> list[list[int]]:
     """One generation on the bounded board: born on 3 live neighbours, kept on 2 or 3."""
     h, w = len(b), len(b[0])
-    nxt = [[0] * w for _ in range(h)]
+    padded = [[0] * (w + 2)] + [[0, *row, 0] for row in b] + [[0] * (w + 2)]
+    across = [[row[c] + row[c + 1] + row[c + 2] for c in range(w)] for row in padded]  # 3 cells wide, per row
+    nxt = []
     for r in range(h):
-        for c in range(w):
-            n = sum(
-                b[rr][cc] for rr in range(max(r - 1, 0), min(r + 2, h)) for cc in range(max(c - 1, 0), min(c + 2, w))
-            )
-            n -= b[r][c]
-            nxt[r][c] = int(n == 3 or (b[r][c] == 1 and n == 2))
+        n = [across[r][c] + across[r + 1][c] + across[r + 2][c] - b[r][c] for c in range(w)]
+        nxt.append([int(n[c] == 3 or (n[c] == 2 and b[r][c] == 1)) for c in range(w)])
     return nxt
 
 

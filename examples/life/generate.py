@@ -96,7 +96,7 @@ def main() -> None:
         ]
         write_jsonl(args.out / f"{split}.jsonl", rows)
         offset += len(rows)
-    live = np.concatenate([a.reshape(len(a), -1).sum(1) for _, a in splits.values()])
+    live = np.concatenate([a.sum((1, 2)) for _, a in splits.values()])
     n = max(1, len(live))
     print(
         f"life {args.size}x{args.size} -> {args.size - 2 * MARGIN}x{args.size - 2 * MARGIN} after {STEPS} steps: "
