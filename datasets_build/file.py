@@ -63,14 +63,16 @@ def build_file(opts: FileBuildOptions) -> Path:
     if opts.test is not None:
         test = read_examples(opts.test, "--test", opts.input_col, opts.output_col)
         check_groups(train, test)
-        declaration = declare(opts, train + test)
+        declaration = declare(opts, train + test, not opts.quiet)
     else:
         assert opts.test_fraction is not None
-        declaration = declare(opts, train)  # in the file's order: an error names the first line that has it
+        declaration = declare(
+            opts, train, not opts.quiet
+        )  # in the file's order: an error names the first line that has it
         train, test = split_by_group(train, opts.test_fraction, opts.seed, opts.examples)
     task = cls(declaration)
-    train_x, train_y = encode(task, train)
-    test_x, test_y = encode(task, test)
+    train_x, train_y = encode(task, train, not opts.quiet)
+    test_x, test_y = encode(task, test, not opts.quiet)
     check_overlap(
         "--test" if opts.test is not None else "--test-fraction", train, test, train_x, train_y, test_x, test_y
     )
@@ -213,13 +215,13 @@ def check_overlap(flag: str, train: list[RawExample], test: list[RawExample], *a
 # ------------------------------------------------------------------------------------------ the declaration
 
 
-def declare(opts: FileBuildOptions, examples: Sequence[RawExample]) -> Declaration:
+def declare(opts: FileBuildOptions, examples: Sequence[RawExample], progress: bool = False) -> Declaration:
     """The declaration of `examples`: forms, symbols, layout and symmetries, every value checked on the way."""
     forms: dict[str, tuple[str, str]] = {}  # field -> (form, the first example's place)
     cells: tuple[str, str] | None = None
     shapes: list[tuple[int, int, str]] = []
     used: dict[str, str] = {}  # symbol -> where it is first used
-    for e in examples:
+    for e in progress_bar(enabled=progress, iterable=examples, desc="reading", unit="example"):
         for name, value in (("input", e.input), ("output", e.output)):
             where = f"{e.where}: field {name!r}"
             form = form_of(value, where, opts.grid)
@@ -350,13 +352,13 @@ def choose_layout(
 # -------------------------------------------------------------------------------------------- the examples
 
 
-def encode(task: DeclaredTask, examples: list[RawExample]) -> tuple[np.ndarray, np.ndarray]:
+def encode(task: DeclaredTask, examples: list[RawExample], progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """[n, seq_len] input and output tokens (uint8 where the vocabulary fits, else uint16)."""
     d = task.declaration
     dtype = np.uint8 if d.vocab_size <= 256 else np.uint16
     x = np.zeros((len(examples), d.seq_len), dtype=dtype)
     y = np.zeros_like(x)
-    for i, e in enumerate(examples):
+    for i, e in enumerate(progress_bar(enabled=progress, iterable=examples, desc="encoding", unit="example")):
         for arr, name, value, form in ((x, "input", e.input, d.input_form), (y, "output", e.output, d.output_form)):
             rows = value_grid(value, form, d.separator, d.grid)
             arr[i] = task.tokens_of(rows, f"{e.where}: field {name!r}")

@@ -24,6 +24,7 @@ import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -446,10 +447,15 @@ class DeclaredTask(Task):
     def layout(self) -> TokenLayout:
         return TokenLayout(self.declaration.layout, self.declaration.shape)
 
+    @cached_property
+    def token_index(self) -> dict[str, int]:
+        """Symbol -> token, made once (a builder encodes a million examples through it)."""
+        return {s: i + FIRST_SYMBOL for i, s in enumerate(self.declaration.symbols)}
+
     def tokens_of(self, rows: list[list[str]], where: str) -> np.ndarray:
         """Rows of symbols -> [seq_len] tokens; a symbol the task lacks, or a grid the layout has no place for, is a
         UserError naming `where`."""
-        index = {s: i + FIRST_SYMBOL for i, s in enumerate(self.declaration.symbols)}
+        index = self.token_index
         unknown = next((s for row in rows for s in row if s not in index), None)
         if unknown is not None:
             raise UserError(

@@ -171,7 +171,8 @@ def check_value(value: Any, where: str, form: str, grid: tuple[int, int] | None,
         width = None
         for r, row in enumerate(value, 1):
             if not isinstance(row, list) or not row:
-                raise UserError(f"{where}: row {r} is not a non-empty list of cells")
+                flat = " (a 1-D list: write a sequence as a string, a grid as a list of rows)" if r == 1 else ""
+                raise UserError(f"{where}: row {r} is not a non-empty list of cells{flat}")
             if width is not None and len(row) != width:
                 raise UserError(f"{where}: ragged grid: row {r} has {len(row)} cells, row 1 has {width}")
             width = len(row)

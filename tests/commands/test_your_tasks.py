@@ -7,6 +7,11 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
+import shlex
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -184,3 +189,33 @@ def test_a_task_that_is_not_registered_or_not_declared_is_one_line(files: Path, 
         run_hrm(*args, "--task", "sudoku", "--out", str(files / "x")), "--task sudoku", "DeclaredTask"
     )
     assert not (files / "x").exists()
+
+
+def readme_commands() -> list[list[str]]:
+    """The README's "Your own puzzles" commands, as a user pastes them (continued lines joined, comments dropped)."""
+    text = (REPO / "README.md").read_text().split("## Your own puzzles", 1)[1]
+    block = text.split("```bash\n", 1)[1].split("```", 1)[0]
+    joined = re.sub(r"\\\n\s*", " ", block)
+    return [shlex.split(line.split("  #", 1)[0]) for line in joined.splitlines() if line.strip()]
+
+
+def test_the_readme_commands_for_your_own_puzzles_run_as_written(tmp_path: Path) -> None:
+    """A user's files in the documented format (the Life example's generator and rules), then the README's commands
+    word for word, with a tiny model and a few steps added to `hrm train`."""
+    mine = tmp_path / "my-task"
+    gen = subprocess.run(
+        [sys.executable, str(REPO / "examples/life/generate.py"), "--train", "64", "--test", "8", "--out", str(mine)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert gen.returncode == 0, gen.stderr
+    shutil.copy(REPO / "examples/life/check.py", mine / "check.py")
+    commands = readme_commands()
+    assert [c[:2] for c in commands] == [["hrm", "build-data"], ["hrm", "train"], ["hrm", "eval"], ["hrm", "solve"]]
+    for command in commands:
+        args = [str(REPO / a) if a.startswith("configs/") else a for a in command[1:]]
+        if args[0] == "train":
+            args += [*TINY_CLI, "schedule_over=steps", "max_seconds=null", "max_steps=4", "epochs=4", "eval_interval=2", "--quiet"]
+        proc = run_hrm(*args, cwd=tmp_path)
+        assert proc.returncode == 0, (command, proc.stderr)
+    answers = proc.stdout.count("valid: the task's rules accept it") + proc.stdout.count("invalid:")
+    assert answers == 8  # every test board answered and checked by the rules
