@@ -136,6 +136,7 @@ DATASETS = {
     "data/maze-30x30-hard-1k": dict(seq_len=900, vocab_size=6, num_puzzle_identifiers=1, total_groups=1000),
     "data/arc-quick": dict(seq_len=900, vocab_size=12, num_puzzle_identifiers=20 * 9, total_groups=20),
     "data/arc-rung": dict(seq_len=100, vocab_size=12, num_puzzle_identifiers=250 * 9 + 1, total_groups=250),
+    "data/your-task": dict(seq_len=100, vocab_size=4, num_puzzle_identifiers=1, total_groups=10000),  # examples/life
     "data/arc-aug-1000": dict(seq_len=900, vocab_size=12, num_puzzle_identifiers=960 * 1000 + 1, total_groups=960),
     "data/arc-2-aug-1000": dict(seq_len=900, vocab_size=12, num_puzzle_identifiers=1120 * 1000 + 1, total_groups=1120),
     "data/arc1concept-aug-1000": dict(

@@ -29,19 +29,21 @@ ENTRY_POINTS = "hrm_reason.tasks"  # the entry-point group of tasks from other p
 
 
 def task_classes() -> tuple[type[Task], ...]:
-    """Every task of this package, in the order a layout is tried (the declared task's datasets always have a record)."""
+    """The benchmarks, in the order a layout is tried (a declared task's dataset always has its builder record)."""
     from hrm_reason.tasks.arc import ArcTask
-    from hrm_reason.tasks.declared import DeclaredTask
     from hrm_reason.tasks.maze import MazeTask
     from hrm_reason.tasks.sudoku import SudokuTask
 
-    return SudokuTask, MazeTask, ArcTask, DeclaredTask
+    return SudokuTask, MazeTask, ArcTask
 
 
 def task_class(kind: str | None) -> type[Task] | None:
-    """The task whose datasets' builder record is named `kind`: this package's, else one another package registers
-    under the entry point `kind` of group hrm_reason.tasks (`plugin_task`); None when neither has it."""
-    own = next((cls for cls in task_classes() if cls.kind == kind), None)
+    """The task whose datasets' builder record is named `kind`: a benchmark, the declared task of `hrm build-data
+    file`, else one another package registers under the entry point `kind` of group hrm_reason.tasks (`plugin_task`);
+    None when none has it."""
+    from hrm_reason.tasks.declared import DeclaredTask
+
+    own = next((cls for cls in (*task_classes(), DeclaredTask) if cls.kind == kind), None)
     return own if own is not None or not kind else plugin_task(kind)
 
 

@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict
 from hrm_reason.errors import UserError
 from hrm_reason.tasks.base import MARKS, GridLook, Puzzle, Reading, Task, text_lines
 from hrm_reason.tasks.dihedral import DIHEDRAL_INVERSE, dihedral_transform
+from hrm_reason.tasks.example_files import check_value, parse_json_values, split_text
 
 if TYPE_CHECKING:
     import torch
@@ -98,13 +99,6 @@ def value_grid(value: Any, form: Form, separator: str | None, grid: tuple[int, i
         rows, cols = grid
         return [symbols[r * cols : (r + 1) * cols] for r in range(rows)]
     return [symbols]
-
-
-def split_text(text: str, separator: str | None) -> list[str]:
-    """The symbols of a string: one a character, or separated by `separator` (" ": any whitespace)."""
-    if separator is None:
-        return list(text)
-    return text.split() if separator == " " else text.split(separator)
 
 
 def file_value(rows: list[list[str]], form: Form, cells: str, separator: str | None) -> Any:
@@ -567,8 +561,6 @@ class DeclaredTask(Task):
         """Inputs as the examples file writes them: JSON Lines of {"input": ..., "output": ...} (the output, when
         given, is what the answer is compared with), one JSON value, or plain text: a string a line, or for grids a
         row a line with an empty line between grids (one line holding a whole fixed grid row-major also reads)."""
-        from hrm_reason.tasks.example_files import parse_json_values
-
         d = self.declaration
         values = parse_json_values(text, source, grids=d.input_form == "grid")
         if values is None:
@@ -585,8 +577,6 @@ class DeclaredTask(Task):
         return puzzles
 
     def _read(self, value: Any, where: str, form: Form) -> list[list[str]]:
-        from hrm_reason.tasks.example_files import check_value
-
         d = self.declaration
         if form == "grid" and isinstance(value, str):  # typed as text rows
             value = [

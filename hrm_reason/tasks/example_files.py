@@ -153,6 +153,13 @@ def _read_npz(path: Path, flag: str) -> list[RawExample]:
 # ------------------------------------------------------------------------------------------------ the values
 
 
+def split_text(text: str, separator: str | None) -> list[str]:
+    """The symbols of a string: one a character, or separated by `separator` (" ": any whitespace)."""
+    if separator is None:
+        return list(text)
+    return text.split() if separator == " " else text.split(separator)
+
+
 def form_of(value: Any, where: str, grid: tuple[int, int] | None) -> str:
     """How a value is written: "grid" (a 2-D list), "flat" (a string read into the --grid shape), "text"."""
     if isinstance(value, list):
@@ -186,8 +193,6 @@ def check_value(value: Any, where: str, form: str, grid: tuple[int, int] | None,
         raise UserError(f"{where}: expected a string, got {json.dumps(value)[:40]}")
     if form == "flat":
         assert grid is not None
-        from hrm_reason.tasks.declared import split_text
-
         n = len(split_text(value, separator))
         if n != grid[0] * grid[1]:
             raise UserError(f"{where}: {n} symbols, where --grid {grid[0]}x{grid[1]} holds {grid[0] * grid[1]}")
