@@ -280,6 +280,10 @@ class TrainSampler:
                 start, consumed = stop, int(ends[stop - 1])
         return plan
 
+    def batches_in(self, iteration: int) -> int:
+        """The training batches of an iteration (none where its epochs hold fewer examples than a batch)."""
+        return len(self._plan(iteration))
+
     def batches(self, iteration: int, start_batch: int = 0) -> Iterator[Batch]:
         for b, (set_name, puzzles, take) in enumerate(self._plan(iteration)):
             if b < start_batch:

@@ -95,7 +95,7 @@ class Reading(NamedTuple):
     maze path is shortest (None for other tasks)."""
 
     text: str
-    grid: list[Any]
+    grid: list[Any] | str  # a declared task's: the answer as its examples file writes it
     valid: bool | None
     check: str
     shortest: bool | None = None

@@ -624,12 +624,7 @@ class DeclaredTask(Task):
         if puzzle.expected is not None:
             same = self.layout.decode(puzzle.expected).tolist() == self.layout.decode(np.asarray(tokens)).tolist()
             verdicts.append("matches the expected output" if same else "differs from the expected output")
-        return Reading(
-            text,
-            grid if isinstance(grid, list) else [grid],
-            valid,
-            "; ".join(verdicts) or "no rules to check it against",
-        )
+        return Reading(text, grid, valid, "; ".join(verdicts) or "no rules to check it against")
 
     # --- pictures
 

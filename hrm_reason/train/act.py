@@ -56,17 +56,17 @@ class ACTTask:
         self.total_rounds = config.epochs // config.eval_interval
         # The bar's exact and segs: those of the last step on which examples halted (postfix).
         self.exact_shown, self.segments_shown = "-", "-"
-        augment = train_augmentation(config.augment, self.train_split)
-        task_metrics(self.test_split, 1)  # the evaluations' task and its rules load (or fail) before the first step
         self.sampler = TrainSampler(
-            self.train_split,
-            config.global_batch_size,
-            config.eval_interval,
-            config.seed,
-            procs.rank,
-            procs.world_size,
-            augment,
+            self.train_split, config.global_batch_size, config.eval_interval, config.seed, procs.rank, procs.world_size
         )
+        if self.sampler.batches_in(0) == 0:  # a small dataset: every round's batch would be incomplete, and dropped
+            raise UserError(
+                f"{config.data_path}: a round of eval_interval {config.eval_interval} epochs draws fewer examples than "
+                f"global_batch_size {config.global_batch_size} ({meta.total_groups} training groups): no step would "
+                "run; raise eval_interval or lower global_batch_size"
+            )
+        self.sampler.augment = train_augmentation(config.augment, self.train_split)
+        task_metrics(self.test_split, 1)  # the evaluations' task and its rules load (or fail) before the first step
         self.model = build_model(config.arch, meta, device, config.seed)
         self.full_depth_flops = flops_or_none(
             lambda: flop_count(self.model.config).train_step * config.global_batch_size, config.model_name

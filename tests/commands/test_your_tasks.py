@@ -214,8 +214,26 @@ def test_the_readme_commands_for_your_own_puzzles_run_as_written(tmp_path: Path)
     for command in commands:
         args = [str(REPO / a) if a.startswith("configs/") else a for a in command[1:]]
         if args[0] == "train":
-            args += [*TINY_CLI, "schedule_over=steps", "max_seconds=null", "max_steps=4", "epochs=4", "eval_interval=2", "--quiet"]
+            args += [
+                *TINY_CLI,
+                "schedule_over=steps",
+                "max_seconds=null",
+                "max_steps=4",
+                "epochs=4",
+                "eval_interval=2",
+                "--quiet",
+            ]
         proc = run_hrm(*args, cwd=tmp_path)
         assert proc.returncode == 0, (command, proc.stderr)
     answers = proc.stdout.count("valid: the task's rules accept it") + proc.stdout.count("invalid:")
     assert answers == 8  # every test board answered and checked by the rules
+
+
+def test_a_dataset_too_small_for_a_batch_is_one_line_before_training(built: Path, files: Path) -> None:
+    """300 training examples, 2 epochs a round: 600 examples, fewer than a batch of 1,024; every batch would be dropped."""
+    proc = run_hrm(
+        "train", "--data", str(built), "--run-dir", str(files / "small"), *TINY_CLI, "global_batch_size=1024",
+        "epochs=2", "eval_interval=2",
+    )  # fmt: skip
+    assert_one_line_error(proc, "eval_interval 2", "global_batch_size 1024", "no step would run")
+    assert not (files / "small").exists()
