@@ -230,10 +230,11 @@ def test_the_readme_commands_for_your_own_puzzles_run_as_written(tmp_path: Path)
 
 
 def test_a_dataset_too_small_for_a_batch_is_one_line_before_training(built: Path, files: Path) -> None:
-    """300 training examples, 2 epochs a round: 600 examples, fewer than a batch of 1,024; every batch would be dropped."""
+    """300 training groups, 2 epochs a round: 600 draws, fewer than a batch of 1,024, though 8 epochs hold 2 batches:
+    every round's batch would be dropped."""
     proc = run_hrm(
         "train", "--data", str(built), "--run-dir", str(files / "small"), *TINY_CLI, "global_batch_size=1024",
-        "epochs=2", "eval_interval=2",
+        "epochs=8", "eval_interval=2",
     )  # fmt: skip
     assert_one_line_error(proc, "eval_interval 2", "global_batch_size 1024", "no step would run")
     assert not (files / "small").exists()
