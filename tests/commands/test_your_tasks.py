@@ -238,3 +238,10 @@ def test_a_dataset_too_small_for_a_batch_is_one_line_before_training(built: Path
     )  # fmt: skip
     assert_one_line_error(proc, "eval_interval 2", "global_batch_size 1024", "no step would run")
     assert not (files / "small").exists()
+
+
+def test_adapt_does_not_apply_and_says_so_in_one_line(run: Path, files: Path) -> None:
+    """A file's examples are each their own puzzle under the blank identifier: no ARC task rows to adapt."""
+    task = files / "task.json"
+    task.write_text(json.dumps({"train": [], "test": [{"input": [[1]]}]}))
+    assert_one_line_error(run_hrm("adapt", str(run), str(task)), "builder.name 'file'", "ARC")
