@@ -64,27 +64,23 @@ def build_file(opts: FileBuildOptions) -> Path:
         test = read_examples(opts.test, "--test", opts.input_col, opts.output_col)
         check_groups(train, test)
         declaration = declare(opts, train + test, not opts.quiet)
-    else:
+    else:  # declared in the file's order, so that an error names the first line that has it; then split
         assert opts.test_fraction is not None
-        declaration = declare(
-            opts, train, not opts.quiet
-        )  # in the file's order: an error names the first line that has it
+        declaration = declare(opts, train, not opts.quiet)
         train, test = split_by_group(train, opts.test_fraction, opts.seed, opts.examples)
     task = cls(declaration)
     train_x, train_y = encode(task, train, not opts.quiet)
     test_x, test_y = encode(task, test, not opts.quiet)
-    check_overlap(
-        "--test" if opts.test is not None else "--test-fraction", train, test, train_x, train_y, test_x, test_y
-    )
-    check = None
+    split_flag = "--test" if opts.test is not None else "--test-fraction"
+    check_overlap(split_flag, train, test, train_x, train_y, test_x, test_y)
+    inputs, outputs = (train_x, test_x), (train_y, test_y)
     if opts.check is not None:
-        check = check_rules(task, opts.check, train + test, (train_x, test_x), (train_y, test_y))
-        declaration.check = check
+        declaration.check = check_rules(task, opts.check, train + test, inputs, outputs)
     elif task.has_rules:  # a task of the user's package with its own rules: they accept the file's answers
-        check_examples(task, task.valid, "the task's valid()", train + test, (train_x, test_x), (train_y, test_y))
-    rng = np.random.default_rng(opts.seed)
-    train_x, train_y, sizes = augment(task, train_x, train_y, opts.num_aug, rng, not opts.quiet)
-    record = {"declaration": declaration.model_dump(mode="json")}
+        check_examples(task, task.valid, "the task's valid()", train + test, inputs, outputs)
+    train_x, train_y, sizes = augment(
+        task, train_x, train_y, opts.num_aug, np.random.default_rng(opts.seed), not opts.quiet
+    )
     splits = {
         "train": (train_x, train_y, sizes, len(train)),
         "test": (test_x, test_y, np.ones(len(test), dtype=np.int64), len(test)),
@@ -92,33 +88,44 @@ def build_file(opts: FileBuildOptions) -> Path:
     with atomic_directory(out, overwrite=opts.overwrite) as tmp:
         for split, (x, y, group_sizes, originals) in splits.items():
             head = record_head(cls.kind, VERSION, split, "file", source_detail(opts), opts.record(), opts.seed)
-            counts = {"originals": originals, "examples": int(x.shape[0])}
-            write_split(
-                tmp / split,
-                "all",
-                x,
-                y,
-                puzzle_identifiers=np.zeros(x.shape[0], dtype=np.int32),
-                puzzle_indices=np.arange(x.shape[0] + 1, dtype=np.int32),
-                group_indices=np.concatenate([[0], np.cumsum(group_sizes)]).astype(np.int32),
-                metadata=PuzzleDatasetMetadata(
-                    pad_id=0,
-                    ignore_label_id=0,
-                    blank_identifier_id=0,
-                    vocab_size=declaration.vocab_size,
-                    seq_len=declaration.seq_len,
-                    num_puzzle_identifiers=1,
-                    total_groups=len(group_sizes),
-                    mean_puzzle_examples=1.0,
-                    sets=["all"],
-                    builder=head | record | {"counts": counts},
-                ),
-            )
+            record = {
+                "declaration": declaration.model_dump(mode="json"),
+                "counts": {"originals": originals, "examples": int(x.shape[0])},
+            }
+            write_examples(tmp / split, x, y, group_sizes, declaration, head | record)
         write_identifiers(tmp, ["<blank>"])
         write_val_split(tmp)
         if opts.check is not None:
             shutil.copyfile(check_path(opts.check), tmp / CHECK_FILE)
     return out
+
+
+def write_examples(
+    split_dir: Path, x: np.ndarray, y: np.ndarray, group_sizes: np.ndarray, d: Declaration, builder: dict[str, Any]
+) -> None:
+    """One split in the layout of the Sudoku and maze builders: set "all", every example its own puzzle under the
+    blank identifier, each original and its copies one group."""
+    write_split(
+        split_dir,
+        "all",
+        x,
+        y,
+        puzzle_identifiers=np.zeros(x.shape[0], dtype=np.int32),
+        puzzle_indices=np.arange(x.shape[0] + 1, dtype=np.int32),
+        group_indices=np.concatenate([[0], np.cumsum(group_sizes)]).astype(np.int32),
+        metadata=PuzzleDatasetMetadata(
+            pad_id=0,
+            ignore_label_id=0,
+            blank_identifier_id=0,
+            vocab_size=d.vocab_size,
+            seq_len=d.seq_len,
+            num_puzzle_identifiers=1,
+            total_groups=len(group_sizes),
+            mean_puzzle_examples=1.0,
+            sets=["all"],
+            builder=builder,
+        ),
+    )
 
 
 def task_type(kind: str | None) -> type[DeclaredTask]:
