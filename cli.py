@@ -33,11 +33,31 @@ from hrm_reason.commands.cli_options import (
     EvalJsons,
     Quiet,
     RunDir,
+    bounded,
     device_name,
     options_command,
     test_time_flags,
 )
 from hrm_reason.errors import UserError, one_line
+from hrm_reason.limits import (
+    ADAPT_LR,
+    ADAPT_LR_WHOLE,
+    ADAPT_SEED,
+    ADAPT_STEPS,
+    BENCH_SEQ_LEN,
+    BENCH_STEPS,
+    BENCH_VOCAB,
+    BENCH_WARMUP,
+    COMPARE_JOBS,
+    COMPARE_SEEDS,
+    EVAL_BATCH,
+    EVAL_SEQ_LEN,
+    GENERATE_TOKENS,
+    MMAX,
+    NUM_AUG,
+    VIZ_COUNT,
+    VIZ_STRIPS,
+)
 from hrm_reason.outputs import check_arguments
 
 hide_flag_placeholders()  # flags take no value: no <bool> in the help
@@ -106,7 +126,7 @@ def eval_cmd(
     mmax: int | None = typer.Option(
         None,
         "--mmax",
-        min=1,
+        callback=bounded(MMAX),
         help="ACT puzzle models: segments to run (default 16, with --adapt halt_max_steps; may exceed halt_max_steps; "
         "at most 1024).",
     ),
@@ -118,7 +138,7 @@ def eval_cmd(
     batch_size: int | None = typer.Option(
         None,
         "--batch-size",
-        min=1,
+        callback=bounded(EVAL_BATCH),
         help="Examples per batch (default: the config's eval batch, else as many as fit, up to 1024; docs/commands.md).",
     ),
     max_examples: int | None = typer.Option(
@@ -137,13 +157,14 @@ def eval_cmd(
     seq_len: int | None = typer.Option(
         None,
         "--seq-len",
-        min=1,
+        callback=bounded(EVAL_SEQ_LEN),
         help="LM heads: tokens predicted per window (default: the run's seq_len, 256 without a run config).",
     ),
     adapt_steps: int | None = typer.Option(
         None,
         "--adapt",
         metavar="STEPS",
+        callback=bounded(ADAPT_STEPS, "--adapt"),
         help="ARC: the test split's tasks as new tasks: adapt new puzzle-embedding rows to their demonstrations for "
         "this many steps, then vote, as hrm adapt does on the build's test_tasks/ folder (docs/commands.md).",
     ),
@@ -185,7 +206,7 @@ def solve_cmd(
     mmax: int | None = typer.Option(
         None,
         "--mmax",
-        min=1,
+        callback=bounded(MMAX),
         help="Segments at most (default: the trained halt_max_steps; at most 1024); ACT halts earlier.",
     ),
     allow_unsolvable: bool = typer.Option(
@@ -201,6 +222,7 @@ def solve_cmd(
     adapt_steps: int | None = typer.Option(
         None,
         "--adapt",
+        callback=bounded(ADAPT_STEPS, "--adapt"),
         help="ARC tasks the model never saw: first adapt a new puzzle-embedding row to the --file task's "
         "demonstrations for this many steps, then answer by voting, as hrm adapt does (its other options at their "
         "defaults).",
@@ -230,16 +252,32 @@ def solve_cmd(
 def adapt_cmd(
     run: Path = typer.Argument(..., help="Run directory of an ACT puzzle model trained on an ARC dataset."),
     tasks: list[Path] = typer.Argument(..., metavar="TASK...", help="ARC task JSON files, or folders of them."),
-    steps: int = typer.Option(200, "--steps", help="Adaptation steps (one ACT segment each), at most 100,000."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the batches, the translations and the halting exploration."),
-    num_aug: int | None = typer.Option(None, "--num-aug", help="Augmented variants (default: the dataset's)."),
+    steps: int = typer.Option(
+        200, "--steps", callback=bounded(ADAPT_STEPS), help="Adaptation steps (one ACT segment each), at most 100,000."
+    ),
+    seed: int = typer.Option(
+        0,
+        "--seed",
+        callback=bounded(ADAPT_SEED),
+        help="Seed of the batches, the translations and the halting exploration.",
+    ),
+    num_aug: int | None = typer.Option(
+        None, "--num-aug", callback=bounded(NUM_AUG), help="Augmented variants (default: the dataset's)."
+    ),
     whole: bool = typer.Option(False, "--whole", help="Train the network too (default: the new rows alone)."),
-    lr: float | None = typer.Option(None, "--lr", help="SignSGD rate of the rows (default: the run's puzzle_emb_lr)."),
+    lr: float | None = typer.Option(
+        None, "--lr", callback=bounded(ADAPT_LR), help="SignSGD rate of the rows (default: the run's puzzle_emb_lr)."
+    ),
     lr_whole: float | None = typer.Option(
-        None, "--lr-whole", help="Learning rate of the network under --whole (default 1e-4; only with --whole)."
+        None,
+        "--lr-whole",
+        callback=bounded(ADAPT_LR_WHOLE),
+        help="Learning rate of the network under --whole (default 1e-4; only with --whole).",
     ),
     batch_size: int | None = typer.Option(None, "--batch-size", min=1, help="Default: the run's global batch."),
-    mmax: int | None = typer.Option(None, "--mmax", min=1, help="Segments of the answer (default: halt_max_steps)."),
+    mmax: int | None = typer.Option(
+        None, "--mmax", callback=bounded(MMAX), help="Segments of the answer (default: halt_max_steps)."
+    ),
     init: str = typer.Option(
         "mean",
         "--init",
@@ -274,7 +312,10 @@ def generate_cmd(
     ),
     prompt: str = typer.Option("", "--prompt", help="Text to continue (empty: start a new document)."),
     max_new_tokens: int = typer.Option(
-        200, "--max-new-tokens", min=1, help="Tokens to generate at most (stops at the end-of-document token)."
+        200,
+        "--max-new-tokens",
+        callback=bounded(GENERATE_TOKENS),
+        help="Tokens to generate at most (stops at the end-of-document token), at most 100,000.",
     ),
     temperature: float = typer.Option(
         0.8,
@@ -335,7 +376,9 @@ def viz_puzzle(
     data: Path = typer.Option(..., "--data", help="Dataset directory."),
     split: str = typer.Option("test", "--split", help="train or test."),
     index: int = typer.Option(0, "--index", help="First example (in the order hrm eval walks the split)."),
-    count: int = typer.Option(1, "--count", help="Number of examples from --index on, one PNG each."),
+    count: int = typer.Option(
+        1, "--count", callback=bounded(VIZ_COUNT), help="Number of examples from --index on, one PNG each."
+    ),
     out: Path = typer.Option(Path("viz"), "--out", help="Output directory."),
 ) -> None:
     """Puzzles beside their solutions: Sudoku (givens bold, box lines), maze (walls, S, G, path), ARC (the ten colours)."""
@@ -351,8 +394,12 @@ def viz_predictions(
     config: ConfigFile = None,
     data: Path | None = typer.Option(None, "--data", help="Dataset directory (default: the config's data_path)."),
     index: int = typer.Option(0, "--index", help="First test example."),
-    count: int = typer.Option(1, "--count", help="Number of test examples from --index on, one PNG each."),
-    mmax: int | None = typer.Option(None, "--mmax", help="Segments to run (default: the trained halt_max_steps)."),
+    count: int = typer.Option(
+        1, "--count", callback=bounded(VIZ_COUNT), help="Number of test examples from --index on, one PNG each."
+    ),
+    mmax: int | None = typer.Option(
+        None, "--mmax", callback=bounded(MMAX), help="Segments to run (default: the trained halt_max_steps)."
+    ),
     device: Device = "auto",
     out: Path | None = typer.Option(
         None, "--out", help="Output directory (default: RUN/viz, or viz with --checkpoint)."
@@ -395,9 +442,17 @@ def viz_html(
     device: Device = "auto",
     data: Path | None = typer.Option(None, "--data", help="Dataset directory (default: the config's data_path)."),
     index: int = typer.Option(0, "--index", help="First test example of the prediction strips."),
-    count: int = typer.Option(3, "--count", help="Prediction strips to include (0: none, no checkpoint needed)."),
+    count: int = typer.Option(
+        3,
+        "--count",
+        callback=bounded(VIZ_STRIPS),
+        help="Prediction strips to include (0: none, no checkpoint needed).",
+    ),
     mmax: int | None = typer.Option(
-        None, "--mmax", help="Segments of the prediction strips (default: the trained halt_max_steps)."
+        None,
+        "--mmax",
+        callback=bounded(MMAX),
+        help="Segments of the prediction strips (default: the trained halt_max_steps).",
     ),
 ) -> None:
     """One self-contained HTML page for a run: curves, accuracy against segments, prediction strips, config."""
@@ -419,13 +474,24 @@ def bench_cmd(
     seq_len: int | None = typer.Option(
         None,
         "--seq-len",
+        callback=bounded(BENCH_SEQ_LEN),
         help="Puzzle models whose dataset is not built: sequence length (default 81: 9x9 Sudoku); LM heads: seq_len=N.",
     ),
     vocab_size: int | None = typer.Option(
-        None, "--vocab-size", help="Vocabulary when the config's dataset is not built, and of LM heads (default 11)."
+        None,
+        "--vocab-size",
+        callback=bounded(BENCH_VOCAB),
+        help="Vocabulary when the config's dataset is not built, and of LM heads (default 11).",
     ),
-    steps: int = typer.Option(5, "--steps", help="Timed training steps (and evaluation segments), 1 to 10,000."),
-    warmup: int = typer.Option(2, "--warmup", help="Untimed steps first (they absorb torch.compile time), 1 to 1,000."),
+    steps: int = typer.Option(
+        5, "--steps", callback=bounded(BENCH_STEPS), help="Timed training steps (and evaluation segments), 1 to 10,000."
+    ),
+    warmup: int = typer.Option(
+        2,
+        "--warmup",
+        callback=bounded(BENCH_WARMUP),
+        help="Untimed steps first (they absorb torch.compile time), 1 to 1,000.",
+    ),
 ) -> None:
     """Training and evaluation examples/s, model FLOPs, measured matmul peak, MFU and peak memory of a config.
     Extra arguments are key=value overrides, e.g. arch.q_target=next_segment compile=true device=cpu."""
@@ -442,17 +508,23 @@ def compare_cmd(
         help="Config files, then key=value overrides applied to every one (e.g. max_steps=500 max_seconds=600); "
         "with --runs: run or study directories.",
     ),
-    seeds: int | None = typer.Option(None, "--seeds", help="Train each config with seeds 0..N-1 [default: 3]."),
+    seeds: int | None = typer.Option(
+        None, "--seeds", callback=bounded(COMPARE_SEEDS), help="Train each config with seeds 0..N-1 [default: 3]."
+    ),
     out: Path = typer.Option(
         ..., "--out", help="Study directory: runs/<config>/seed<k>/, results.json, results.md, plots/."
     ),
     mmax: int | None = typer.Option(
-        None, "--mmax", min=1, help="Segments at evaluation (default: twice each config's halt_max_steps)."
+        None,
+        "--mmax",
+        callback=bounded(MMAX),
+        help="Segments at evaluation (default: twice each config's halt_max_steps).",
     ),
     quiet: Quiet = False,
     jobs: int | None = typer.Option(
         None,
         "--jobs",
+        callback=bounded(COMPARE_JOBS),
         help="Runs trained at once, each in its own process with cpu_count/N threads (no progress bars) [default: 1].",
     ),
     runs: bool = typer.Option(

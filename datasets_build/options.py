@@ -20,6 +20,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 from hrm_reason.limits import (
     FILE_NUM_AUG,
     FILE_TOKENS,
+    GENERATED,
     NUM_AUG,
     RUNG_EVAL_TASKS,
     RUNG_TASKS,
@@ -110,6 +111,12 @@ class SourceBuildOptions(BaseModel):
     test_size: int | None = Field(
         None, ge=1, description="Test {things}: generated count (default 1000), or a seeded cap on hf/csv rows."
     )
+
+    @field_validator("train_size", "test_size")
+    @classmethod
+    def _sizes(cls, v: int | None) -> int | None:
+        """Bounded (hrm_reason.limits GENERATED): 2**62 generated until killed."""
+        return bounded(GENERATED, v)
 
     def record(self) -> dict[str, Any]:
         """The `options` of the builder record: what decides the bytes (not out, overwrite, quiet, workers); a field

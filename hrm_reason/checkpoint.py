@@ -12,8 +12,10 @@ import hashlib
 import io
 import json
 import os
+import pickletools
 import re
 import shutil
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -218,14 +220,61 @@ def verify_file(file: Path) -> None:
         raise UserError(f"{file}: checksum mismatch, the file is damaged (its sha256 is not the one in {MANIFEST})")
 
 
+# Every global the pickle of a state.pt may name (train/loop.py `checkpoint` writes dicts, lists, numbers and strings,
+# and tensors: the optimizer's moments, the ACT carry, the EMA's trained weights). Anything else is not a training
+# state, and loading it could run code: a pickle calls what it names, and the manifest beside it, in the same folder,
+# vouches for nothing. torch.load(weights_only=True) then reads the file with its own restricted unpickler.
+STATE_GLOBALS = frozenset(
+    {
+        "collections OrderedDict",
+        "torch._utils _rebuild_tensor_v2",
+        *(
+            f"torch {kind}Storage"
+            for kind in ("Float", "Double", "Half", "BFloat16", "Long", "Int", "Short", "Char", "Byte", "Bool")
+        ),
+    }
+)
+# Opcodes that name a callable by other means than GLOBAL (torch.save writes protocol 2: GLOBAL only).
+_OTHER_CALLS = frozenset({"STACK_GLOBAL", "INST", "OBJ", "EXT1", "EXT2", "EXT4"})
+
+
+def _unexpected_global(file: Path) -> str | None:
+    """The first callable the pickle of `file` (a torch.save zip) names outside STATE_GLOBALS, read by pickletools,
+    which parses and runs nothing; None when there is none. A file that is not such a zip raises (zipfile's errors)."""
+    with zipfile.ZipFile(file) as archive:
+        pickles = [name for name in archive.namelist() if name.endswith("/data.pkl") or name == "data.pkl"]
+        if len(pickles) != 1:
+            raise ValueError(f"{len(pickles)} pickles in the archive")
+        data = archive.read(pickles[0])
+    for opcode, arg, _ in pickletools.genops(data):
+        if opcode.name in _OTHER_CALLS:
+            return f"a callable by {opcode.name}"
+        if opcode.name == "GLOBAL" and arg not in STATE_GLOBALS:
+            return str(arg).replace(" ", ".")
+    return None
+
+
 def read_state(ckpt: Path) -> dict[str, Any]:
-    """A checkpoint's state.pt (optimizer, step, carry), checked against the manifest; one line if unreadable."""
+    """A checkpoint's state.pt (optimizer, step, carry), checked against the manifest; one line if unreadable. Read
+    without running code: its pickle may name nothing beyond STATE_GLOBALS, then torch.load(weights_only=True)."""
     file = ckpt / STATE
     if not file.is_file():
         raise UserError(f"{file} not found: a checkpoint directory holds {WEIGHTS} and {STATE}")
     verify_file(file)
     try:
-        state = torch.load(file, map_location="cpu", weights_only=False)
+        unexpected = _unexpected_global(file)
+    except OSError as e:
+        raise UserError(f"{file}: cannot read it ({e.strerror or e})") from None
+    except Exception as e:  # zipfile and pickletools raise many types for a cut or damaged file
+        raise UserError(f"{file}: not a readable training state ({type(e).__name__}); the file is damaged") from None
+    if unexpected is not None:
+        raise UserError(
+            f"{file}: its pickle names {unexpected}, which no training state of hrm train holds: refused unread, as "
+            f"loading it could run code. Its {WEIGHTS} still evaluates; to resume it, load the state where you trust "
+            "it and torch.save its tensors, numbers, lists and dicts alone in its place"
+        )
+    try:
+        state = torch.load(file, map_location="cpu", weights_only=True)
     except OSError as e:
         raise UserError(f"{file}: cannot read it ({e.strerror or e})") from None
     except Exception as e:  # torch and pickle raise many types for a cut or damaged file

@@ -8,7 +8,6 @@ directory is the single truth for reloading that run.
 from __future__ import annotations
 
 import math
-import sys
 import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -89,6 +88,13 @@ def check_stages(stages: Sequence[DepthStage], arch: Any) -> None:
     ends = [s.until for s in stages]
     if any(b <= a for a, b in zip(ends, ends[1:])):
         raise ValueError(f"stage ends (until) must increase, got {ends}")
+    H, L = arch.depth
+    deep = next((s for s in stages if s.H_cycles > H or s.L_cycles > L), None)
+    if deep is not None:  # a curriculum makes segments shallower; deeper is another model (and 2**62 never ends)
+        raise ValueError(
+            f"a stage of H_cycles {deep.H_cycles}, L_cycles {deep.L_cycles} is deeper than the model's own "
+            f"({H}, {L}): stages run shallower segments"
+        )
 
 
 class StrictModel(_PlainNumbers):
@@ -384,8 +390,9 @@ class TrainConfig(StrictModel):
     )
     segment_loss_decay: Amount | None = Field(
         None,
+        le=1,
         description="ACT puzzle models: weight the loss of supervision segment t by decay^(t-1), normalised to mean "
-        "1 over halt_max_steps (CGAR: 0.7); None: off",
+        "1 over halt_max_steps, in (0, 1]: later segments weigh less (CGAR: 0.7), 1 all alike; None: off",
     )
     max_seconds: Amount | None = Field(
         None,
@@ -661,8 +668,9 @@ def resume_config(
     run_dir: Path | None, config: Path | None, resume: bool, overrides: list[str], default: str
 ) -> TrainConfig:
     """The config `hrm train` starts from, with `overrides`: `config`, else the run's own config.yaml when resuming the
-    run in `run_dir`, else the packaged config `default` (said on stderr). A resume without its run directory or that
-    directory's config.yaml is an error naming them: the default config would name its own dataset instead."""
+    run in `run_dir`, else the packaged config `default` (`hrm train` says so once the run's checks have passed:
+    default_config_notice). A resume without its run directory or that directory's config.yaml is an error naming them:
+    the default config would name its own dataset instead."""
     if run_dir is not None and run_dir.exists() and not run_dir.is_dir():
         raise UserError(f"--run-dir {run_dir}: is a file; expected a run directory (new or to --resume)")
     if resume and config is None:
@@ -680,8 +688,12 @@ def resume_config(
         raise UserError(f"{run_dir}: no such run directory to resume (--run-dir)")
     elif config is None:
         config = packaged_config(default)
-        print(f"no --config given: using {config}", file=sys.stderr)
     return load_config(config, overrides)
+
+
+def default_config_notice(config: Path | None, resume: bool, default: str) -> str | None:
+    """The line `hrm train` says when resume_config takes the packaged config `default`; None when it does not."""
+    return f"no --config given: using {packaged_config(default)}" if config is None and not resume else None
 
 
 def save_config(config: TrainConfig, path: Path) -> None:

@@ -2,10 +2,13 @@
 
 A count of 10^9 once hung a command (adapt --steps, bench --steps/--warmup, compare --seeds, build-data arc
 --rung-tasks) or asked for 37 GiB at once (--num-aug); a rate of nan or -1 trained and wrote a submission. Each option
-type is bounded here once, as --mmax is in evaluate/act.py and --tta/--samples in evaluate/tta.py: `Count.check` and
+type is bounded here once (--tta alone is bounded by the task's symmetry group, in evaluate/tta.py): `Count.check` and
 `Rate.check` raise the one line naming the flag, `problem` gives the reason alone (for the builders' pydantic
-validators, whose errors the CLI prefixes with the flag). Only the standard library and hrm_reason.errors are imported:
-`hrm --help` and the builders' option models read this module without loading torch.
+validators, whose errors the CLI prefixes with the flag). A flag of cli.py declares its bound with it
+(commands/cli_options.py `bounded`), checked as the command line is parsed, so that no default filled in later (a 0
+read as "not given") can skip it; tests/commands/test_bounds.py fails on a numeric flag or run-config key that is
+neither bounded nor listed with its reason. Only the standard library and hrm_reason.errors are imported: `hrm --help`
+and the builders' option models read this module without loading torch.
 """
 
 from __future__ import annotations
@@ -55,9 +58,11 @@ class Rate:
         low = "[0" if self.zero else "(0"
         return f"expected a finite rate in {low}, {self.high:g}] ({self.why})"
 
-    def check(self, value: float | None) -> float | None:
+    def check(self, value: float | None, flag: str | None = None) -> float | None:
+        """`value` (None: not given) when in range; else a UserError naming the flag (`flag`: another that gives the
+        same rate)."""
         if value is not None and (why := self.problem(value)) is not None:
-            raise UserError(f"{self.flag} {value}: {why}")
+            raise UserError(f"{flag or self.flag} {value}: {why}")
         return value
 
 
@@ -85,6 +90,15 @@ RUNG_TASKS = Count(
 )
 RUNG_EVAL_TASKS = Count("--rung-eval-tasks", 1, 10_000, "each task is generated, then copied --num-aug times")
 
+# --- hrm build-data sudoku and maze
+GENERATED = Count(
+    "--train-size",
+    1,
+    10_000_000,
+    "each puzzle is generated and checked (a 9x9 Sudoku or a 30x30 maze takes ms); "
+    "hf and csv cap their rows by it; ten times Kaggle's million",
+)
+
 # --- hrm build-data file (a user's examples)
 FILE_NUM_AUG = Count(
     "--num-aug", 0, 10_000, "each copy is one more training example of every example; 10,000 of 10,000 make 10^8"
@@ -95,6 +109,29 @@ FILE_TOKENS = Count(
 FILE_SYMBOLS = Count("symbols", 1, 4_096, "every symbol is an embedding row and an output logit of the model")
 
 WORKERS = Count("--workers", 0, 256, "each worker is a process of its own, all started at once; 0 gives one per core")
+
+# --- hrm eval and hrm solve (also adapt --mmax, compare --mmax, viz --mmax)
+MMAX = Count(
+    "--mmax",
+    1,
+    1024,
+    "segments, each a run of the model on every puzzle; 64 times the default halt_max_steps of 16",
+)
+SAMPLES = Count(
+    "--samples", 1, 256, "trajectories per copy, each a run of every segment; copies x samples at most 1,024"
+)
+EVAL_BATCH = Count(
+    "--batch-size",
+    1,
+    1 << 16,
+    "a batch is padded to this many examples and allocated at once; the default is at most 1,024",
+)
+EVAL_SEQ_LEN = Count("--seq-len", 1, 1 << 16, "a window's attention holds seq_len^2 scores per head")
+
+# --- hrm generate
+GENERATE_TOKENS = Count(
+    "--max-new-tokens", 1, 100_000, "each token is one run of the model on the text so far; 500 times the default 200"
+)
 
 # --- hrm bench
 BENCH_STEPS = Count("--steps", 1, 10_000, "timed steps, each a full training step and an evaluation segment")

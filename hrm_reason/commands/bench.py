@@ -79,13 +79,15 @@ def bench(
     naming the flag or key that sizes them, before anything is built (train/fits.py)."""
     BENCH_STEPS.check(steps)
     BENCH_WARMUP.check(warmup)
-    sizes = bench_sizes(config, *shape_flags(config, seq_len, vocab_size))
+    sizes = bench_sizes(config, *shape_flags(config, seq_len, vocab_size), say=False)
     device = resolve_device(config.device)
     batch = batch_size or config.global_batch_size
     key = ("--batch-size", batch) if batch_size is not None else ("global_batch_size", batch)
     need, model = run_need(config, sizes, device, batch, batch, 0)  # the evaluation segments run on the same batch
     culprits = {"model": model, "activations": key, "evaluation": key} | _size_culprits(config, sizes, need)
     check_fits(need, device, culprits)
+    if not (registry.family_spec(config.family).segments and puzzle_metadata(config.data_path) is not None):
+        print(random_tokens_line(config, sizes), file=sys.stderr)  # a stand-in shape, said once it fits
     with allocation_errors("hrm bench", f"{key[0]} or {culprits['model'][0]}"):
         return run_bench(config, sizes, device, batch, steps, warmup)
 
@@ -120,9 +122,10 @@ def shape_flags(config: TrainConfig, seq_len: int | None, vocab_size: int | None
     return (DEFAULT_SEQ_LEN if seq_len is None else seq_len), (DEFAULT_VOCAB if vocab_size is None else vocab_size)
 
 
-def bench_sizes(config: TrainConfig, seq_len: int, vocab_size: int) -> dict[str, int]:
-    """The shape of a puzzle model's dataset when it is built; else (said on stderr) random tokens of `vocab_size`, in
-    sequences of `seq_len` for a puzzle model and in windows of the config's seq_len for a language-model head."""
+def bench_sizes(config: TrainConfig, seq_len: int, vocab_size: int, say: bool = True) -> dict[str, int]:
+    """The shape of a puzzle model's dataset when it is built; else random tokens of `vocab_size`, in sequences of
+    `seq_len` for a puzzle model and in windows of the config's seq_len for a language-model head (said on stderr with
+    `say`: hrm bench says it once the batch is known to fit, so that a refusal is its one line alone)."""
     segments = registry.family_spec(config.family).segments
     meta = puzzle_metadata(config.data_path) if segments else None
     if meta is not None:
@@ -130,9 +133,15 @@ def bench_sizes(config: TrainConfig, seq_len: int, vocab_size: int) -> dict[str,
             seq_len=meta.seq_len, vocab_size=meta.vocab_size, num_puzzle_identifiers=meta.num_puzzle_identifiers
         )
     sizes = dict(seq_len=seq_len if segments else config.seq_len, vocab_size=vocab_size, num_puzzle_identifiers=1)
-    why = f" ({config.data_path} is not built)" if segments else ""
-    print(f"random tokens of seq_len {sizes['seq_len']}, vocab {vocab_size}{why}", file=sys.stderr)
+    if say:
+        print(random_tokens_line(config, sizes), file=sys.stderr)
     return sizes
+
+
+def random_tokens_line(config: TrainConfig, sizes: dict[str, int]) -> str:
+    """What bench_sizes says of a shape of random tokens."""
+    why = f" ({config.data_path} is not built)" if registry.family_spec(config.family).segments else ""
+    return f"random tokens of seq_len {sizes['seq_len']}, vocab {sizes['vocab_size']}{why}"
 
 
 def run_bench(

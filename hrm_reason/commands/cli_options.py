@@ -25,6 +25,20 @@ from rich.markup import escape
 
 from hrm_reason.atomic import atomic_write_text
 from hrm_reason.errors import UserError
+from hrm_reason.limits import SAMPLES, Count, Rate
+
+
+def bounded(limit: Count | Rate, flag: str | None = None) -> Callable[[Any], Any]:
+    """A flag's callback that checks its value against `limit` (hrm_reason.limits) while the command line is parsed,
+    before any other argument is read: the bound is declared with the flag, so that no default filled in later skips
+    it (`--seeds 0` once trained 3 seeds, 0 read as "not given"). `flag`: another flag giving the same count (hrm eval's
+    --adapt STEPS). tests/commands/test_bounds.py reads `limit` here."""
+
+    def check(value: Any) -> Any:
+        return limit.check(value, flag)
+
+    check.limit = limit  # type: ignore[attr-defined]
+    return check
 
 
 def device_name(value: str) -> str:
@@ -97,7 +111,12 @@ Tta = Annotated[
         "task's group (a maze has 8), and copies x samples at most 1024.",
     ),
 ]
-Samples = Annotated[int, typer.Option("--samples", help="Trajectories per copy, at most 256; sample 0 has no noise.")]
+Samples = Annotated[
+    int,
+    typer.Option(
+        "--samples", help="Trajectories per copy, at most 256; sample 0 has no noise.", callback=bounded(SAMPLES)
+    ),
+]
 Noise = Annotated[float, typer.Option("--noise", help="Std of the Gaussian noise added to the carried state.")]
 NoiseAt = Annotated[str, typer.Option("--noise-at", help="every (each segment, as PTRM) or initial.")]
 Select = Annotated[str, typer.Option("--select", help="Choose the answer by q (halting confidence) or vote.")]

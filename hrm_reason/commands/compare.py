@@ -402,9 +402,11 @@ def compare_runs(
     command: str = "hrm compare --runs",
 ) -> dict[str, Any]:
     """The study's files for runs already made (`hrm compare --runs`): nothing trains or evaluates. `out` is new,
-    empty or a study of hrm compare (its summary files replaced)."""
+    empty or a study of hrm compare (its summary files replaced). The note on runs without an evaluation comes after
+    the files are written: a refusal (--metric, a full disk) is its one line alone."""
     claim(out, STUDY)
     records = read_runs(dirs)
+    results = write_results(records, out, command, list(targets or DEFAULT_TARGETS), metric, {"from_runs": True})
     bare = [r["run_dir"] for r in records if "eval" not in r and "run_dir" in r]
     if bare:
         typer.echo(
@@ -413,7 +415,7 @@ def compare_runs(
             "hrm eval --run RUN --mmax M --json RUN/evalM.json adds one",
             err=True,
         )
-    return write_results(records, out, command, list(targets or DEFAULT_TARGETS), metric, {"from_runs": True})
+    return results
 
 
 def read_runs(dirs: list[Path]) -> list[dict[str, Any]]:
@@ -457,8 +459,10 @@ def compare_command(
         results = compare_runs([Path(i) for i in items], out, wanted, metric, command)
     else:
         configs, overrides = split_arguments(items)
+        # None is "not given": 0 is a count, refused by compare's bounds (`seeds or 3` once trained 3 seeds for 0)
+        seeds, jobs = 3 if seeds is None else seeds, 1 if jobs is None else jobs
         results = compare(
-            configs, seeds or 3, out, mmax, overrides, progress, command, jobs=jobs or 1, targets=wanted, metric=metric
+            configs, seeds, out, mmax, overrides, progress, command, jobs=jobs, targets=wanted, metric=metric
         )
     paths = [out / "results.json", out / "results.md", *map(Path, results["plots"])]
     return [(out / "results.md").read_text(), *(f"wrote {path}" for path in paths)]

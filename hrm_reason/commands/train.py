@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hrm_reason.commands.cli_options import overrides
-from hrm_reason.config import resume_config
+from hrm_reason.config import default_config_notice, resume_config
 from hrm_reason.train.loop import train
 
 
@@ -20,8 +20,11 @@ def train_command(
     progress: bool,
 ) -> str:
     """Trains (or resumes) the run; `args` are the key=value overrides, `default` the packaged config without
-    --config. Returns the line that names the run directory."""
+    --config (said once the run's checks have passed: a refusal is its one line alone). Returns the line that names
+    the run directory."""
     keys = overrides(args, "train")
     keys += [f"data_path={data}"] * (data is not None) + [f"run_dir={run_dir}"] * (run_dir is not None)
-    out = train(resume_config(run_dir, config, resume, keys, default), resume, progress=progress)
+    notice = default_config_notice(config, resume, default)
+    config_used = resume_config(run_dir, config, resume, keys, default)
+    out = train(config_used, resume, progress=progress, notices=[notice] if notice else [])
     return f"run directory: {out}"

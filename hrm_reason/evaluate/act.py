@@ -15,6 +15,7 @@ from torch import nn
 
 from hrm_reason.data.puzzle import PuzzleSplit, eval_batches
 from hrm_reason.errors import UserError
+from hrm_reason.limits import MMAX
 from hrm_reason.losses import IGNORE_LABEL_ID, LOSS_FUNCTIONS, LossType
 from hrm_reason.models.act import ACTOutput
 from hrm_reason.runtime.logs import progress_bar
@@ -23,7 +24,7 @@ from hrm_reason.tasks.base import SegmentMetric
 # Segments `hrm eval` and `hrm solve` run at most. Every segment is one forward pass over every puzzle (every
 # trajectory, with test-time compute), and the evaluation keeps sums and a table row per segment: --mmax 10^9 first
 # asked for 16 GB of sums, then for 10^9 forward passes per batch. 1,024 is 64 times the default halt_max_steps (16).
-MAX_MMAX = 1024
+MAX_MMAX = MMAX.high  # hrm_reason/limits.py: the flag checks it as it is parsed
 
 
 def check_mmax(mmax: int, halt_max_steps: int | None = None) -> None:

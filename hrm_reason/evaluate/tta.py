@@ -24,13 +24,14 @@ import torch
 from torch import nn
 
 from hrm_reason.errors import UserError
+from hrm_reason.limits import SAMPLES
 from hrm_reason.losses import IGNORE_LABEL_ID
 from hrm_reason.models.act import ACTOutput
 from hrm_reason.tasks.base import TaskTransforms, vote_order
 
 Batch = dict[str, torch.Tensor]
 BLANK_IDENTIFIER = 0
-MAX_SAMPLES = 256  # trajectories per copy
+MAX_SAMPLES = SAMPLES.high  # trajectories per copy (hrm_reason/limits.py)
 # Trajectories (copies x samples) per puzzle: each is a full ACT loop with its own carry, one forward per segment (1,024
 # of them cost what 1,024 plain evaluations do), and --select vote compares every pair (a million pairs per puzzle).
 MAX_TRAJECTORIES = 1024

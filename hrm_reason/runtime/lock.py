@@ -3,7 +3,8 @@
 Two processes writing one run would leave one run's config.yaml and metrics.jsonl beside the other's weights, so the
 second refuses with the holder's host and pid. The lock is `flock`, which the kernel releases when its holder dies
 (kill -9 included), so a lock left by a dead process is simply taken over: the file stays, its lock does not. Under the
-lock, the temporary outputs of a killed writer (`.NAME.*.tmp`, from hrm_reason.atomic) are removed.
+lock, the temporary outputs of a killed writer (`.NAME.*.tmp`, from hrm_reason.atomic) are removed. `check_not_live`
+asks the same before anything else is said about the directory: a live run is named as live, never as "not empty".
 """
 
 from __future__ import annotations
@@ -43,6 +44,35 @@ def remove_stale_temporaries(run_dir: Path) -> list[Path]:
     return removed
 
 
+def in_use(run_dir: Path, fd: int) -> UserError:
+    """The one line of a run directory whose lock another process holds, naming the holder (the lock file's text)."""
+    holder = os.read(fd, 200).decode("utf-8", "replace").strip() or "holder unknown"
+    return UserError(
+        f"run directory {run_dir} is in use by another process ({holder}); "
+        "wait for it to end, stop it, or choose another --run-dir"
+    )
+
+
+def check_not_live(run_dir: Path) -> None:
+    """The in-use line when another process holds RUN/.lock; nothing is created (a folder that is no run gets no lock
+    file), and a lock that is free is let go at once. Asked before a run directory is called "not empty": its advice,
+    --resume, would meet the lock."""
+    if fcntl is None:
+        return
+    try:
+        fd = os.open(run_dir / LOCK, os.O_RDONLY)
+    except OSError:
+        return  # no lock file (no run has held it) or none readable: RunLock says the rest
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise in_use(run_dir, fd) from None
+    except OSError:
+        pass  # a filesystem without flock: RunLock warns
+    finally:
+        os.close(fd)  # releases the shared lock where it was taken
+
+
 class RunLock:
     """Hold RUN/.lock (text: the holder's host and pid) while the run is written."""
 
@@ -65,12 +95,9 @@ class RunLock:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                holder = os.read(fd, 200).decode("utf-8", "replace").strip() or "holder unknown"
+                error = in_use(self.run_dir, fd)
                 os.close(fd)
-                raise UserError(
-                    f"run directory {self.run_dir} is in use by another process ({holder}); "
-                    "wait for it to end, stop it, or choose another --run-dir"
-                ) from None
+                raise error from None
             except OSError as e:  # a filesystem without flock (Lustre mounted without it): run, unlocked
                 print(
                     f"warning: {self.path}: no file locks on this filesystem ({e.strerror}); not locked",

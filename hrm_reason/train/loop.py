@@ -17,7 +17,7 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -36,7 +36,7 @@ from hrm_reason.provenance import record_peak, record_provenance, shared_machine
 from hrm_reason.runtime.clock import RunClock
 from hrm_reason.runtime.device import matmul_peak, resolve_device
 from hrm_reason.runtime.distributed import Processes, barrier, lost_process, max_over_ranks, processes
-from hrm_reason.runtime.lock import LOCK, RunLock, is_stale_temporary
+from hrm_reason.runtime.lock import LOCK, RunLock, check_not_live, is_stale_temporary
 from hrm_reason.runtime.logs import RunLog, progress_bar, read_records
 from hrm_reason.runtime.memory import allocation_errors
 from hrm_reason.runtime.stop import FORWARDED_WITHIN, StopRequest, signal_name
@@ -200,15 +200,17 @@ def restartable(run_dir: Path) -> bool:
     return not rest or (run_dir / "config.yaml").is_file()
 
 
-def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> Path:
+def train(config: TrainConfig, resume: bool = False, progress: bool = True, notices: Sequence[str] = ()) -> Path:
     """Train (or resume) a run of any model family; returns the run directory. The main process holds the run
-    directory's lock for the whole run, so a second process on it refuses instead of mixing two runs."""
+    directory's lock for the whole run, so a second process on it refuses instead of mixing two runs. `notices` (the
+    default config taken) are said once the checks have passed and the data and model are loaded: a refusal is its
+    one line alone."""
     run_dir = Path(config.run_dir) if config.run_dir else default_run_dir(config)
     check_run_dir(run_dir, resume)  # before its lock is made in it, anything loads or a line is said
     with processes(config.device) as procs, RunLock(run_dir) if procs.is_main else contextlib.nullcontext():
         try:
             with allocation_errors("hrm train", "global_batch_size, eval_global_batch_size or arch.hidden_size"):
-                return _train(config, resume, progress, procs)
+                return _train(config, resume, progress, procs, notices)
         except Exception as e:
             lost = lost_process(e) if procs.distributed else None
             if lost is None:
@@ -220,12 +222,14 @@ def train(config: TrainConfig, resume: bool = False, progress: bool = True) -> P
             ) from None
 
 
-def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes) -> Path:
+def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes, notices: Sequence[str] = ()) -> Path:
     """One start of the run in this process (under torchrun every process runs it, in step with the others)."""
     device = resolve_device(config.device, procs.local_rank)
     run_dir = Path(config.run_dir) if config.run_dir else default_run_dir(config)
     check_run_memory(config, device, procs.world_size)  # before the model and the data take any memory
     task = make_task(config, device, procs, progress and procs.is_main)
+    for notice in notices if procs.is_main else ():
+        print(notice, file=sys.stderr)
     saved = resumed_state(task, procs, run_dir, resume)
     state = RunState.resumed(saved, config, task)
     if saved is not None:
@@ -309,9 +313,13 @@ def sample_machine(run: Run, device: torch.device, seconds: float) -> None:
 
 
 def check_run_dir(run_dir: Path, resume: bool) -> None:
-    """The run directory checked before the data and model load and before the "resuming" line: a new run's is new,
-    empty or a run killed before its first checkpoint (else one line: resume it, or it is no run at all); a resumed
-    run's metrics.jsonl is readable (a damaged line is the one error, not a second line after "resuming")."""
+    """The run directory checked before the data and model load and before the "resuming" line: first that no other
+    process trains in it (a live run is named as live, with its process); then a new run's is new, empty or a run
+    killed before its first checkpoint (else one line: resume it, or it is no run at all); a resumed run's
+    metrics.jsonl is readable (a damaged line is the one error, not a second line after "resuming"). Under torchrun
+    the first process alone asks the lock: the others may ask once it holds it for them all."""
+    if os.environ.get("RANK", "0") == "0":
+        check_not_live(run_dir)
     if resume and has_checkpoint(run_dir):
         if (run_dir / "metrics.jsonl").is_file():
             read_records(run_dir / "metrics.jsonl", warn=False)

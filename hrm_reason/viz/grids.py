@@ -18,7 +18,7 @@ from matplotlib.patches import Polygon, Rectangle
 
 from hrm_reason.data.puzzle import PuzzleDatasetMetadata
 from hrm_reason.errors import UserError
-from hrm_reason.tasks import task_of
+from hrm_reason.tasks import record_task, task_of
 from hrm_reason.tasks.base import MARKS, GridLook, Task
 
 # Square grids of no known task: token ids, one colour each.
@@ -79,12 +79,14 @@ def grid_spec(metadata: PuzzleDatasetMetadata, source: str = "dataset.json") -> 
     side = math.isqrt(seq_len)
     square = side * side == seq_len
     common = {"side": side, "vocab_size": vocab, "ignore_label_id": metadata.ignore_label_id}
-    task = task_of(metadata, source) if square or name else None
-    shape = task.grid_shape(seq_len) if task is not None else None
-    if name and not square and shape is None:
+    cls = record_task(metadata.builder, source)
+    shaped = cls is not None and cls.grid_shape is not Task.grid_shape  # draws grids of its own shape (a declared task)
+    if name and not square and not shaped:
         raise UserError(
             f"{source}: builder '{name}' with seq_len {seq_len}, which is not a square grid: cannot draw it"
         )
+    task = task_of(metadata, source) if square or shaped else None
+    shape = task.grid_shape(seq_len) if task is not None else None
     if task is not None:
         return GridSpec(task.kind, task=task, shape=shape, **common)
     if square:

@@ -8,9 +8,12 @@ from __future__ import annotations
 import builtins
 import contextlib
 import errno
+import hashlib
+import json
 import os
 import random
 import shutil
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,10 +24,11 @@ import torch
 from safetensors.torch import load_file
 
 import hrm_reason.atomic
-from hrm_reason.checkpoint import STATE, WEIGHTS, find_checkpoint, load_checkpoint
-from hrm_reason.config import load_config
+from hrm_reason.checkpoint import STATE, WEIGHTS, find_checkpoint, load_checkpoint, read_state
+from hrm_reason.config import load_config, save_config
 from hrm_reason.errors import UserError
 from hrm_reason.evaluate.run import load_model_for_eval
+from hrm_reason.runtime.lock import RunLock
 from hrm_reason.train.loop import train
 from tests.helpers import REPO, TINY_CLI, tiny_config, write_original_layout
 from tests.helpers import hrm_in_process as hrm
@@ -272,6 +276,96 @@ def test_checkpoint_without_manifest_still_loads(run_copy: Path) -> None:
             parameter.zero_()
     load_checkpoint(model, ckpt)
     assert_saved_weights(model)
+
+
+# ---------------------------------------------------------------------------------------- no code from a checkpoint
+
+
+class RunsCode:
+    """Pickled, a call of exec that writes `marker`: what a state.pt handed to a user may hold."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (exec, (f"open({str(self.marker)!r}, 'w').write('ran')",))
+
+
+@pytest.mark.parametrize("protocol", [2, 4])  # torch.save's own, and one naming its callables by STACK_GLOBAL
+def test_a_state_whose_pickle_would_run_code_is_refused_without_running_it(
+    run_copy: Path, tmp_path: Path, protocol: int, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 60: a run folder someone hands you runs nothing of its state.pt, the manifest beside it (in the same
+    folder, so written by the same hand) vouching for nothing."""
+    ckpt = find_checkpoint(run_copy)
+    state = read_state(ckpt)
+    marker = tmp_path / "ran"
+    torch.save({**state, "extra": RunsCode(marker)}, ckpt / STATE, pickle_protocol=protocol)
+    manifest = json.loads((ckpt / MANIFEST).read_text())
+    manifest["sha256"][STATE] = hashlib.sha256((ckpt / STATE).read_bytes()).hexdigest()
+    (ckpt / MANIFEST).write_text(json.dumps(manifest))
+    torch.load(ckpt / STATE, map_location="cpu", weights_only=False)  # the payload is live: loaded as before, it runs
+    assert marker.read_text() == "ran"
+    marker.unlink()
+
+    result = hrm(capsys, monkeypatch, "train", "--run-dir", str(run_copy), "--resume", "--quiet", "epochs=4")
+    named = "__builtin__.exec" if protocol == 2 else "a callable by STACK_GLOBAL"  # protocol 2: Python 2 names
+    assert_one_line(result, str(ckpt / STATE), f"its pickle names {named}", "refused unread")
+    with pytest.raises(UserError, match="could run code"):
+        read_state(ckpt)
+    assert not marker.exists()
+
+
+def test_every_state_hrm_train_writes_reads_with_nothing_but_data(run: Path, data: Path, tmp_path: Path) -> None:
+    """The allowlist holds what a training state holds: the default optimizer's run, and Muon's with an EMA (the
+    richest optimizer state, and the EMA's trained weights)."""
+    muon = train(tiny_config(data, tmp_path / "muon", "epochs=2", "optimizer=muon", "ema=0.99"), progress=False)
+    for ckpt in (find_checkpoint(run), find_checkpoint(muon)):
+        assert read_state(ckpt)["step"] > 0
+    assert "ema_live_weights" in read_state(find_checkpoint(muon))
+
+
+# ---------------------------------------------------------------------------------------- a live run, errors alone
+
+
+@pytest.mark.parametrize("resume", [False, True])
+def test_a_live_run_is_named_as_live_not_as_not_empty(
+    run_copy: Path,
+    data: Path,
+    tmp_path: Path,
+    resume: bool,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 60: a second `hrm train` on a run another process trains in is told so, with that process, before the
+    run directory is called "not empty" (whose advice, --resume, would meet the lock)."""
+    other = tmp_path / "other.yaml"
+    save_config(tiny_config(data, tmp_path / "elsewhere", "epochs=2"), other)
+    args = ["--resume", "epochs=4"] if resume else ["-c", str(other)]
+    with RunLock(run_copy):  # as the training process holds it
+        result = hrm(capsys, monkeypatch, "train", "--run-dir", str(run_copy), "--quiet", *args)
+    line = assert_one_line(result, f"run directory {run_copy} is in use by another process")
+    assert f"host {socket.gethostname()} pid {os.getpid()}" in line and "not empty" not in line
+    result = hrm(capsys, monkeypatch, "train", "--run-dir", str(run_copy), "--quiet", "-c", str(other))
+    assert_one_line(result, "is not empty: pass --resume")  # once it has ended, its folder is what it was
+
+
+def test_compare_runs_on_a_full_disk_is_one_line_without_a_note(
+    run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 60: the note on runs without an hrm eval --json output came before the refusal, about work that did not
+    happen; a refusal is its one line alone."""
+    full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def fsync(fd: int) -> None:
+        raise full
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    code, err = hrm(capsys, monkeypatch, "compare", "--runs", str(run), "--out", str(tmp_path / "cmp"))
+    assert code == 2 and err.splitlines() == [f"error: no space left on device writing {tmp_path / 'cmp'}/results.json"]
+    monkeypatch.undo()
+    code, err = hrm(capsys, monkeypatch, "compare", "--runs", str(run), "--out", str(tmp_path / "cmp"))
+    assert code == 0 and err.startswith("note: 1 run(s) without an hrm eval --json output"), err  # said once written
 
 
 @pytest.mark.parametrize("damage", ["quote in header", "cut header"])

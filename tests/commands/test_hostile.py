@@ -147,6 +147,14 @@ def puzzle_file(text: str) -> Callable[[dict[str, Path]], None]:
     return setup
 
 
+def tiny_yaml(paths: dict[str, Path]) -> None:
+    """{tmp}/tiny.yaml: a config of a tiny HRM on {data} that trains in seconds (hrm compare's study of it)."""
+    arch = "{hidden_size: 32, num_heads: 2, H_layers: 1, L_layers: 1, halt_max_steps: 3}"
+    keys = [f"data_path: {paths['data']}", "global_batch_size: 8", "epochs: 2", "eval_interval: 2"]
+    keys += ["lr_warmup_steps: 2", "augment: none", "device: cpu", f"arch: {arch}"]
+    (paths["tmp"] / "tiny.yaml").write_text("\n".join(keys) + "\n")
+
+
 DUPLICATE_GIVEN = "1 1 0 0\n0 0 0 0\n0 0 0 0\n0 0 0 0\n"
 NO_CANDIDATE = "1 2 0 0\n3 0 0 0\n0 0 0 0\n0 4 0 0\n"
 BUILD_4X4 = ("build-data", "sudoku", "--source", "generate", "--box", "2x2", "--workers", "1", "--quiet")
@@ -334,6 +342,16 @@ CASES: dict[str, Case] = {
     "--resume over a damaged metrics.jsonl": Case(
         ("train", "--resume", "--run-dir", "{sudoku}", "epochs=4"), "metrics.jsonl: line 2", setup=damaged_log
     ),
+    # issue 60: counts that regressed (0 read as "not given"), and a note printed before a refusal
+    "compare --seeds 0": Case(
+        ("compare", "{tmp}/tiny.yaml", "--seeds", "0", "--out", "{tmp}/cmp"), "--seeds 0", setup=tiny_yaml
+    ),
+    "compare --jobs 0": Case(
+        ("compare", "{tmp}/tiny.yaml", "--seeds", "1", "--jobs", "0", "--out", "{tmp}/cmp"), "--jobs 0", setup=tiny_yaml
+    ),
+    "compare --runs --metric unknown": Case(
+        ("compare", "--runs", "{sudoku}", "--out", "{tmp}/cmp", "--metric", "no_such_metric"), "--metric no_such_metric"
+    ),
 }
 
 
@@ -416,6 +434,9 @@ def test_hostile_input_gets_one_line_naming_its_culprit(
     assert len(lines) == 1 and lines[0].startswith("error: "), err
     assert case.says.format(**paths) in lines[0], lines[0]
     assert len(lines[0]) <= 520, len(lines[0])  # capped (hrm_reason.errors.MAX_LINE)
+    # issue 60: a refusal is its one line alone, no note, notice or progress bar before it
+    assert [line for line in err.replace("\r", "\n").splitlines() if line.strip()] == lines, err
+    assert not (tmp_path / "cmp" / "runs").exists()  # hrm compare refused before training anything
 
 
 def is_chatter(line: str) -> bool:

@@ -564,9 +564,9 @@ def test_every_puzzle_is_checked_before_any_runs(
 @pytest.mark.parametrize(
     ("flags", "line"),
     [
-        (["--mmax", "1000000000"], "error: --mmax 1000000000: expected 1 to 1024 segments"),
+        (["--mmax", "1000000000"], "error: --mmax 1000000000: expected 1 to 1,024 (segments"),
         (["--tta", "5000"], "error: --tta 5000: 3072 trajectories per puzzle (the 4x4 Sudoku's symmetry group"),
-        (["--samples", "300"], "error: --samples 300: at most 256 trajectories per copy"),
+        (["--samples", "300"], "error: --samples 300: expected 1 to 256 (trajectories per copy"),
         (["--device", "tpu"], "error: --device tpu: expected auto, cpu or cuda"),
     ],
 )

@@ -507,9 +507,9 @@ def test_eval_caps_maze_copies_at_the_group_and_runs_them(
 @pytest.mark.parametrize(
     ("flags", "line"),
     [
-        (["--mmax", "1000000000"], "error: --mmax 1000000000: expected 1 to 1024 segments"),
+        (["--mmax", "1000000000"], "error: --mmax 1000000000: expected 1 to 1,024 (segments"),
         (["--tta", "100000"], "error: --tta 100000: 3072 trajectories per puzzle (the 4x4 Sudoku's symmetry group"),
-        (["--samples", "100000"], "error: --samples 100000: at most 256 trajectories per copy"),
+        (["--samples", "100000"], "error: --samples 100000: expected 1 to 256 (trajectories per copy"),
         (["--device", "tpu"], "error: --device tpu: expected auto, cpu or cuda"),
         (["--device", "cuda:0"], "error: --device cuda:0: expected auto, cpu or cuda"),
     ],
