@@ -9,49 +9,16 @@ import datetime
 import json
 import platform
 import socket
-import subprocess
 import sys
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from hrm_reason.atomic import atomic_write_text
+from hrm_reason.version import git_state, installed_version
 
 RUN_RECORD = "run.json"
-SOURCE_DIR = Path(__file__).resolve().parent.parent  # the checkout root when installed editable or run in place
-
-
-def package_version() -> str | None:
-    try:
-        return metadata.version("hrm-reason")
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def _git(directory: Path, *args: str) -> str | None:
-    try:
-        done = subprocess.run(
-            ["git", "-C", str(directory), *args], capture_output=True, text=True, timeout=10, check=False
-        )
-    except (OSError, subprocess.SubprocessError):  # no git, or a hung filesystem: provenance is best effort
-        return None
-    return done.stdout.strip() if done.returncode == 0 else None
-
-
-def git_state(directory: Path = SOURCE_DIR) -> dict[str, Any] | None:
-    """{commit, dirty} of the checkout `directory` is the root of; None when it is not one (an installed wheel, whose
-    site-packages may sit inside some unrelated repository, must not report that repository's commit). Untracked
-    files do not count as dirty: runs/ and data/ live in the checkout."""
-    top = _git(directory, "rev-parse", "--show-toplevel")
-    if top is None or Path(top).resolve() != directory.resolve():
-        return None
-    commit = _git(directory, "rev-parse", "HEAD")
-    status = _git(directory, "status", "--porcelain", "--untracked-files=no")
-    if commit is None:
-        return None
-    return {"commit": commit, "dirty": None if status is None else bool(status)}
 
 
 def provenance(resume_step: int | None = None, argv: list[str] | None = None) -> dict[str, Any]:
@@ -60,7 +27,7 @@ def provenance(resume_step: int | None = None, argv: list[str] | None = None) ->
         "event": "start" if resume_step is None else "resume",
         **({"resume_step": resume_step} if resume_step is not None else {}),
         "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "hrm_reason": package_version(),
+        "hrm_reason": installed_version(),
         "git": git_state(),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,

@@ -13,7 +13,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Lowest first. A module may import modules of its own layer or of a lower one, never of a higher one.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("foundation", ("errors", "atomic", "jsonfile", "losses", "provenance", "hub", "runtime", "limits", "outputs")),
+    (
+        "foundation",
+        ("errors", "atomic", "jsonfile", "losses", "provenance", "version", "hub", "runtime", "limits", "outputs"),
+    ),
     ("models", ("models",)),
     ("config", ("config", "checkpoint")),
     ("data", ("data",)),

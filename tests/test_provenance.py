@@ -20,8 +20,8 @@ from hrm_reason import checkpoint as checkpoint_module
 from hrm_reason.atomic import atomic_directory, atomic_write_text
 from hrm_reason.checkpoint import find_checkpoint, prune_checkpoints, read_weights
 from hrm_reason.errors import UserError
-from hrm_reason.provenance import SOURCE_DIR, git_state
 from hrm_reason.train.loop import train
+from hrm_reason.version import SOURCE_DIR, git_state
 from tests.helpers import rewind, tiny_config, write_original_layout
 
 
