@@ -41,6 +41,8 @@ def results(root: Path) -> str:
                 json.loads(p.read_text()) for p in sorted((root / task / "runs" / model).glob("seed*/eval-tta8.json"))
             ]
             vote = _cell([accuracy_at(v, "tta", 8)[0] for v in votes]) if votes else "no symmetry declared"
+            if votes and len(votes) != len(evals):  # a run whose vote is not kept yet
+                vote += f" ({len(votes)} seed{'s' * (len(votes) > 1)})"
             rows.append(
                 f"| {task} | {model} | {len(evals)} | {_mean(steps):,.0f} | {evals[0]['count']:,} | "
                 f"{_cell([e['exact_accuracy'][TRAINED - 1] for e in evals])} | {_cell([e['exact_accuracy'][-1] for e in evals])} | "
