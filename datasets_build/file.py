@@ -38,6 +38,7 @@ from hrm_reason.tasks.declared import (
     CheckRef,
     Declaration,
     DeclaredTask,
+    is_int,
     load_check,
     sha256_of,
     symbol_list,
@@ -296,19 +297,11 @@ def declared_symbols(opts: FileBuildOptions, used: dict[str, str]) -> list[str]:
             raise UserError(f"{used[stray]}: symbol {stray!r} is not one of --symbols ({symbol_list(opts.symbols)})")
         symbols = list(opts.symbols)
     else:
-        numeric = all(_is_int(s) for s in used)
+        numeric = all(is_int(s) for s in used)
         symbols = sorted(used, key=lambda s: (int(s), s) if numeric else (0, s))
     if (why := FILE_SYMBOLS.problem(len(symbols))) is not None:
         raise UserError(f"{opts.examples}: {len(symbols):,} symbols: {why}")
     return symbols
-
-
-def _is_int(s: str) -> bool:
-    try:
-        int(s)
-    except ValueError:
-        return False
-    return True
 
 
 def choose_layout(

@@ -104,12 +104,13 @@ def value_grid(value: Any, form: Form, separator: str | None, grid: tuple[int, i
 def file_value(rows: list[list[str]], form: Form, cells: str, separator: str | None) -> Any:
     """Rows of symbols -> the value as the file would hold it (what --check functions receive)."""
     if form == "grid":
-        return [[int(s) if cells == "int" and _is_int(s) else s for s in row] for row in rows]
+        return [[int(s) if cells == "int" and is_int(s) else s for s in row] for row in rows]
     symbols = [s for row in rows for s in row]
     return ("" if separator is None else separator).join(symbols)
 
 
-def _is_int(s: str) -> bool:
+def is_int(s: str) -> bool:
+    """Whether a symbol reads as an integer (a grid of int cells writes it back as one)."""
     try:
         int(s)
     except ValueError:
@@ -610,7 +611,7 @@ class DeclaredTask(Task):
         rows_n, cols_n = d.shape
         if d.layout == "fixed" and len(rows) == 1 and len(rows[0]) == rows_n * cols_n and rows_n > 1:
             rows = [rows[0][r * cols_n : (r + 1) * cols_n] for r in range(rows_n)]
-        return [[int(s) if d.cells == "int" and _is_int(s) else s for s in row] for row in rows]
+        return [[int(s) if d.cells == "int" and is_int(s) else s for s in row] for row in rows]
 
     def answer(self, puzzle: Puzzle, tokens: np.ndarray) -> Reading:
         d = self.declaration

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,16 +60,21 @@ def read_examples(
     return examples
 
 
-def _read_jsonl(path: Path, text: str) -> list[RawExample]:
-    examples = []
+def _json_lines(text: str, source: object) -> Iterator[tuple[str, Any]]:
+    """(where, value) of each non-empty line of JSON Lines; a line that is not JSON is a UserError naming it."""
     for i, line in enumerate(text_lines(text), 1):
         if not line.strip():
             continue
-        where = f"{path} line {i}"
+        where = f"{source} line {i}"
         try:
-            obj = json.loads(line)
+            yield where, json.loads(line)
         except json.JSONDecodeError as e:
             raise UserError(f"{where}: not JSON ({e.msg}, column {e.colno}); one example a line") from None
+
+
+def _read_jsonl(path: Path, text: str) -> list[RawExample]:
+    examples = []
+    for where, obj in _json_lines(text, path):
         if not isinstance(obj, dict):
             raise UserError(f'{where}: expected an object {{"input": ..., "output": ...}}, got {type(obj).__name__}')
         unknown = next((k for k in obj if k not in FIELDS), None)
@@ -207,14 +213,7 @@ def parse_json_values(text: str, source: str, grids: bool) -> list[tuple[str, An
         return None
     if stripped[0] == "{":
         values = []
-        for i, line in enumerate(text_lines(text), 1):
-            if not line.strip():
-                continue
-            where = f"{source} line {i}"
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise UserError(f"{where}: not JSON ({e.msg}, column {e.colno})") from None
+        for where, obj in _json_lines(text, source):
             if not isinstance(obj, dict) or "input" not in obj:
                 raise UserError(f"{where}: expected an object with an 'input' field")
             values.append((where, obj["input"], obj.get("output")))
