@@ -262,7 +262,7 @@ def solve_cmd(
     --tta/--samples choose each answer over transformed copies and noisy trajectories, as hrm eval's.
     --adapt STEPS solves one ARC task the model never trained on: hrm solve --run runs/arc-rung --file task.json --adapt
     200"""
-    from hrm_reason.commands.solve_command import solve_command
+    from hrm_reason.commands.solve import solve_command
 
     _echo(solve_command(
         puzzle, run, checkpoint, config, file, sys.stdin, mmax, allow_unsolvable, json_out, png, adapt_steps, device,

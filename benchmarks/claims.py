@@ -25,7 +25,7 @@ from hard_rung_study import accuracy_at
 from table_cli import table_main
 
 from hrm_reason.commands.compare import read_runs
-from hrm_reason.commands.report import final_evaluation, mean_std, pct, with_usable_eval
+from hrm_reason.commands.compare_tables import final_evaluation, mean_std, pct, with_usable_eval
 
 MIN_GAIN = 0.01  # 1 point: the smallest gain a claim of "better" or "rises" is taken to promise
 

@@ -42,6 +42,11 @@ def run(out: Path, hrm: str) -> None:
             subprocess.run(command, check=True)
 
 
+def mfu_cell(mfu: float | None) -> str:
+    """An MFU as a percentage; none (null in the JSON) where the model ran above a disturbed peak measurement."""
+    return "disturbed peak" if mfu is None else f"{100 * mfu:.1f}%"
+
+
 def table(root: Path) -> str:
     """Train examples/s and MFU of each model, eager and compiled, with the speed-up."""
     lines = [
@@ -53,8 +58,8 @@ def table(root: Path) -> str:
         peaks = f"{eager['matmul_peak_flops'] / 1e9:.1f} / {compiled['matmul_peak_flops'] / 1e9:.1f}"
         speedup = compiled["train_examples_per_s"] / eager["train_examples_per_s"]
         lines.append(
-            f"| {label} | {eager['train_examples_per_s']:.2f} | {100 * eager['mfu']:.1f}% "
-            f"| {compiled['train_examples_per_s']:.2f} | {100 * compiled['mfu']:.1f}% | {speedup:.2f}x | {peaks} |"
+            f"| {label} | {eager['train_examples_per_s']:.2f} | {mfu_cell(eager['mfu'])} "
+            f"| {compiled['train_examples_per_s']:.2f} | {mfu_cell(compiled['mfu'])} | {speedup:.2f}x | {peaks} |"
         )
     return "\n".join(lines)
 

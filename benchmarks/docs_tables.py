@@ -2,7 +2,7 @@
 
 A table that comes from records is framed in the markdown by two comments; the first holds the `hrm compare --runs`
 command that regenerates it (run from the repository root; globs are expanded as a shell would) and the name of the
-table in its results (`final`, `segments` or `time`: hrm_reason/commands/report.py), or a benchmark script's
+table in its results (`final`, `segments` or `time`: hrm_reason/commands/compare_tables.py), or a benchmark script's
 `python benchmarks/SCRIPT.py table DIR` and the name of one of its `TABLES` (the ARC rung study's `results` or
 `curve`, the CPU fusion bench's `fusion`):
 
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hrm_reason.commands.compare import parse_targets, runs_tables
-from hrm_reason.commands.report import TABLES
+from hrm_reason.commands.compare_tables import TABLES
 
 ROOT = Path(__file__).resolve().parents[1]
 BLOCK = re.compile(

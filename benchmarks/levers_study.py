@@ -27,7 +27,7 @@ from claims import welch_se
 from table_cli import table_main
 
 from hrm_reason.commands.compare import read_runs
-from hrm_reason.commands.report import final_evaluation, mean_std, num, pct, reach, with_usable_eval
+from hrm_reason.commands.compare_tables import final_evaluation, mean_std, num, pct, reach, with_usable_eval
 from hrm_reason.config import load_config
 from hrm_reason.models import registry
 from hrm_reason.train.muon import newton_schulz_flops

@@ -22,8 +22,8 @@ from pathlib import Path
 from claims import verdict, welch_se
 from table_cli import table_main
 
-from hrm_reason.commands.report import mean_std, num
-from hrm_reason.jsonfile import read_jsonl
+from hrm_reason.commands.compare_tables import mean_std, num
+from hrm_reason.readers import read_jsonl
 
 HEADS = {
     "hrm_lm": "HRM-LM",

@@ -29,7 +29,8 @@ from torch.profiler import ProfilerActivity, profile
 
 from hrm_reason.commands.bench import _bench_act, bench_sizes
 from hrm_reason.config import load_config
-from hrm_reason.runtime.device import matmul_peak, resolve_device, synchronize
+from hrm_reason.runtime.device import resolve_device, synchronize
+from hrm_reason.runtime.peak import matmul_peak, mfu_of
 
 MATMUL = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_addmm_activation", "aten::linear"}
 CLASSES = ("matrix products", "attention", "norms and activations", "optimizer and copies", "other")
@@ -117,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = bench_sizes(config, args.seq_len, args.vocab_size)
     batch = args.batch_size or config.global_batch_size
     model, _, _, dtype, train_step, _, flops, _, _ = _bench_act(config, sizes, device, batch)
+    peak_before = matmul_peak(device, dtype)
     for _ in range(args.warmup):
         train_step()
     synchronize(device)
@@ -140,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         seconds[IDLE] = max(step_seconds - sum(seconds.values()), 0.0)
     classes = (*CUDA_CLASSES, IDLE) if cuda else CLASSES
     total = sum(seconds.values())
-    peak = matmul_peak(device, dtype)
+    peak = max(peak_before, matmul_peak(device, dtype))  # before and after the profiled steps: the larger
     counted = flops.train_step * batch
     threads = torch.get_num_threads()
     rate = mm_flops / max(seconds["matrix products"], 1e-12)  # the profiler's times are wall times
@@ -156,10 +158,15 @@ def main(argv: list[str] | None = None) -> int:
         for name in classes:
             print(f"{name:<24}{seconds[name]:>12.3f}{100 * seconds[name] / total:>7.1f}%")
     over = f"on {where}" if cuda else f"over {threads} threads"
+    share = mfu_of(rate, peak)  # None: the products ran above the peak, whose measurement was disturbed
+    of_peak = (
+        f"{100 * share:.0f}% of the {peak / 1e9:.0f} GFLOP/s peak"
+        if share is not None
+        else f"above the {peak / 1e9:.0f} GFLOP/s peak measured: its measurement was disturbed (other work?)"
+    )
     print(
         f"matrix products: {mm_flops / 1e9:.0f} GFLOP/step ({100 * mm_flops / counted:.0f}% of the "
-        f"{counted / 1e9:.0f} counted), {rate / 1e9:.0f} GFLOP/s {over} = "
-        f"{100 * rate / peak:.0f}% of the {peak / 1e9:.0f} GFLOP/s peak"
+        f"{counted / 1e9:.0f} counted), {rate / 1e9:.0f} GFLOP/s {over} = {of_peak}"
     )
     sort = "self_device_time_total" if cuda else "self_cpu_time_total"
     print(f"top {'kernels by own GPU' if cuda else 'operators by own CPU'} time:")
@@ -183,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
             "counted_flops_per_step": counted,
             "matmul_flops_per_s": rate,
             "matmul_peak_flops": peak,
+            "matmul_share_of_peak": share,  # None: above the peak, whose measurement was disturbed
         }
         args.json.write_text(json.dumps(record, indent=1) + "\n")
     return 0

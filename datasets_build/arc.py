@@ -37,13 +37,13 @@ from typing import Any, Literal
 
 import numpy as np
 
-from datasets_build.common import check_out, open_example_arrays, write_identifiers, write_split, write_val_split
+from datasets_build.hrm_format import check_out, open_example_arrays, write_identifiers, write_split, write_val_split
 from datasets_build.options import ArcBuildOptions
 from hrm_reason.atomic import atomic_directory
 from hrm_reason.data.puzzle import PuzzleDatasetMetadata
 from hrm_reason.errors import UserError
-from hrm_reason.jsonfile import read_json
 from hrm_reason.outputs import checked_text
+from hrm_reason.readers import read_json
 from hrm_reason.runtime.logs import progress_bar
 from hrm_reason.tasks.arc import (
     AUG_NAME,

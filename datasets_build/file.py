@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from datasets_build.common import (
+from datasets_build.hrm_format import (
     check_out,
     record_head,
     write_identifiers,

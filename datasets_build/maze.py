@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 from datasets_build import sources
-from datasets_build.common import check_out, record_head, solution_class_counts, write_grid_dataset
+from datasets_build.hrm_format import check_out, record_head, solution_class_counts, write_grid_dataset
 from datasets_build.options import MazeBuildOptions
 from datasets_build.workers import worker_pool
 from hrm_reason.errors import UserError

@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from datasets_build.common import check_out
+from datasets_build.hrm_format import check_out
 from hrm_reason.errors import UserError
 
 OFFLINE_ENV = ("HRM_OFFLINE", "HF_HUB_OFFLINE")

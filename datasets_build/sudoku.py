@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from datasets_build import sources
-from datasets_build.common import check_out, record_head, solution_class_counts, write_grid_dataset
+from datasets_build.hrm_format import check_out, record_head, solution_class_counts, write_grid_dataset
 from datasets_build.options import SudokuBuildOptions
 from datasets_build.workers import worker_pool
 from hrm_reason.errors import UserError

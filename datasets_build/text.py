@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from datasets_build.common import check_out, dumps_json
+from datasets_build.hrm_format import check_out, dumps_json
 from datasets_build.options import STDLIB, TextBuildOptions
 from hrm_reason.atomic import atomic_directory
 from hrm_reason.data.text import DATASET_FILE, ByteTokenizer, HFTokenizer, Tokenizer, save_tokenizer

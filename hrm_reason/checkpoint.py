@@ -27,8 +27,8 @@ from torch import nn
 
 from hrm_reason.atomic import atomic_directory, atomic_write_text
 from hrm_reason.errors import UserError
-from hrm_reason.jsonfile import read_json, read_jsonl, read_safetensors, read_text
 from hrm_reason.models.registry import checkpoint_adapter
+from hrm_reason.readers import read_json, read_jsonl, read_safetensors, read_text
 
 WEIGHTS = "model.safetensors"
 STATE = "state.pt"

@@ -195,7 +195,8 @@ def profile_figures(record: Any, text: Path, out: Path) -> dict[str, Any]:
         "basis": record.get("basis"),
         "ms_per_step": {k: round(1000 * v, 3) for k, v in record.get("seconds_per_step", {}).items()},
         "share": {k: round(v, 4) for k, v in record.get("share", {}).items()},
-        "matmul_share_of_peak": round(rate / peak, 4) if peak else None,
+        # None also where the products ran above the peak: its measurement was disturbed (runtime/peak.py mfu_of)
+        "matmul_share_of_peak": round(rate / peak, 4) if peak and rate <= peak else None,
     }
 
 

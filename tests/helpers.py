@@ -398,3 +398,45 @@ ORIGINAL_KEYS_1_LAYER = {
         for p in ("self_attn.qkv_proj", "self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj")
     ),
 }
+
+
+# --- the `hrm` command line as typer declares it (tests/commands/test_bounds.py, tests/test_commands_doc.py)
+
+
+def cli_commands(group: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """(command path, click command) of every command under `group` (typer.main.get_command(cli.app)), recursing into
+    its groups (`hrm build-data`, `hrm viz`): ("build-data", "arc"), ("eval",), ..."""
+    import typer
+
+    for name, command in sorted(group.commands.items()):
+        if isinstance(command, typer.core.TyperGroup):
+            yield from cli_commands(command, (*path, name))
+        else:
+            yield (*path, name), command
+
+
+def declared(param: Any) -> tuple[float | None, float | None, Any]:
+    """(low, high, the limits.py bound or None) a flag declares: its `bounded` callback's (commands/cli_options.py),
+    else typer's min and max."""
+    from hrm_reason import limits
+
+    limit = getattr(param.callback, "limit", None)
+    if isinstance(limit, limits.Count):
+        return limit.low, limit.high, limit
+    if isinstance(limit, limits.Rate):
+        return 0.0, limit.high, limit
+    return param.min, param.max, None
+
+
+def refuses(model: Any, field: str, value: Any) -> bool:
+    """Whether the options model (datasets_build/options.py) refuses `value` for `field` in an error located at that
+    field, the other required fields given placeholders."""
+    from pydantic import ValidationError
+
+    fields = {name: ["x"] if "list" in str(f.annotation) else Path("x") for name, f in model.model_fields.items()}
+    fields = {name: value for name, value in fields.items() if model.model_fields[name].is_required()}
+    try:
+        model(**{**fields, field: value})
+    except ValidationError as e:
+        return any(err["loc"][:1] == (field,) for err in e.errors())
+    return False

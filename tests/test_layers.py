@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "foundation",
-        ("errors", "atomic", "jsonfile", "losses", "provenance", "version", "hub", "runtime", "limits", "outputs"),
+        ("errors", "atomic", "readers", "losses", "provenance", "version", "hub", "runtime", "limits", "outputs"),
     ),
     ("models", ("models",)),
     ("config", ("config", "checkpoint")),

@@ -1,4 +1,4 @@
-"""The memory floor of a run (hrm_reason/runtime/memory.py, train/fits.py): below what a training step really keeps,
+"""The memory floor of a run (hrm_reason/runtime/memory.py, train/run_memory.py): below what a training step really keeps,
 so a refusal is never wrong; never refusing a shipped config; naming the key to lower; and a real allocation failure
 as one line (issue 35)."""
 
@@ -23,7 +23,7 @@ from hrm_reason.runtime.memory import (
     out_of_memory,
     training_need,
 )
-from hrm_reason.train.fits import PLAN_BYTES, run_need
+from hrm_reason.train.run_memory import PLAN_BYTES, run_need
 from tests.helpers import REPO, TINY_HAM, TINY_HRM_TEXT, puzzle_batch
 
 CPU = torch.device("cpu")
@@ -136,6 +136,7 @@ DATASETS = {
     "data/maze-30x30-hard-1k": dict(seq_len=900, vocab_size=6, num_puzzle_identifiers=1, total_groups=1000),
     "data/arc-quick": dict(seq_len=900, vocab_size=12, num_puzzle_identifiers=20 * 9, total_groups=20),
     "data/arc-rung": dict(seq_len=100, vocab_size=12, num_puzzle_identifiers=250 * 9 + 1, total_groups=250),
+    "data/arc1-eval10-aug64": dict(seq_len=100, vocab_size=12, num_puzzle_identifiers=77 * 65 + 1, total_groups=77),
     "data/your-task": dict(seq_len=100, vocab_size=4, num_puzzle_identifiers=1, total_groups=10000),  # examples/life
     "data/arc-aug-1000": dict(seq_len=900, vocab_size=12, num_puzzle_identifiers=960 * 1000 + 1, total_groups=960),
     "data/arc-2-aug-1000": dict(seq_len=900, vocab_size=12, num_puzzle_identifiers=1120 * 1000 + 1, total_groups=1120),
@@ -199,7 +200,7 @@ def test_a_refusal_names_the_key_to_lower() -> None:
 
 def test_the_plan_of_a_huge_round_is_refused_naming_eval_interval(tmp_path: Path) -> None:
     """epochs=eval_interval=10**15 planned a round of 10**15 epochs of batches: memory and time without end."""
-    from hrm_reason.train.fits import check_run_memory
+    from hrm_reason.train.run_memory import check_run_memory
     from tests.helpers import tiny_config, write_original_layout
 
     data = write_original_layout(tmp_path / "data")

@@ -203,3 +203,70 @@ def test_training_prunes_after_each_complete_save(data: Path, tmp_path: Path, mo
 def test_keep_checkpoints_must_be_positive(data: Path, tmp_path: Path) -> None:
     with pytest.raises(UserError, match="keep_checkpoints"):
         tiny_config(data, tmp_path / "run", "keep_checkpoints=0")
+
+
+def started_run(tmp_path: Path, starts: int = 1) -> Path:
+    """A run directory whose run.json holds `starts` records, as record_provenance writes them."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"runs": [{"event": "start"}] * starts}))
+    return run
+
+
+def test_record_peak_sets_aside_samples_below_the_runs_own_rate(tmp_path: Path) -> None:
+    """Issue 59, item 5: a peak below the model's own rate is no measurement, in run.json as in `hrm bench`."""
+    from hrm_reason.runtime.peak import matmul_peak_of, record_peak, shared_machine_warning
+
+    run = started_run(tmp_path)
+    record_peak(run, [3e10, 1e11, 2e11], 1.0, 2, model_flops_per_s=5e10)
+    [start] = runs_of(run)
+    assert start["matmul_peak_samples"] == [3e10, 1e11, 2e11]  # every sample, as measured
+    assert start["matmul_peak_disturbed"] == [3e10] and start["model_flops_per_s"] == 5e10
+    assert start["matmul_peak_flops"] == 1.5e11 and matmul_peak_of(run) == 1.5e11  # the median of the rest
+    assert shared_machine_warning(run) == (
+        "warning: 1 matrix-product peak sample(s) fell below the run's own rate: their measurement was disturbed "
+        "(other work on the cores), so they are set aside and the median of the rest is recorded; compare runs by "
+        "CPU-seconds and FLOPs"
+    )
+
+
+def test_a_start_whose_samples_are_all_below_its_rate_records_no_peak(tmp_path: Path) -> None:
+    from hrm_reason.runtime.peak import matmul_peak_of, record_peak, shared_machine_warning
+
+    run = started_run(tmp_path, starts=2)
+    record_peak(run, [3e10, 4e10], 9.0, 2, model_flops_per_s=8.86e10)
+    start = runs_of(run)[-1]
+    assert "matmul_peak_flops" not in start and matmul_peak_of(run) is None
+    assert start["matmul_peak_disturbed"] == [3e10, 4e10]
+    warning = shared_machine_warning(run)
+    assert warning is not None and len(warning.splitlines()) == 1
+    assert warning.startswith("warning: the machine was shared during this run (load average up to 9.0 on 2 cores in ")
+    assert "2 matrix-product peak sample(s) in start 2 of 2 (run.json) fell below the run's own rate" in warning
+    assert "a start with none left records no peak" in warning
+
+
+def test_record_peak_without_a_rate_keeps_every_sample(tmp_path: Path) -> None:
+    """A model whose FLOPs are not counted has no rate to compare with: the median of every sample, as before."""
+    from hrm_reason.runtime.peak import record_peak, shared_machine_warning
+
+    run = started_run(tmp_path)
+    record_peak(run, [3e10, 1e11, 2e11], 1.0, 2)
+    [start] = runs_of(run)
+    assert start["matmul_peak_flops"] == 1e11 and "matmul_peak_disturbed" not in start
+    assert shared_machine_warning(run) is None
+
+
+def test_a_run_whose_peak_is_below_its_rate_records_none_and_warns(
+    data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The training loop gives record_peak the start's own rate (FLOPs over training wall seconds)."""
+    import hrm_reason.train.loop as train_module
+
+    monkeypatch.setattr(train_module, "PEAK_AFTER_SECONDS", 0.0)
+    monkeypatch.setattr(train_module, "matmul_peak", lambda device, dtype, seconds: 1.0)  # 1 FLOP/s: disturbed
+    run = train(tiny_config(data, tmp_path / "run", "epochs=2"), progress=False)
+    [start] = runs_of(run)
+    assert "matmul_peak_flops" not in start and start["matmul_peak_disturbed"] == start["matmul_peak_samples"]
+    assert start["model_flops_per_s"] > 1.0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and "fell below the run's own rate" in warnings[0]

@@ -2,7 +2,7 @@
 safetensors weights, checkpoint pointers and manifests, metrics logs, puzzle files - turns a missing, undecodable,
 unparsable or wrongly shaped file into one UserError line that names the file (or the flag that gave it).
 
-The shared readers of hrm_reason.jsonfile are tested on garbage, truncated and foreign files; then the readers built on
+The shared readers of hrm_reason.readers are tested on garbage, truncated and foreign files; then the readers built on
 them, each with the damage a user meets: random bytes where a text file was, a file cut by a crash, an array of the
 wrong dtype or shape."""
 
@@ -30,12 +30,12 @@ from hrm_reason.checkpoint import (
     saved_model_config,
     verify_file,
 )
-from hrm_reason.commands.report import eval_curve
-from hrm_reason.commands.solve import read_puzzles
+from hrm_reason.commands.compare_tables import eval_curve
+from hrm_reason.commands.solver import read_puzzles
 from hrm_reason.data.puzzle import dataset_kind, load_split
 from hrm_reason.data.text import load_text_dataset
 from hrm_reason.errors import UserError
-from hrm_reason.jsonfile import read_json, read_json_model, read_jsonl, read_npy, read_text
+from hrm_reason.readers import read_json, read_json_model, read_jsonl, read_npy, read_text
 from hrm_reason.tasks import sudoku
 from tests.helpers import write_original_layout
 

@@ -58,3 +58,52 @@ def test_the_readme_python_blocks_run_after_the_quickstart(
             (last,) = [line for line in out.splitlines() if line.startswith("solved: ")]
             solved, _, confidence = last.removeprefix("solved: ").partition(" confidence: ")
             assert solved in ("True", "False") and 0.0 <= float(confidence) <= 1.0
+
+
+def section(name: str) -> str:
+    """The text of the README's `## name` section."""
+    text = (REPO / "README.md").read_text()
+    assert f"\n## {name}\n" in text, f"README.md has no section '## {name}'"
+    return text.split(f"\n## {name}\n", 1)[1].split("\n## ", 1)[0]
+
+
+SPAN = re.compile(r"`([^`]+)`")
+MODULE = re.compile(r"^[a-z_][a-z0-9_]*$")
+
+
+def test_the_layout_names_modules_that_exist() -> None:
+    """Each Layout line `PACKAGE/`: `name`, ... names modules or subpackages of PACKAGE; a path names a file or folder of
+    the repository (issue 59: a name the code lacks fails)."""
+    lines = re.split(r"\n- ", "\n" + section("Layout"))[1:]
+    assert lines, "README.md's Layout lists nothing"
+    for line in lines:
+        spans = SPAN.findall(line)
+        package = REPO / spans[0] if spans[0].endswith("/") else None
+        for span in spans:
+            if span.endswith(("/", ".py", ".md")) or span in ("run", ".ci/"):
+                assert (REPO / span).exists(), f"README.md Layout: {span} does not exist"
+            elif package is not None and MODULE.match(span):
+                assert (package / f"{span}.py").is_file() or (package / span / "__init__.py").is_file(), (
+                    f"README.md Layout: {span} is not a module of {package.relative_to(REPO)}/"
+                )
+            elif span.startswith("hrm_reason."):
+                module, _, attr = span.removesuffix("()").rpartition(".")
+                assert hasattr(__import__(module, fromlist=[attr]), attr), f"README.md Layout: no {span}"
+
+
+def test_adding_a_model_names_what_the_code_has() -> None:
+    """The paths, modules and names "Adding a model or a task" points a contributor to exist (issue 59)."""
+    import hrm_reason.models.spec as spec
+    from hrm_reason import tasks
+    from hrm_reason.models import registry
+    from hrm_reason.tasks import declared
+
+    text = section("Adding a model or a task")
+    for span in SPAN.findall(text):
+        if "/" in span:
+            assert (REPO / span).exists(), f"README.md, Adding a model or a task: {span} does not exist"
+    assert "`models()`" in text and callable(registry.models)
+    assert "`ModelSpec`" in text and hasattr(spec, "ModelSpec")
+    assert "`DeclaredTask`" in text and hasattr(declared, "DeclaredTask")
+    assert "`SPEC`" in text and all(hasattr(module, "SPEC") for module in registry.models().values())
+    assert "`hrm_reason.tasks`" in text and tasks.ENTRY_POINTS == "hrm_reason.tasks"

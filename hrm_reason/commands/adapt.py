@@ -28,11 +28,10 @@ from safetensors.torch import save as save_safetensors
 
 from hrm_reason.atomic import atomic_directory, atomic_write_text
 from hrm_reason.commands.cli_options import write_json
-from hrm_reason.commands.solve import task_for
+from hrm_reason.commands.solver import task_for
 from hrm_reason.data.puzzle import PuzzleDatasetMetadata, dataset_kind, load_split
 from hrm_reason.errors import UserError
 from hrm_reason.evaluate.act import check_mmax, plain_segments
-from hrm_reason.jsonfile import read_json, read_json_model, read_safetensors
 from hrm_reason.limits import ADAPT_LR, ADAPT_LR_WHOLE, ADAPT_SEED, ADAPT_STEPS, NUM_AUG
 from hrm_reason.load import load_run, run_config
 from hrm_reason.models.act import act_loss
@@ -49,6 +48,7 @@ from hrm_reason.outputs import (
     read_own_json,
 )
 from hrm_reason.provenance import provenance
+from hrm_reason.readers import read_json, read_json_model, read_safetensors
 from hrm_reason.runtime.device import resolve_device
 from hrm_reason.runtime.logs import progress_bar
 from hrm_reason.tasks import arc, task_class

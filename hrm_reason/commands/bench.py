@@ -1,6 +1,7 @@
 """`hrm bench`: training and evaluation speed of any registered model, with model FLOPs counted from the config and
 the shapes (each model's count, named in the registry, models/flops.py) and the fraction of this machine's
-matrix-product peak (measured in the same run). Random tokens of the dataset's shape: no dataset needed.
+matrix-product peak (runtime/peak.py: measured before and after the timed steps, the larger kept; a peak below the
+model's own rate was disturbed, and gives no MFU). Random tokens of the dataset's shape: no dataset needed.
 
 Puzzle models run full ACT training steps (segment, Q target, backward, the run's optimizer and the puzzle
 embedding's SignSGD) and evaluation segments, counted in examples; language-model heads run forward with labels,
@@ -30,11 +31,12 @@ from hrm_reason.models.act import act_loss
 from hrm_reason.models.sparse_embedding import SparseSignSGD
 from hrm_reason.outputs import BENCH_JSON, claim
 from hrm_reason.provenance import provenance
-from hrm_reason.runtime.device import autocast_context, matmul_peak, resolve_device, synchronize
+from hrm_reason.runtime.device import autocast_context, resolve_device, synchronize
 from hrm_reason.runtime.memory import allocation_errors, check_fits
+from hrm_reason.runtime.peak import disturbed_line, matmul_peak, mfu_of
 from hrm_reason.train.act import loss_scale_of, optimizer_step
-from hrm_reason.train.fits import run_need
 from hrm_reason.train.optim import make_optimizer
+from hrm_reason.train.run_memory import run_need
 
 DEFAULT_SEQ_LEN, DEFAULT_VOCAB = 81, 11  # a 9x9 Sudoku's shape, where nothing else gives one
 
@@ -56,8 +58,8 @@ class BenchResult:
     train_flops_per_step: float
     eval_flops_per_segment: float  # one evaluation segment (puzzle) or forward (LM) of the batch
     train_flops_per_s: float
-    matmul_peak_flops: float
-    mfu: float
+    matmul_peak_flops: float  # the larger of the peaks measured before and after the timed steps
+    mfu: float | None  # None: the model ran above the peak, whose measurement was disturbed (no MFU)
     peak_memory_bytes: int  # CUDA: peak allocated; CPU: the process's peak resident set
 
     def to_dict(self) -> dict:
@@ -76,7 +78,7 @@ def bench(
 ) -> BenchResult:
     """`hrm bench`: time `config`'s model on its device, at its global batch size unless `batch_size` is given. The
     counts are bounded (hrm_reason.limits) and a model and batch that cannot fit in the device's memory are refused,
-    naming the flag or key that sizes them, before anything is built (train/fits.py)."""
+    naming the flag or key that sizes them, before anything is built (train/run_memory.py)."""
     BENCH_STEPS.check(steps)
     BENCH_WARMUP.check(warmup)
     sizes = bench_sizes(config, *shape_flags(config, seq_len, vocab_size), say=False)
@@ -153,9 +155,10 @@ def run_bench(
     model, unit, units, dtype, train_step, eval_step, flops, eval_repeat, q_target = measure(
         config, sizes, device, batch_size
     )
+    before = matmul_peak(device, dtype)
     train_time = _timed(train_step, steps, warmup, device)
     eval_time = eval_repeat * _timed(eval_step, steps, warmup, device)
-    peak = matmul_peak(device, dtype)
+    peak = max(before, matmul_peak(device, dtype))  # a measurement that met other work is the lower one
     train_flops, eval_flops = flops.train_step * units, _eval_flops(flops) * units
     achieved = train_flops / train_time
     return BenchResult(
@@ -175,7 +178,7 @@ def run_bench(
         eval_flops_per_segment=eval_flops,
         train_flops_per_s=achieved,
         matmul_peak_flops=peak,
-        mfu=achieved / peak,
+        mfu=mfu_of(achieved, peak),
         peak_memory_bytes=_peak_memory(device),
     )
 
@@ -294,7 +297,9 @@ def format_result(r: BenchResult) -> str:
             f"train: {r.train_examples_per_s:.2f} {r.unit}/s, {r.train_flops_per_step / 1e9:.3f} GFLOP/step, "
             f"{r.train_flops_per_s / 1e9:.1f} GFLOP/s",
             f"eval:  {r.eval_examples_per_s:.2f} {r.unit}/s ({r.eval_flops_per_segment / 1e9:.3f} GFLOP {evaluation})",
-            f"matmul peak {r.matmul_peak_flops / 1e9:.1f} GFLOP/s measured now; MFU {100 * r.mfu:.1f}%",
+            disturbed_line(r.train_flops_per_s, r.matmul_peak_flops)
+            if r.mfu is None
+            else f"matmul peak {r.matmul_peak_flops / 1e9:.1f} GFLOP/s measured now; MFU {100 * r.mfu:.1f}%",
             f"peak memory {r.peak_memory_bytes / 2**20:.0f} MiB",
         ]
     )

@@ -5,7 +5,7 @@ Layout of the output directory:
     runs/<label>/seed<k>/   an ordinary run directory of `hrm train`, plus compare.json (its evaluation) once done
     results.json            every run, and per config: the final evaluation (at the trained segments, after each m,
                             with ACT), parameters, steps, and the CPU time, steps, training FLOPs and wall time to
-                            reach each --targets accuracy (commands/report.py)
+                            reach each --targets accuracy (commands/compare_tables.py)
     results.md              the same as tables; `tables` in results.json holds each one by name
     plots/*.png             when matplotlib is installed
 <label> is the config file's name without .yaml. Runs are trained one after the other (or `jobs` at a time); a rerun
@@ -37,15 +37,15 @@ import typer
 
 from hrm_reason.atomic import atomic_write_text
 from hrm_reason.checkpoint import find_checkpoint, read_state
-from hrm_reason.commands.report import markdown, run_progress, summarise, tables, time_to_accuracy
+from hrm_reason.commands.compare_tables import markdown, run_progress, summarise, tables, time_to_accuracy
 from hrm_reason.config import TrainConfig, load_config
 from hrm_reason.errors import UserError
 from hrm_reason.evaluate.act import check_mmax, evaluate
 from hrm_reason.evaluate.run import load_model_for_eval
-from hrm_reason.jsonfile import read_json, read_jsonl
 from hrm_reason.limits import COMPARE_JOBS, COMPARE_SEEDS
 from hrm_reason.models.registry import family_spec
 from hrm_reason.outputs import Output, claim, folder_of, read_own_json
+from hrm_reason.readers import read_json, read_jsonl
 from hrm_reason.tasks import task_metrics
 from hrm_reason.train.loop import train
 
@@ -198,7 +198,7 @@ def parse_targets(text: str) -> list[float]:
 def write_results(
     records: list[dict[str, Any]], out: Path, command: str, targets: list[float], metric: str, header: dict[str, Any]
 ) -> dict[str, Any]:
-    """results.json, results.md and the plots (commands/report.py): each config's final evaluation and time to
+    """results.json, results.md and the plots (commands/compare_tables.py): each config's final evaluation and time to
     accuracy."""
     check_metric(records, metric)
     summary = summarise(records, metric)
@@ -228,9 +228,9 @@ def check_metric(records: list[dict[str, Any]], metric: str) -> None:
 def plot_all(
     records: list[dict[str, Any]], summary: dict[str, Any], tta: dict[str, Any], out_dir: Path, metric: str
 ) -> list[Path]:
-    """The study's pictures (viz/study.py); none without matplotlib (the viz extra)."""
+    """The study's pictures (viz/compare_plots.py); none without matplotlib (the viz extra)."""
     try:
-        from hrm_reason.viz.study import plot, plot_time_to_accuracy
+        from hrm_reason.viz.compare_plots import plot, plot_time_to_accuracy
     except (ImportError, UserError):
         return []
     return [*plot(summary, out_dir, metric), *plot_time_to_accuracy(records, tta, out_dir)]
@@ -430,7 +430,7 @@ def read_runs(dirs: list[Path]) -> list[dict[str, Any]]:
 
 
 def runs_tables(dirs: list[Path], targets: list[float], metric: str) -> dict[str, str]:
-    """The named tables (commands/report.py) of `hrm compare --runs DIRS --targets ... --metric ...`, written nowhere:
+    """The named tables (commands/compare_tables.py) of `hrm compare --runs DIRS --targets ... --metric ...`, written nowhere:
     what benchmarks/docs_tables.py checks docs/ against."""
     records = read_runs(dirs)
     check_metric(records, metric)

@@ -14,9 +14,9 @@ from hrm_reason.atomic import atomic_directory
 from hrm_reason.checkpoint import MANIFEST, WEIGHTS, find_checkpoint, saved_model_config, write_weights
 from hrm_reason.data.text import HF_TOKENIZER_FILE
 from hrm_reason.errors import UserError
-from hrm_reason.jsonfile import read_json
 from hrm_reason.load import is_hf_hrm_text, load, run_config_path
 from hrm_reason.outputs import Output, claim, folder_of, read_own_json
+from hrm_reason.readers import read_json
 
 CONFIG_FILE = "config.json"  # a transformers directory's (models/lm/hrm_text_convert.py)
 

@@ -19,10 +19,10 @@ from hrm_reason.data.text import (
     tokenizer_from_record,
 )
 from hrm_reason.errors import UserError
-from hrm_reason.jsonfile import read_json
 from hrm_reason.load import load_run, run_config_path
 from hrm_reason.models.lm.sampling import generate
 from hrm_reason.models.registry import family_spec, model_spec, models
+from hrm_reason.readers import read_json
 from hrm_reason.runtime.device import resolve_device
 
 # Below this the logits divided by the temperature overflow float32 (softmax of inf is nan): 0 is the greedy choice.

@@ -20,8 +20,8 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from hrm_reason.errors import UserError
-from hrm_reason.jsonfile import read_json, read_json_model, read_npy
 from hrm_reason.losses import IGNORE_LABEL_ID
+from hrm_reason.readers import read_json, read_json_model, read_npy
 
 Batch = dict[str, torch.Tensor]
 DatasetKind = Literal["puzzle", "text"]

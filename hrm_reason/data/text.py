@@ -27,7 +27,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from hrm_reason.errors import UserError
-from hrm_reason.jsonfile import read_json_model, read_npy
+from hrm_reason.readers import read_json_model, read_npy
 
 DATASET_FILE = "dataset.json"
 HF_TOKENIZER_FILE = "tokenizer.json"

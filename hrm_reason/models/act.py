@@ -8,13 +8,26 @@ a row halts when q_halt > 0 and the loss has no continue term (docs/models.md §
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import torch
 import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch import nn
 
+from hrm_reason.limits import (
+    EPS,
+    EXPANSION,
+    HEADS,
+    POSITIONS,
+    PREFIX,
+    PUZZLE_EMB,
+    PUZZLES,
+    ROPE_THETA,
+    SEGMENTS,
+    VOCAB,
+    WIDTH,
+)
 from hrm_reason.losses import IGNORE_LABEL_ID, LOSS_FUNCTIONS
 from hrm_reason.models.spec import FamilySpec
 from hrm_reason.runtime.device import compute_dtype
@@ -41,18 +54,19 @@ class ACTConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
     name: str
-    seq_len: int | None = Field(None, gt=0, description="from the dataset")
-    vocab_size: int | None = Field(None, gt=0, description="from the dataset")
-    num_puzzle_identifiers: int | None = Field(None, gt=0, description="from the dataset")
+    # Each numeric field bounded in its annotation (hrm_reason/limits.py, each bound with its reason).
+    seq_len: Annotated[int, POSITIONS] | None = Field(None, description="from the dataset")
+    vocab_size: Annotated[int, VOCAB] | None = Field(None, description="from the dataset")
+    num_puzzle_identifiers: Annotated[int, PUZZLES] | None = Field(None, description="from the dataset")
 
-    hidden_size: int = Field(512, gt=0)
-    num_heads: int = Field(8, gt=0)
-    expansion: float = Field(4.0, gt=0)
+    hidden_size: Annotated[int, WIDTH] = 512
+    num_heads: Annotated[int, HEADS] = 8
+    expansion: Annotated[float, EXPANSION] = 4.0
     pos_encodings: Literal["rope", "learned", "none"] = Field("rope", description="none: not for hrm")
-    puzzle_emb_ndim: int | None = Field(None, ge=0, description="None: hidden_size")
-    rms_norm_eps: float = Field(1e-5, gt=0)
-    rope_theta: float = Field(10000.0, gt=0)
-    halt_max_steps: int = Field(16, ge=1)
+    puzzle_emb_ndim: Annotated[int, PUZZLE_EMB] | None = Field(None, description="None: hidden_size")
+    rms_norm_eps: Annotated[float, EPS] = 1e-5
+    rope_theta: Annotated[float, ROPE_THETA] = 10000.0
+    halt_max_steps: Annotated[int, SEGMENTS] = 16
     halt_exploration_prob: float = Field(0.1, ge=0, le=1)
     forward_dtype: Literal["auto", "float32", "bfloat16"] = Field(
         "auto", description="bf16 on CUDA (auto, bfloat16), fp32 on a CPU"
@@ -104,9 +118,8 @@ class ACTConfig(BaseModel):
 class PrefixConfig(ACTConfig):
     """The options of the models other than HRM: how many prefix positions the puzzle embedding gets."""
 
-    puzzle_emb_len: int | None = Field(
+    puzzle_emb_len: Annotated[int, PREFIX] | None = Field(
         None,
-        ge=0,
         description="prefix positions; the puzzle embedding fills the first, the others are zero "
         "'registers' (TRM: 16); None: ceil(puzzle_emb_ndim / hidden_size), as hrm",
     )

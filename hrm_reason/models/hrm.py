@@ -16,11 +16,12 @@ the original code is checked once): models/core.py (`PuzzleCore`: input embeddin
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import torch
 from pydantic import Field, field_validator
 
+from hrm_reason.limits import CYCLES, LAYERS
 from hrm_reason.models.act import ACTConfig, ACTModel, Batch, QTarget
 from hrm_reason.models.core import CoreOutput, CosSin, PuzzleCore, ReasoningModule
 from hrm_reason.models.flops import ACTFlops, block_flops, head_flops
@@ -30,10 +31,10 @@ from hrm_reason.models.spec import ModelSpec
 
 class HRMConfig(ACTConfig):
     name: Literal["hrm"] = "hrm"
-    H_cycles: int = Field(2, ge=1, description="H updates per segment")
-    L_cycles: int = Field(2, ge=1, description="L updates per H update")
-    H_layers: int = Field(4, ge=1, description="blocks of the H module")
-    L_layers: int = Field(4, ge=1, description="blocks of the L module")
+    H_cycles: Annotated[int, CYCLES] = Field(2, description="H updates per segment")
+    L_cycles: Annotated[int, CYCLES] = Field(2, description="L updates per H update")
+    H_layers: Annotated[int, LAYERS] = Field(4, description="blocks of the H module")
+    L_layers: Annotated[int, LAYERS] = Field(4, description="blocks of the L module")
     q_target: QTarget = Field(
         "extra_forward",
         description="extra_forward: the original's extra no-grad segment for the Q-continue target; next_segment: the "

@@ -48,9 +48,9 @@ def models() -> dict[str, ModuleType]:
 def families() -> dict[Family, ModuleType]:
     """Every family -> its module (which exports `FAMILY`): the ACT loop's, the language-model heads' base."""
     from hrm_reason.models import act
-    from hrm_reason.models.lm import output
+    from hrm_reason.models.lm import head
 
-    return {"act": act, "lm": output}
+    return {"act": act, "lm": head}
 
 
 # The original HRM code's arch names, accepted so that its all_config.yaml loads.

@@ -10,11 +10,12 @@ control, flat shared-weight iteration, is models/unitf.py.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 from torch import nn
 
+from hrm_reason.limits import LAYERS
 from hrm_reason.models.act import ACTModel, Batch, PrefixConfig, QTarget
 from hrm_reason.models.core import CoreOutput, LatentCarry, PuzzleCore
 from hrm_reason.models.flops import ACTFlops, block_flops, head_flops
@@ -24,7 +25,7 @@ from hrm_reason.models.spec import ModelSpec
 
 class TransformerConfig(PrefixConfig):
     name: Literal["transformer"] = "transformer"
-    num_layers: int = Field(8, ge=1, description="blocks stacked (8: HRM's H_layers + L_layers)")
+    num_layers: Annotated[int, LAYERS] = Field(8, description="blocks stacked (8: HRM's H_layers + L_layers)")
     q_target: QTarget = "extra_forward"
 
 

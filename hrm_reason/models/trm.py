@@ -13,12 +13,13 @@ EMA of the weights is a training setting (`ema` in the train config, hrm_reason/
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
 import torch
 from pydantic import Field, model_validator
 from torch import nn
 
+from hrm_reason.limits import CYCLES, LAYERS
 from hrm_reason.models.act import ACTModel, Batch, PrefixConfig
 from hrm_reason.models.core import CoreOutput, CosSin, PuzzleCore, ReasoningModule
 from hrm_reason.models.flops import ACTFlops, block_flops, head_flops, swiglu
@@ -29,9 +30,11 @@ from hrm_reason.models.trm_original import from_original_weights
 
 class TRMConfig(PrefixConfig):
     name: Literal["trm"] = "trm"
-    H_cycles: int = Field(2, ge=1, description="recursions T per segment, all but the last without gradient")
-    L_cycles: int = Field(2, ge=1, description="z updates n per recursion")
-    L_layers: int = Field(4, ge=1, description="blocks of its one network")
+    H_cycles: Annotated[int, CYCLES] = Field(
+        2, description="recursions T per segment, all but the last without gradient"
+    )
+    L_cycles: Annotated[int, CYCLES] = Field(2, description="z updates n per recursion")
+    L_layers: Annotated[int, LAYERS] = Field(4, description="blocks of its one network")
     mlp_t: bool = Field(
         False, description="a SwiGLU across positions in place of attention (TRM-MLP, fixed-size grids)"
     )

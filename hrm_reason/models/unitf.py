@@ -10,11 +10,12 @@ its core, its model class, its FLOP count and its registry entry (`SPEC`).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import torch
 from pydantic import Field, model_validator
 
+from hrm_reason.limits import CYCLES
 from hrm_reason.models.act import ACTModel, Batch, PrefixConfig, QTarget
 from hrm_reason.models.core import CoreOutput, LatentCarry, PuzzleCore
 from hrm_reason.models.flops import ACTFlops, block_flops, head_flops
@@ -24,12 +25,11 @@ from hrm_reason.models.spec import ModelSpec
 
 class UniTFConfig(PrefixConfig):
     name: Literal["unitf"] = "unitf"
-    unitf_steps: int = Field(
-        8, ge=1, description="applications of its one shared block per segment (the HRM-LM paper's M)"
+    unitf_steps: Annotated[int, CYCLES] = Field(
+        8, description="applications of its one shared block per segment (the HRM-LM paper's M)"
     )
-    unitf_grad_steps: int | None = Field(
+    unitf_grad_steps: Annotated[int, CYCLES] | None = Field(
         None,
-        ge=1,
         description="only the last K applications carry gradient (the HRM-LM paper's K-step window); None: all",
     )
     q_target: QTarget = "extra_forward"

@@ -1,4 +1,4 @@
-"""Device choice, the precision policy, and the fp32/bf16 matrix-product peak that MFU and run times are measured against.
+"""Device choice and the precision policy (the matrix-product peak that MFU is measured against: runtime/peak.py).
 
 Precision, one policy for every model, set by the run's `forward_dtype`: fp32 on a CPU, always (bf16 matmuls there
 are slow and inexact; bfloat16 asked for there says so in one warning line); on CUDA, bf16 compute over fp32 master
@@ -8,9 +8,7 @@ the original's); the language-model heads run under `autocast_context` (docs/tra
 
 from __future__ import annotations
 
-import statistics
 import sys
-import time
 from contextlib import AbstractContextManager
 from functools import cache
 from typing import Literal
@@ -87,23 +85,3 @@ def free_memory(device: torch.device) -> int:
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-
-
-def matmul_peak(device: torch.device, dtype: torch.dtype, seconds: float = 2.0) -> float:
-    """FLOP/s of a large square matrix product in the model's compute dtype, on this device, now: the median over
-    repetitions for `seconds` (at least 3), after one warm-up. The median, not the best: on a machine whose cores
-    another job shares, a best-of picks the moments the other job paused and reports an idle machine's figure."""
-    n = 4096 if device.type == "cuda" else 1536
-    a = torch.randn(n, n, device=device, dtype=dtype)
-    b = torch.randn(n, n, device=device, dtype=dtype)
-    a @ b  # warm-up: allocation and kernel selection are not the machine's speed
-    rates: list[float] = []
-    start = time.perf_counter()
-    while len(rates) < 3 or time.perf_counter() - start < seconds:
-        synchronize(device)
-        t0 = time.perf_counter()
-        for _ in range(2):
-            a @ b
-        synchronize(device)
-        rates.append(2 * 2 * n**3 / (time.perf_counter() - t0))
-    return statistics.median(rates)

@@ -36,7 +36,7 @@ from torch import Tensor
 
 from hrm_reason.data.puzzle import PuzzleDatasetMetadata, PuzzleSplit, load_split
 from hrm_reason.errors import UserError
-from hrm_reason.jsonfile import parse_json, read_json
+from hrm_reason.readers import parse_json, read_json
 from hrm_reason.tasks.base import GridLook, Puzzle, Reading, Task, vote_order
 from hrm_reason.tasks.dihedral import (
     DIHEDRAL_INVERSE,

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import statistics
 import sys
 import time
 from collections.abc import Generator, Sequence
@@ -32,19 +31,20 @@ from hrm_reason.checkpoint import find_checkpoint, prune_checkpoints, read_state
 from hrm_reason.config import TrainConfig, dotted_keys, load_config, save_config
 from hrm_reason.errors import UserError
 from hrm_reason.models.registry import Family
-from hrm_reason.provenance import record_peak, record_provenance, shared_machine_warning
+from hrm_reason.provenance import record_provenance
 from hrm_reason.runtime.clock import RunClock
-from hrm_reason.runtime.device import matmul_peak, resolve_device
+from hrm_reason.runtime.device import resolve_device
 from hrm_reason.runtime.distributed import Processes, barrier, lost_process, max_over_ranks, processes
 from hrm_reason.runtime.lock import LOCK, RunLock, check_not_live, is_stale_temporary
 from hrm_reason.runtime.logs import RunLog, progress_bar, read_records
 from hrm_reason.runtime.memory import allocation_errors
+from hrm_reason.runtime.peak import matmul_peak, record_peak, shared_machine_warning
 from hrm_reason.runtime.stop import FORWARDED_WITHIN, StopRequest, signal_name
 from hrm_reason.train.act import ACTTask
 from hrm_reason.train.ema import EMA, ema_for_training, ema_weights
-from hrm_reason.train.fits import check_run_memory
 from hrm_reason.train.lm import LMTask
 from hrm_reason.train.optim import load_optimizer_state
+from hrm_reason.train.run_memory import check_run_memory
 
 
 class TrainingDiverged(UserError):
@@ -165,6 +165,10 @@ class Run:
     # The machine as the run found it (sample_machine): matrix-product peaks (FLOP/s) and 1-minute load averages.
     peaks: list[float] = field(default_factory=list)
     loads: list[float] = field(default_factory=list)
+    # Training FLOPs and wall seconds over the starts before this one: this start's own rate is what its peak is to
+    # exceed (model_rate).
+    flops_before: float = 0.0
+    wall_before: float = 0.0
 
     def budget_clock(self) -> float:
         """The clock of max_seconds: this process's CPU time, or wall time."""
@@ -254,6 +258,7 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes, 
                 file=sys.stderr,
             )
     run = start(config, task, procs, run_dir, device, saved, state.step, progress and procs.is_main)
+    run.flops_before, run.wall_before = state.train_flops or 0.0, run.clock.train_wall_seconds
     try:
         if saved is not None and not saved.get("evaluated", True) and eval_due(config, state):
             # A stop landed on a step due an evaluation: it saved first, so the evaluation is this start's first
@@ -291,13 +296,21 @@ def _train(config: TrainConfig, resume: bool, progress: bool, procs: Processes, 
             run.loads.append(load_average())
         else:
             sample_machine(run, device, seconds=1.0)
-        peak = statistics.median(run.peaks) if run.peaks else None
-        record_peak(run_dir, peak, run.peaks, max(run.loads), os.cpu_count())
+        record_peak(run_dir, run.peaks, max(run.loads), os.cpu_count(), model_rate(run, state))
     if state.stopped:
         raise stop.stopped()
     if procs.is_main and (warning := shared_machine_warning(run_dir)) is not None:
         print(warning, file=sys.stderr)
     return run_dir
+
+
+def model_rate(run: Run, state: RunState) -> float | None:
+    """This start's own FLOP/s per process over its training wall time: a peak sample below it was disturbed
+    (runtime/peak.py record_peak). None where the model's FLOPs are not counted."""
+    seconds = run.clock.train_wall_seconds - run.wall_before
+    if state.train_flops is None or seconds <= 0:
+        return None
+    return (state.train_flops - run.flops_before) / seconds / run.procs.world_size
 
 
 def load_average() -> float:

@@ -12,7 +12,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from hrm_reason.errors import UserError
-from hrm_reason.jsonfile import read_json, read_jsonl, read_text
+from hrm_reason.readers import read_json, read_jsonl, read_text
 from hrm_reason.viz.canvas import new_figure
 
 TRAIN_COLOUR, EVAL_COLOUR, ACT_COLOUR = "#1f77b4", "#d62728", "#2ca02c"

@@ -9,8 +9,8 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from hrm_reason.jsonfile import read_text
 from hrm_reason.outputs import HTML_MARKER
+from hrm_reason.readers import read_text
 from hrm_reason.viz.canvas import png_bytes
 from hrm_reason.viz.curves import (
     find_eval_jsons,

@@ -10,8 +10,8 @@ from matplotlib.figure import Figure
 
 from hrm_reason.data.puzzle import PuzzleSplit, load_split
 from hrm_reason.errors import UserError
-from hrm_reason.jsonfile import read_json
 from hrm_reason.limits import VIZ_COUNT
+from hrm_reason.readers import read_json
 from hrm_reason.viz.canvas import panel_figure
 from hrm_reason.viz.grids import GridSpec, content_window, draw_grid, given_cells, grid_spec
 

@@ -1,5 +1,5 @@
-"""What the Sudoku and maze builders share (datasets_build/sources.py, common.py): parallel generation gives the serial
-bytes, and an interrupted build leaves nothing behind. One test per property, run for each builder."""
+"""What the Sudoku and maze builders share (datasets_build/sources.py, hrm_format.py): parallel generation gives the
+serial bytes, and an interrupted build leaves nothing behind. One test per property, run for each builder."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from datasets_build import common
+from datasets_build import hrm_format
 from datasets_build import maze as M
 from datasets_build import sudoku as S
 from tests.helpers import run_hrm
@@ -56,7 +56,7 @@ def test_interrupted_build_leaves_nothing(name: str, tmp_path: Path, monkeypatch
     def boom(*args: Any, **kwargs: Any) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(common, "write_identifiers", boom)  # after both splits were written into the temp dir
+    monkeypatch.setattr(hrm_format, "write_identifiers", boom)  # after both splits were written into the temp dir
     with pytest.raises(KeyboardInterrupt):
         build(tmp_path / "ds", **small)
     assert list(tmp_path.iterdir()) == []

@@ -26,7 +26,7 @@ import pytest
 from datasets_build import arc as A
 from datasets_build import maze as M
 from datasets_build import sudoku as S
-from datasets_build.common import check_out
+from datasets_build.hrm_format import check_out
 from hrm_reason.data.puzzle import load_split
 from hrm_reason.errors import UserError
 

@@ -132,9 +132,9 @@ def test_build_data_into_read_only_folder(
 def test_build_data_on_a_full_disk(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import datasets_build.common
+    import datasets_build.hrm_format
 
-    monkeypatch.setattr(datasets_build.common, "open", full_disk_open(), raising=False)
+    monkeypatch.setattr(datasets_build.hrm_format, "open", full_disk_open(), raising=False)
     out = tmp_path / "s"
     sudoku = ["build-data", "sudoku", "--source", "generate", "--box", "2x2", "--train-size", "4", "--test-size", "4"]
     result = hrm(capsys, monkeypatch, *sudoku, "--workers", "1", "--out", str(out))
@@ -147,12 +147,12 @@ def test_build_data_on_a_full_disk_short_write(
 ) -> None:
     """numpy writes a large array into a real file with fwrite and reports a full disk as a short write, an OSError
     without an errno: still the full-disk line, not a traceback."""
-    import datasets_build.common
+    import datasets_build.hrm_format
 
     def short_write(file: Any, arr: np.ndarray, allow_pickle: bool = True) -> None:
         raise OSError(f"{arr.nbytes} requested and {arr.nbytes // 2} written")
 
-    monkeypatch.setattr(datasets_build.common.np, "save", short_write)
+    monkeypatch.setattr(datasets_build.hrm_format.np, "save", short_write)
     out = tmp_path / "s"
     sudoku = ["build-data", "sudoku", "--source", "generate", "--box", "2x2", "--train-size", "4", "--test-size", "4"]
     result = hrm(capsys, monkeypatch, *sudoku, "--workers", "1", "--num-aug", "2", "--out", str(out))

@@ -179,3 +179,82 @@ def test_a_batch_that_cannot_fit_is_refused_before_anything_is_built(tmp_path: P
     assert line.startswith("error: arch.hidden_size 1000000: needs at least") and line.endswith(
         "lower arch.hidden_size"
     )
+
+
+def tiny_run_bench(monkeypatch: pytest.MonkeyPatch, peaks: list[float]) -> tuple[object, list[float]]:
+    """run_bench of a tiny model with the peak's measurements patched to `peaks` (before, after), unmeasured."""
+    from hrm_reason.commands import bench as B
+    from hrm_reason.config import load_config
+
+    measured = iter(peaks)
+    calls: list[float] = []
+
+    def fake_peak(device: torch.device, dtype: torch.dtype) -> float:
+        calls.append(next(measured))
+        return calls[-1]
+
+    monkeypatch.setattr(B, "matmul_peak", fake_peak)
+    config = load_config(
+        REPO / "configs" / "sudoku_quick.yaml", [NO_DATA, "device=cpu", "arch.hidden_size=32", "arch.num_heads=2"]
+    )
+    return B.run_bench(config, dict(seq_len=16, vocab_size=6, num_puzzle_identifiers=1), CPU, 2, 1, 1), calls
+
+
+@pytest.mark.parametrize("peaks", [[2e15, 3e15], [3e15, 2e15]])
+def test_bench_reports_the_larger_of_the_peaks_before_and_after_the_timed_steps(
+    peaks: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 59, item 5: one short measurement may meet other work on the cores; the larger of two is kept."""
+    from hrm_reason.commands import bench as B
+
+    result, calls = tiny_run_bench(monkeypatch, peaks)
+    assert calls == peaks  # measured before and after the timed steps
+    assert result.matmul_peak_flops == 3e15
+    assert result.mfu == pytest.approx(result.train_flops_per_s / 3e15) and 0 < result.mfu < 1
+    assert "matmul peak 3000000.0 GFLOP/s measured now; MFU " in B.format_result(result)
+
+
+def test_a_peak_below_the_models_rate_gives_one_line_and_no_mfu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 59, item 5: `matmul peak 60.3 GFLOP/s measured now; MFU 146.9%` was printed for a model at 88.6 GFLOP/s.
+    A peak below the model's own rate was disturbed: one line says so, and no MFU is given (null in --json)."""
+    import re
+
+    from hrm_reason.commands import bench as B
+
+    result, _ = tiny_run_bench(monkeypatch, [1.0, 2.0])  # 2 FLOP/s: far below any model's rate
+    assert result.matmul_peak_flops == 2.0 and result.mfu is None and result.to_dict()["mfu"] is None
+    lines = B.format_result(result).splitlines()
+    disturbed = [line for line in lines if "disturbed" in line]
+    assert len(disturbed) == 1 and len(lines) == 5
+    assert disturbed[0].startswith("matmul peak 0.0 GFLOP/s measured now, below the model's own ")
+    assert disturbed[0].endswith("the peak's measurement was disturbed (other work on the cores?), so no MFU")
+    assert not any(re.search(r"MFU \d", line) or "%" in line for line in lines)
+
+
+def test_the_peak_is_the_best_of_the_square_sizes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 59, item 5: on a 2-core AVX2 CPU n=1536 runs near 175 GFLOP/s and n=2048 near 92: the peak is the best
+    size's median, each size measured for its share of the time."""
+    import hrm_reason.runtime.peak as P
+
+    rates = {512: 6e10, 1024: 1.2e11, 1536: 1.75e11, 2048: 9.2e10}
+    asked: list[tuple[int, float]] = []
+
+    def rate_at(n: int, device: torch.device, dtype: torch.dtype, seconds: float) -> float:
+        asked.append((n, seconds))
+        return rates[n]
+
+    monkeypatch.setattr(P, "rate_at", rate_at)
+    assert P.matmul_peak(CPU, torch.float32, seconds=2.0) == 1.75e11
+    assert asked == [(n, 0.5) for n in P.PEAK_SIZES["cpu"]] and P.PEAK_SIZES["cpu"] == tuple(rates)
+    assert P.matmul_peak(CPU, torch.float32, sizes=(512, 2048)) == 9.2e10
+    assert P.mfu_of(8.86e10, 6.03e10) is None and P.mfu_of(8.86e10, 1.75e11) == pytest.approx(8.86 / 17.5)
+
+
+def test_each_size_is_a_median_over_repetitions_of_enough_products(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small sizes are timed in groups as long as one product of 1024 (a fake clock: no timing here)."""
+    import hrm_reason.runtime.peak as P
+
+    assert [P.products_per_repetition(n) for n in (512, 1024, 1536, 2048)] == [8, 1, 1, 1]
+    ticks = iter([0.0, 0.0, 1.0, 1.0, 3.0, 3.0, 4.0, 4.0])  # start; repetitions of 1, 2 and 1 s; the check: done
+    monkeypatch.setattr(P.time, "perf_counter", lambda: next(ticks))
+    assert P.rate_at(512, CPU, torch.float32, seconds=0.0) == pytest.approx(8 * 2 * 512**3 / 1.0)

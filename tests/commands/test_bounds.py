@@ -8,26 +8,28 @@ and far below in one line naming it. A declared bound is then tried at both ends
 alone must exit 2 with one line naming the flag, before any other argument is read (`--seeds 0` once trained three
 seeds: 0 was read as "not given" after the bound was checked).
 
-A listed entry that turns out bounded fails as stale. The arch sections' keys (arch.H_cycles, arch.H_layers, ...) are
-not walked yet: arch.H_cycles 10^9 passes every check and arch.H_layers 20000 takes minutes to be refused."""
+A listed entry that turns out bounded fails as stale. The arch sections' keys are walked too, every numeric field of
+every registered model's config (models/registry.py `models()`): each refuses far values at load in one line naming
+arch.FIELD, or is listed in UNBOUNDED_ARCH with its reason; a bound it declares (a Count or Rate of hrm_reason/limits.py
+in its annotation, pydantic's ge/gt/le/lt) is tried just outside, through load_config for every field and through
+`hrm train` for one of each model (arch.H_cycles 10^9 once passed every check, arch.H_layers 20000 took minutes to be
+refused)."""
 
 from __future__ import annotations
 
 import types
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Union, get_args, get_origin
 
 import pytest
-import typer
-from pydantic import BaseModel, ValidationError
 from typer.main import get_command
 
 import cli
 from hrm_reason import limits
 from hrm_reason.config import DepthStage, TrainConfig, load_config
 from hrm_reason.errors import UserError
-from tests.helpers import hrm_in_process
+from hrm_reason.models.registry import models
+from tests.helpers import cli_commands, declared, hrm_in_process, refuses
 
 FAR = 2**62  # within int64 (beyond it every int is refused anyway), far past any count
 
@@ -64,7 +66,7 @@ UNBOUNDED: dict[str, str] = {
     "generate --top-k": "at least 1; a cap: past the vocabulary every token is sampled from (models/lm/sampling.py)",
     # hrm bench
     "bench --batch-size": "at least 1; checked against the device's memory before anything is built, one line naming "
-    "--batch-size (commands/bench.py, train/fits.py)",
+    "--batch-size (commands/bench.py, train/run_memory.py)",
     # hrm viz
     **{
         f"viz {command} --index": "an example's position: checked against the split once it is read, one line "
@@ -84,19 +86,11 @@ def numeric(annotation: Any) -> type | None:
     return annotation if annotation in (int, float) else None
 
 
-def commands(group: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
-    for name, command in sorted(group.commands.items()):
-        if isinstance(command, typer.core.TyperGroup):
-            yield from commands(command, (*path, name))
-        else:
-            yield (*path, name), command
-
-
 def cli_options() -> dict[str, tuple[tuple[str, ...], Any, type]]:
     """`hrm` command and flag -> (command path, typer's parameter, int or float), for every numeric option (hrm
     build-data's are its option models' fields: BUILD_DATA)."""
     found = {}
-    for path, command in commands(get_command(cli.app)):
+    for path, command in cli_commands(get_command(cli.app)):
         for param in command.params if path[0] != "build-data" else ():
             kind = numeric(param.type_descriptor.annotation)
             if kind is not None:
@@ -113,16 +107,6 @@ BUILD_DATA = {
     if (kind := numeric(field.annotation)) is not None
     for name in [f"build-data {task} --{field_name.replace('_', '-')}"]
 }
-
-
-def declared(param: Any) -> tuple[float | None, float | None, Any]:
-    """(low, high, the limits.py bound or None) a flag declares: its `bounded` callback's, else typer's min and max."""
-    limit = getattr(param.callback, "limit", None)
-    if isinstance(limit, limits.Count):
-        return limit.low, limit.high, limit
-    if isinstance(limit, limits.Rate):
-        return 0.0, limit.high, limit
-    return param.min, param.max, None
 
 
 def outside(low: float, high: float, kind: type, limit: Any) -> list[str]:
@@ -169,17 +153,6 @@ def test_a_declared_bound_refuses_just_outside_it_before_anything_else(
         lines = [line for line in err.splitlines() if line.strip()]
         assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), (value, err)
         assert flag in lines[0], (value, lines[0])
-
-
-def refuses(model: type[BaseModel], field: str, value: Any) -> bool:
-    """Whether the options model refuses `value` for `field` in an error located at that field."""
-    fields = {name: ["x"] if "list" in str(f.annotation) else Path("x") for name, f in model.model_fields.items()}
-    fields = {name: value for name, value in fields.items() if model.model_fields[name].is_required()}
-    try:
-        model(**{**fields, field: value})
-    except ValidationError as e:
-        return any(err["loc"][:1] == (field,) for err in e.errors())
-    return False
 
 
 @pytest.mark.parametrize("name", sorted(BUILD_DATA))
@@ -250,7 +223,7 @@ RUN_CONFIG = {
     },
 }
 FITS = "checked against the device's memory with the model and the data before anything is built, one line naming it "
-"(train/fits.py check_run_memory)"
+"(train/run_memory.py check_run_memory)"
 UNBOUNDED_CONFIG: dict[str, str] = {
     "global_batch_size": f"above 0; {FITS}",
     "eval_global_batch_size": f"above 0; {FITS}",
@@ -296,7 +269,145 @@ def test_every_numeric_run_config_key_is_bounded_or_listed(key: str) -> None:
     )
 
 
+# --- the model configs' keys: every numeric field of every registered model's config (arch.name=MODEL arch.FIELD=V)
+ARCH = {
+    f"{model}.{field}": (model, info, kind)
+    for model, module in models().items()
+    for field, info in module.SPEC.config.model_fields.items()
+    if (kind := numeric(info.annotation)) is not None
+}
+UNBOUNDED_ARCH: dict[str, str] = {
+    "ham_lm.tau_init": "finite; a threshold on a routing score in [0, s]: a learnable one lies in (0, s), checked in one "
+    "line; a fixed one past either end keeps every token or none, at the same cost (models/lm/ham.py)",
+    "ham_lm.threshold_freeze_steps": "at least 0; a span of training steps, as lr_warmup_steps: past the run's length "
+    "tau never moves; nothing is allocated or repeated by its size",
+    **{
+        f"hrm_text.{key}": "read by nothing: transformers' HrmTextConfig field, kept so that a converted config "
+        "round-trips; no size, loop or table depends on it"
+        for key in ("bos_token_id", "eos_token_id")
+    },
+}
+
+
+def arch_error(model: str, field: str, value: Any) -> str | None:
+    """The error line of a run config with arch.name=`model`, arch.`field`=`value`; None when it loads."""
+    try:
+        load_config(None, [f"arch.name={model}", f"arch.{field}={value}"])
+    except UserError as e:
+        return str(e)
+    return None
+
+
+def names_the_key(message: str | None, field: str) -> bool:
+    return message is not None and "\n" not in message and f"arch.{field}" in message
+
+
+def constraints(annotation: Any) -> list[Any]:
+    """The metadata of an annotation's Annotated parts, Optional and unions unwrapped."""
+    if get_origin(annotation) is Annotated:
+        return [*get_args(annotation)[1:], *constraints(get_args(annotation)[0])]
+    if get_origin(annotation) in (Union, types.UnionType):
+        return [c for a in get_args(annotation) for c in constraints(a)]
+    return []
+
+
+def arch_bounds(info: Any) -> tuple[tuple[float, bool] | None, tuple[float, bool] | None, list[Any]]:
+    """(low, high, the limits.py bounds) a field declares: each side as (value, open), the tightest of its limits.py
+    Count or Rate and pydantic's ge/gt/le/lt; None for a side it leaves open."""
+    found = [*info.metadata, *constraints(info.annotation)]
+    lows: list[tuple[float, bool]] = []
+    highs: list[tuple[float, bool]] = []
+    for c in found:
+        if isinstance(c, limits.Count):
+            lows.append((c.low, False))
+            highs.append((c.high, False))
+        elif isinstance(c, limits.Rate):
+            lows.append((0.0, not c.zero))
+            highs.append((c.high, False))
+        for attr, side, is_open in (("ge", lows, False), ("gt", lows, True), ("le", highs, False), ("lt", highs, True)):
+            if not isinstance(c, limits.Count | limits.Rate) and getattr(c, attr, None) is not None:
+                side.append((getattr(c, attr), is_open))
+    low = max(lows, key=lambda b: (b[0], b[1])) if lows else None
+    high = min(highs, key=lambda b: (b[0], not b[1])) if highs else None
+    return low, high, [c for c in found if isinstance(c, limits.Count | limits.Rate)]
+
+
+def arch_outside(kind: type, low: tuple[float, bool], high: tuple[float, bool]) -> list[str]:
+    """Values just outside a field's declared bounds (a float: also nan and inf), as an override writes them."""
+    (lo, lo_open), (hi, hi_open) = low, high
+    if kind is int:
+        return [str(int(lo) if lo_open else int(lo) - 1), str(int(hi) if hi_open else int(hi) + 1)]
+    below = lo if lo_open else lo - max(abs(lo), 1.0) / 2
+    above = hi if hi_open else hi * 2 if hi > 0 else hi + 1
+    return [repr(float(below)), repr(float(above)), "nan", "inf"]
+
+
+def test_the_walk_sees_every_model() -> None:
+    """The walk reads the registry; a model or a field it misses must fail here, not pass vacuously."""
+    assert {name.partition(".")[0] for name in ARCH} == set(models())
+    assert {"hrm.H_cycles", "trm.L_cycles", "unitf.unitf_steps", "hrm_lm.N", "hrm_lm.K", "ham_lm.chunk_size"} <= set(
+        ARCH
+    )
+    assert len(ARCH) > 100
+
+
+@pytest.mark.parametrize("name", sorted(ARCH))
+def test_every_numeric_arch_key_is_bounded_or_listed(name: str) -> None:
+    model, info, kind = ARCH[name]
+    field = name.partition(".")[2]
+    far = FAR if kind is int else 1e300
+    for limit in arch_bounds(info)[2]:
+        assert any(limit is value for value in vars(limits).values()), (
+            f"arch.{field} of {model}: a bound not of limits.py"
+        )
+    if names_the_key(arch_error(model, field, far), field) and names_the_key(arch_error(model, field, -far), field):
+        assert name not in UNBOUNDED_ARCH, f"arch.{field} of {model} is bounded: remove its UNBOUNDED_ARCH entry"
+        return
+    assert name in UNBOUNDED_ARCH, (
+        f"arch.{field} of {model}: a config takes {far:g} or {-far:g} (or refuses it without one line naming "
+        f"arch.{field}); bound it where it is declared (a Count or Rate of hrm_reason/limits.py in its annotation) or "
+        "list it in UNBOUNDED_ARCH with its reason"
+    )
+
+
+DECLARED_ARCH = sorted(n for n, (_, info, _) in ARCH.items() if None not in arch_bounds(info)[:2])
+
+
+@pytest.mark.parametrize("name", DECLARED_ARCH)
+def test_a_declared_arch_bound_refuses_just_outside_it_in_one_line(name: str) -> None:
+    model, info, kind = ARCH[name]
+    field = name.partition(".")[2]
+    low, high, _ = arch_bounds(info)
+    for value in arch_outside(kind, low, high):  # type: ignore[arg-type]
+        message = arch_error(model, field, value)
+        assert names_the_key(message, field), (model, field, value, message)
+
+
+def first_declared(model: str) -> str:
+    return next(n for n in DECLARED_ARCH if n.partition(".")[0] == model and ARCH[n][2] is int)
+
+
+@pytest.mark.parametrize("model", list(models()))
+def test_hrm_train_refuses_an_arch_key_just_outside_its_bound_with_exit_2(
+    model: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One of each model through the CLI: one line naming the key, exit 2, before any run directory is made."""
+    name = first_declared(model)
+    field = name.partition(".")[2]
+    config = tmp_path / "config.yaml"
+    config.write_text(f"data_path: {tmp_path / 'data'}\narch:\n  name: {model}\n")
+    low, high, _ = arch_bounds(ARCH[name][1])
+    for value in arch_outside(int, low, high):  # type: ignore[arg-type]
+        args = ("train", "--config", str(config), "--run-dir", str(tmp_path / "run"), f"arch.{field}={value}")
+        code, err = hrm_in_process(capsys, monkeypatch, *args)
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), (value, err)
+        assert f"arch.{field}" in lines[0], (value, lines[0])
+        assert not (tmp_path / "run").exists()
+
+
 def test_every_listed_name_is_a_real_option() -> None:
     assert not set(UNBOUNDED) - set(CLI)
     assert not set(UNBOUNDED_BUILD) - set(BUILD_DATA)
     assert not set(UNBOUNDED_CONFIG) - set(RUN_CONFIG)
+    assert not set(UNBOUNDED_ARCH) - set(ARCH)

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 import hrm_reason.commands.compare as compare_module
-import hrm_reason.commands.report as report
+import hrm_reason.commands.compare_tables as compare_tables
 from hrm_reason.commands.compare import compare, compare_runs, parse_targets
-from hrm_reason.commands.report import reach, time_to_accuracy
+from hrm_reason.commands.compare_tables import reach, time_to_accuracy
 from hrm_reason.config import save_config
 from hrm_reason.errors import UserError
 from hrm_reason.evaluate.run import evaluate_run
@@ -91,7 +91,7 @@ def test_summary_statistics_are_those_of_the_runs(study) -> None:
             assert entry["token_accuracy_per_segment"]["std"][m] == pytest.approx(statistics.stdev(column))
         assert entry["num_params"] == runs[0]["num_params"] > 0 and entry["seeds"] == [0, 1]
     assert results["summary"]["trm_tiny"]["arch"] == "trm" and results["summary"]["hrm_tiny"]["arch"] == "hrm"
-    one = report.mean_std([0.25])
+    one = compare_tables.mean_std([0.25])
     assert one == {"mean": 0.25, "std": None}
 
 
@@ -269,7 +269,7 @@ def test_runs_read_the_hrm_eval_json_kept_in_their_directory(
     plots = {Path(p).name for p in got["plots"]}
     assert {"accuracy_vs_segments.png", "act_vs_fixed_segments.png", "accuracy_vs_time.png"} <= plots
     text = (tmp_path / "with-evals" / "results.md").read_text()
-    assert report.ACT_DEFINITION in text and "## Final evaluation (exact accuracy)\n" in text
+    assert compare_tables.ACT_DEFINITION in text and "## Final evaluation (exact accuracy)\n" in text
 
 
 def test_rerun_skips_finished_runs_and_resumes_interrupted_ones(study, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -404,12 +404,12 @@ def test_time_to_accuracy_over_seeds() -> None:
     assert slow["0.5"]["step"] is None and slow["matmul_peak_flops"] is None
     assert fast["matmul_peak_flops"] == {"mean": 1e11, "std": None}
     assert [r["reached"]["0.5"] is not None for r in tta["per_run"]] == [True, True, False, False]
-    text = report.time_table(tta)
+    text = compare_tables.time_table(tta)
     assert "| fast | 50% | 2/3 | 12 ± 4 | 12 ± 4 | 0.0 ± 0.0 | 6 ± 2 | 100 |" in text
     assert "| slow | 50% | 0/1 | - | - | - | - | - |" in text
     # Numbers for people: thousands separators, fixed decimals.
-    assert report.num({"mean": 1234567.8, "std": 2345.6}) == "1,234,568 ± 2,346"
-    assert report.num({"mean": 3.2e13, "std": None}, 1, 1e12) == "32.0" and report.pct(None) == "-"
+    assert compare_tables.num({"mean": 1234567.8, "std": 2345.6}) == "1,234,568 ± 2,346"
+    assert compare_tables.num({"mean": 3.2e13, "std": None}, 1, 1e12) == "32.0" and compare_tables.pct(None) == "-"
 
 
 def test_a_per_segment_metric_gets_its_own_table_and_the_plots(tmp_path: Path) -> None:
@@ -443,14 +443,14 @@ def test_a_per_segment_metric_gets_its_own_table_and_the_plots(tmp_path: Path) -
     records = [record("maze", 0, [0.4, 0.6, 0.5]), record("maze", 1, [0.5, 0.8, 0.7])]
     for r in records:
         r["curve"] = [{**point(10, None), "eval/optimal_path_accuracy": r["eval"]["extra"]["optimal_path_accuracy"][1]}]
-    summary = report.summarise(records, "optimal_path_accuracy")
+    summary = compare_tables.summarise(records, "optimal_path_accuracy")
     paths = summary["maze"]["extra"]["optimal_path_accuracy"]
     assert paths["mean"] == pytest.approx([0.45, 0.7, 0.6]) and paths["std"][1] == pytest.approx(
         statistics.stdev([0.6, 0.8])
     )
     assert summary["maze"]["per_segment"] == paths and summary["maze"]["act"]["mean"] == pytest.approx(0.71)
     tta = time_to_accuracy(records, [0.5], "optimal_path_accuracy")
-    text = report.markdown(summary, tta, report.tables(summary, tta), "hrm compare (test)")
+    text = compare_tables.markdown(summary, tta, compare_tables.tables(summary, tta), "hrm compare (test)")
     row = next(line for line in text.splitlines() if line.startswith("| maze | hrm |"))
     # tests, metric at the trained 2 segments per seed, mean ± sd, at mmax 3, ACT (cap; segments), exact at 2.
     assert row == (
@@ -460,7 +460,7 @@ def test_a_per_segment_metric_gets_its_own_table_and_the_plots(tmp_path: Path) -
     assert "| maze | 45.0 | 70.0 | 60.0 |" in text and "## Optimal path accuracy after m segments" in text
     # A run whose evaluation lacks the metric is named, not silently drawn with another.
     with pytest.raises(UserError, match="--metric optimal_path_accuracy: the evaluation of sudoku seed 0 has no"):
-        report.summarise([*records, {**record("sudoku", 0, None), "curve": []}], "optimal_path_accuracy")
+        compare_tables.summarise([*records, {**record("sudoku", 0, None), "curve": []}], "optimal_path_accuracy")
     written = compare_module.plot_all(records, summary, tta, tmp_path, "optimal_path_accuracy")
     assert sorted(p.name for p in written) == [
         "accuracy_vs_segments.png",

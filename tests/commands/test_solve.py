@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import cli
-from hrm_reason.commands.solve import load_solver, read_puzzles, solve, task_for
+from hrm_reason.commands.solver import load_solver, read_puzzles, solve, task_for
 from hrm_reason.data.puzzle import PuzzleDatasetMetadata, load_split
 from hrm_reason.errors import UserError
 from hrm_reason.evaluate.act import evaluate

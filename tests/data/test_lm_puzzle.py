@@ -20,7 +20,7 @@ from hrm_reason.data.puzzle import dataset_kind
 from hrm_reason.errors import UserError
 from hrm_reason.evaluate.prefix_lm import evaluate_puzzle_lm, greedy_decode
 from hrm_reason.losses import IGNORE_LABEL_ID
-from hrm_reason.models.lm.output import LMOutput
+from hrm_reason.models.lm.head import LMOutput
 from hrm_reason.models.registry import build_lm
 from tests.helpers import read_metrics, write_original_layout
 from tests.reference import hrm_text_param_count

@@ -33,7 +33,7 @@ from hrm_reason.errors import UserError
 from hrm_reason.evaluate.lm import evaluate_lm
 from hrm_reason.load import load_run
 from hrm_reason.models import registry
-from hrm_reason.models.lm.output import LMHead, LMOutput
+from hrm_reason.models.lm.head import LMHead, LMOutput
 from hrm_reason.models.lm.sampling import generate
 from hrm_reason.models.spec import ModelSpec
 from hrm_reason.runtime.clock import KEYS as CLOCK_KEYS

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import hrm_reason.train.loop as train_module
-from hrm_reason.provenance import shared_machine_warning
+from hrm_reason.runtime.peak import shared_machine_warning
 from hrm_reason.runtime.stop import StopRequest
 from hrm_reason.train.loop import train
 from tests.helpers import tiny_config, write_original_layout

@@ -38,19 +38,32 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch import nn
 
 from hrm_reason.errors import UserError
+from hrm_reason.limits import (
+    CHUNK,
+    CONV,
+    EPS,
+    KV_SHARE,
+    LAYERS,
+    POSITIONS,
+    ROPE_THETA,
+    THRESHOLD_CONTROL,
+    THRESHOLD_LR,
+    VOCAB,
+    WIDTH,
+)
 from hrm_reason.models.flops import LMFlops, attention, linear, swiglu
 from hrm_reason.models.layers import CastedLinear, RMSNorm, RotaryEmbedding, SwiGLU, trunc_normal_init_, wide
 from hrm_reason.models.lm.gated_delta import gated_delta_rule
-from hrm_reason.models.lm.output import LMHead, LMOutput
+from hrm_reason.models.lm.head import LMHead, LMOutput
 from hrm_reason.models.spec import ModelSpec
 
 
@@ -63,57 +76,43 @@ class HAMLMConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: Literal["ham_lm"] = "ham_lm"
-    vocab_size: int
-    hidden_size: int = 128
-    num_layers: int = 4
-    qk_dim: int = 96  # d_QK, shared by both paths (paper: 5/7 d)
-    v_dim: int = 144  # d_V (paper: 15/14 d)
-    rnn_head_qk_dim: int = 48  # paper 256
-    rnn_head_v_dim: int = 72  # paper 384
-    kv_head_qk_dim: int = 24  # paper 128
-    kv_head_v_dim: int = 36  # paper 192
-    intermediate_size: int | None = None  # SwiGLU width d_int; None -> round(10/7 d) (expansion r = 15/7 times 2/3)
-    conv_size: int = 4
-    max_position_embeddings: int = 4096
-    rope_theta: float = 500000.0
-    rms_norm_eps: float = 1e-6
+    # Each numeric field bounded in its annotation (hrm_reason/limits.py, each bound with its reason) but tau_init (a
+    # threshold, checked below) and threshold_freeze_steps (a span of steps: past the run's length tau never moves).
+    vocab_size: Annotated[int, VOCAB]
+    hidden_size: Annotated[int, WIDTH] = 128
+    num_layers: Annotated[int, LAYERS] = 4
+    qk_dim: Annotated[int, WIDTH] = 96  # d_QK, shared by both paths (paper: 5/7 d)
+    v_dim: Annotated[int, WIDTH] = 144  # d_V (paper: 15/14 d)
+    rnn_head_qk_dim: Annotated[int, WIDTH] = 48  # paper 256
+    rnn_head_v_dim: Annotated[int, WIDTH] = 72  # paper 384
+    kv_head_qk_dim: Annotated[int, WIDTH] = 24  # paper 128
+    kv_head_v_dim: Annotated[int, WIDTH] = 36  # paper 192
+    # SwiGLU width d_int; None -> round(10/7 d) (expansion r = 15/7 times 2/3)
+    intermediate_size: Annotated[int, WIDTH] | None = None
+    conv_size: Annotated[int, CONV] = 4
+    max_position_embeddings: Annotated[int, POSITIONS] = 4096
+    rope_theta: Annotated[float, ROPE_THETA] = 500000.0
+    rms_norm_eps: Annotated[float, EPS] = 1e-6
     # Routing.
     router: Literal["fit_error", "input_shallow", "input_deep"] = "fit_error"
-    router_hidden: int = 256
+    router_hidden: Annotated[int, WIDTH] = 256
     eda: bool = False
     # Threshold tau and its controller.
     threshold_mode: Literal["fixed", "global", "per_layer"] = "global"
     tau_init: float | None = None  # None -> s/2 (p_tau = 0); "fixed" accepts any value (<= 0: all tokens; > s: none)
-    kv_target: float = 0.5  # f_target, the rho_KV the controller steers to
-    threshold_lr: float = 2.5e-4
+    kv_target: Annotated[float, KV_SHARE] = 0.5  # f_target, the rho_KV the controller steers to
+    threshold_lr: Annotated[float, THRESHOLD_LR] = 2.5e-4
     threshold_betas: tuple[float, float] = (0.9, 0.999)
-    threshold_eps: float = 1e-8
-    threshold_gain: float = 1.0  # gamma
-    threshold_clip: float = 1.0  # c
-    threshold_freeze_steps: int = 0  # the paper freezes p_tau for the first 20k steps
+    threshold_eps: Annotated[float, EPS] = 1e-8
+    threshold_gain: Annotated[float, THRESHOLD_CONTROL] = 1.0  # gamma
+    threshold_clip: Annotated[float, THRESHOLD_CONTROL] = 1.0  # c
+    threshold_freeze_steps: int = Field(0, ge=0)  # the paper freezes p_tau for the first 20k steps
     # Recurrence backend.
     recurrence: Literal["chunk", "sequential", "fla"] = "chunk"
-    chunk_size: int = 64
+    chunk_size: Annotated[int, CHUNK] = 64
 
     @model_validator(mode="after")
     def _check(self) -> HAMLMConfig:
-        for field in (
-            "vocab_size",
-            "hidden_size",
-            "num_layers",
-            "qk_dim",
-            "v_dim",
-            "rnn_head_qk_dim",
-            "rnn_head_v_dim",
-            "kv_head_qk_dim",
-            "kv_head_v_dim",
-            "conv_size",
-            "max_position_embeddings",
-            "chunk_size",
-            "router_hidden",
-        ):
-            if getattr(self, field) < 1:
-                raise UserError(f"ham_lm: {field} must be positive, got {getattr(self, field)}")
         for path in ("rnn", "kv"):
             dk, dv = getattr(self, f"{path}_head_qk_dim"), getattr(self, f"{path}_head_v_dim")
             if self.qk_dim % dk or self.v_dim % dv or self.qk_dim // dk != self.v_dim // dv:
@@ -123,8 +122,6 @@ class HAMLMConfig(BaseModel):
                 )
         if self.kv_head_qk_dim % 2:
             raise UserError(f"ham_lm: kv_head_qk_dim must be even for RoPE, got {self.kv_head_qk_dim}")
-        if not 0.0 <= self.kv_target <= 1.0:
-            raise UserError(f"ham_lm: kv_target must lie in [0, 1], got {self.kv_target}")
         s = self.score_scale
         if self.tau_init is not None and self.threshold_mode != "fixed" and not 0.0 < self.tau_init < s:
             raise UserError(

@@ -26,15 +26,16 @@ from __future__ import annotations
 
 import math
 from contextlib import nullcontext
-from typing import Literal
+from typing import Annotated, Literal
 
 import torch
-from pydantic import Field
 from torch import nn
 
+from hrm_reason.limits import CYCLES, GRAD_STEPS, INIT_C, LOSS_WEIGHT
 from hrm_reason.losses import next_token_ce
 from hrm_reason.models.flops import LMFlops, causal_block_flops, linear
 from hrm_reason.models.layers import CastedLinear, RMSNorm
+from hrm_reason.models.lm.head import LMOutput
 from hrm_reason.models.lm.lm_blocks import (
     CacheCursor,
     CausalAttnBlock,
@@ -43,7 +44,6 @@ from hrm_reason.models.lm.lm_blocks import (
     normal_,
     width_corrected_std,
 )
-from hrm_reason.models.lm.output import LMOutput
 from hrm_reason.models.spec import ModelSpec
 
 
@@ -54,14 +54,14 @@ class HRMLMConfig(CausalAttnLMConfig):
     to other widths (docs/models.md §HRM-LM). seed: the weight init and the frozen z^0 prototypes."""
 
     name: Literal["hrm_lm"] = "hrm_lm"
-    N: int = Field(4, ge=1)  # slow-module firings per pass
-    T: int = Field(3, ge=1)  # fast steps per slow firing; M = N*T steps per pass
-    S: int = Field(1, ge=1)  # supervision passes (S > 1 hurt in the ablation)
-    K: int = Field(2, ge=1)  # gradient window: only the last K of the M steps carry gradient (K >= M: all)
+    N: Annotated[int, CYCLES] = 4  # slow-module firings per pass
+    T: Annotated[int, CYCLES] = 3  # fast steps per slow firing; M = N*T steps per pass
+    S: Annotated[int, CYCLES] = 1  # supervision passes (S > 1 hurt in the ablation)
+    K: Annotated[int, GRAD_STEPS] = 2  # gradient window: only the last K of the M steps carry gradient (K >= M: all)
     fast_ctx_norm: bool = True  # RMSNorm over the fast context [z_L; z_H; x~] (P_L's unexplained 3d)
     out_proj: bool = True  # d x d projection of the fused output before the tied head (P_out's unexplained d^2)
-    entropy_weight: float = 1e-2  # lambda of -lambda*H(w_bar); not given by the paper
-    init_c: float | None = Field(None, gt=0)  # None: A.9's block init; c: the width-corrected one (see above)
+    entropy_weight: Annotated[float, LOSS_WEIGHT] = 1e-2  # lambda of -lambda*H(w_bar); not given by the paper
+    init_c: Annotated[float, INIT_C] | None = None  # None: A.9's block init; c: the width-corrected one (see above)
 
     @property
     def M(self) -> int:

@@ -34,7 +34,7 @@ Resolved inconsistencies (docs/models.md §HRM-Text):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -43,10 +43,22 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch import nn
 
 from hrm_reason.errors import UserError
+from hrm_reason.limits import (
+    CYCLES,
+    EMBEDDING_SCALE,
+    EPS,
+    HEADS,
+    LAYERS,
+    POSITIONS,
+    STACK_SLOTS,
+    TOKEN_ID,
+    VOCAB,
+    WIDTH,
+)
 from hrm_reason.models.flops import LMFlops, attention, linear
 from hrm_reason.models.layers import RotaryEmbedding, apply_rotary_pos_emb, rms_norm
+from hrm_reason.models.lm.head import LMHead, LMOutput
 from hrm_reason.models.lm.hrm_text_names import rename_hf_weights
-from hrm_reason.models.lm.output import LMHead, LMOutput
 from hrm_reason.models.masks import build_mask
 from hrm_reason.models.spec import ModelSpec
 
@@ -65,18 +77,20 @@ class HRMTextConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: Literal["hrm_text"] = "hrm_text"
-    vocab_size: int = Field(gt=0)
-    hidden_size: int = Field(1536, gt=0)
-    intermediate_size: int = Field(4096, gt=0)
-    num_hidden_layers: int = Field(16, gt=0)  # per stack when num_layers_per_stack is None (then rewritten)
-    num_attention_heads: int = Field(12, gt=0)
-    head_dim: int = Field(128, gt=0)
+    # Each numeric field bounded in its annotation (hrm_reason/limits.py, each bound with its reason) but bos_token_id
+    # and eos_token_id, which nothing reads.
+    vocab_size: Annotated[int, VOCAB]
+    hidden_size: Annotated[int, WIDTH] = 1536
+    intermediate_size: Annotated[int, WIDTH] = 4096
+    num_hidden_layers: Annotated[int, STACK_SLOTS] = 16  # per stack when num_layers_per_stack is None (then rewritten)
+    num_attention_heads: Annotated[int, HEADS] = 12
+    head_dim: Annotated[int, WIDTH] = 128
     hidden_act: Literal["silu", "swish", "gelu", "gelu_pytorch_tanh", "relu"] = "silu"
-    max_position_embeddings: int = Field(2048, gt=0)
+    max_position_embeddings: Annotated[int, POSITIONS] = 2048
     initializer_range: float = Field(0.02, ge=0.0, le=1.0)
-    rms_norm_eps: float = Field(1e-6, gt=0.0)
+    rms_norm_eps: Annotated[float, EPS] = 1e-6
     use_cache: bool = True
-    pad_token_id: int | None = None
+    pad_token_id: Annotated[int, TOKEN_ID] | None = None
     bos_token_id: int | None = None
     eos_token_id: int | list[int] | None = None
     tie_word_embeddings: bool = False
@@ -84,12 +98,12 @@ class HRMTextConfig(BaseModel):
     attention_bias: bool = False
     attention_dropout: float = Field(0.0, ge=0.0, lt=1.0)
     mlp_bias: bool = False
-    H_cycles: int = Field(2, gt=0)
-    L_cycles: int = Field(3, gt=0)
+    H_cycles: Annotated[int, CYCLES] = 2
+    L_cycles: Annotated[int, CYCLES] = 3
     L_bp_cycles: list[int] | None = None  # None -> [2]
-    embedding_scale: float | None = None  # None -> 1 / initializer_range
+    embedding_scale: Annotated[float, EMBEDDING_SCALE] | None = None  # None -> 1 / initializer_range
     prefix_lm: bool = True
-    num_layers_per_stack: int | None = None  # set from num_hidden_layers on first construction
+    num_layers_per_stack: Annotated[int, LAYERS] | None = None  # set from num_hidden_layers on first construction
 
     @model_validator(mode="after")
     def _fill_derived(self) -> HRMTextConfig:
@@ -102,7 +116,11 @@ class HRMTextConfig(BaseModel):
             if self.initializer_range == 0:
                 raise ValueError("embedding_scale must be set when initializer_range is 0")
             self.embedding_scale = 1.0 / self.initializer_range
+            if (why := EMBEDDING_SCALE.problem(self.embedding_scale)) is not None:
+                raise ValueError(f"arch.embedding_scale {self.embedding_scale:g} (1 / arch.initializer_range): {why}")
         if self.num_layers_per_stack is None:
+            if (why := LAYERS.problem(self.num_hidden_layers)) is not None:  # one stack's layers, built as given
+                raise ValueError(f"arch.num_hidden_layers {self.num_hidden_layers} (layers per stack): {why}")
             self.num_layers_per_stack = self.num_hidden_layers
             self.num_hidden_layers = self.num_layers_per_stack * self.H_cycles * (self.L_cycles + 1)
         if self.rope_parameters is None:

@@ -17,9 +17,9 @@ from safetensors.torch import save_file
 
 from hrm_reason.atomic import atomic_directory
 from hrm_reason.errors import UserError
-from hrm_reason.jsonfile import read_json, read_safetensors
 from hrm_reason.models.lm.hrm_text import HRMText, HRMTextConfig
 from hrm_reason.models.lm.hrm_text_names import BASE_PREFIX, WEIGHTS_FILE, fuse, our_names
+from hrm_reason.readers import read_json, read_safetensors
 
 CONFIG_FILE = "config.json"
 # config.json keys that every transformers config carries and that do not change the network.

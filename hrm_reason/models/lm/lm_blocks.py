@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import contextlib
 import math
+from typing import Annotated
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from torch import nn
 
 from hrm_reason.errors import UserError
+from hrm_reason.limits import ARCH_SEED, EPS, HEADS, INIT_STD, POSITIONS, ROPE_THETA, VOCAB, WIDTH
 from hrm_reason.models.layers import Attention, RMSNorm, RotaryEmbedding, SwiGLU
-from hrm_reason.models.lm.output import LMHead, LMOutput
+from hrm_reason.models.lm.head import LMHead, LMOutput
 
 
 def rope_heads(cls: type, num_heads: int, info: ValidationInfo) -> int:
@@ -36,14 +38,15 @@ class CausalAttnLMConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str  # the registry name; each head fixes it
-    vocab_size: int = Field(ge=1)
-    hidden_size: int = Field(256, ge=2)  # d (HRM-LM paper: 4096)
-    num_heads: int = Field(4, ge=1)  # h (HRM-LM paper: 16, so d_k = 256)
-    init_std: float = 0.02
-    rms_norm_eps: float = 1e-5
-    rope_theta: float = 10000.0
-    max_seq_len: int = Field(1024, ge=1)  # RoPE table length (context + generated tokens)
-    seed: int = 0  # the weight init's generator
+    # Each numeric field bounded in its annotation (hrm_reason/limits.py, each bound with its reason).
+    vocab_size: Annotated[int, VOCAB]
+    hidden_size: Annotated[int, WIDTH] = Field(256, ge=2)  # d (HRM-LM paper: 4096)
+    num_heads: Annotated[int, HEADS] = 4  # h (HRM-LM paper: 16, so d_k = 256)
+    init_std: Annotated[float, INIT_STD] = 0.02
+    rms_norm_eps: Annotated[float, EPS] = 1e-5
+    rope_theta: Annotated[float, ROPE_THETA] = 10000.0
+    max_seq_len: Annotated[int, POSITIONS] = 1024  # RoPE table length (context + generated tokens)
+    seed: Annotated[int, ARCH_SEED] = 0  # the weight init's generator
 
     _heads_divide = field_validator("num_heads")(rope_heads)
 

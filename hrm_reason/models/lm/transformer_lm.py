@@ -13,13 +13,14 @@ width-corrected formula with its M applications read as L layers, so that neithe
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import torch
-from pydantic import Field
 from torch import nn
 
+from hrm_reason.limits import INIT_C, LAYERS
 from hrm_reason.models.flops import LMFlops, causal_block_flops, linear
+from hrm_reason.models.lm.head import LMOutput
 from hrm_reason.models.lm.lm_blocks import (
     CacheCursor,
     CausalAttnBlock,
@@ -27,14 +28,13 @@ from hrm_reason.models.lm.lm_blocks import (
     CausalLMHead,
     width_corrected_std,
 )
-from hrm_reason.models.lm.output import LMOutput
 from hrm_reason.models.spec import ModelSpec
 
 
 class TransformerLMConfig(CausalAttnLMConfig):
     name: Literal["transformer_lm"] = "transformer_lm"
-    num_layers: int = Field(4, ge=1)  # L distinct blocks, each applied once
-    init_c: float = Field(2.0, gt=0)  # safety factor c of the width-corrected block init (as UniTF-LM's)
+    num_layers: Annotated[int, LAYERS] = 4  # L distinct blocks, each applied once
+    init_c: Annotated[float, INIT_C] = 2.0  # safety factor c of the width-corrected block init (as UniTF-LM's)
 
     @property
     def block_calls(self) -> int:

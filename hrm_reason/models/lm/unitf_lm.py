@@ -16,12 +16,13 @@ Choices where the paper is silent or inconsistent:
 from __future__ import annotations
 
 from contextlib import nullcontext
-from typing import Literal
+from typing import Annotated, Literal
 
 import torch
-from pydantic import Field
 
+from hrm_reason.limits import CYCLES, GRAD_STEPS, INIT_C
 from hrm_reason.models.flops import LMFlops, causal_block_flops, linear
+from hrm_reason.models.lm.head import LMOutput
 from hrm_reason.models.lm.lm_blocks import (
     CacheCursor,
     CausalAttnBlock,
@@ -29,7 +30,6 @@ from hrm_reason.models.lm.lm_blocks import (
     CausalLMHead,
     width_corrected_std,
 )
-from hrm_reason.models.lm.output import LMOutput
 from hrm_reason.models.spec import ModelSpec
 
 
@@ -37,10 +37,10 @@ class UniTFLMConfig(CausalAttnLMConfig):
     """K is the number of the M block applications that carry gradient."""
 
     name: Literal["unitf_lm"] = "unitf_lm"
-    M: int = Field(12, ge=1)  # applications of the shared block
-    K: int = Field(2, ge=1)  # gradient window: only the last K of the M applications carry gradient (K >= M: all)
+    M: Annotated[int, CYCLES] = 12  # applications of the shared block
+    K: Annotated[int, GRAD_STEPS] = 2  # gradient window: the last K of the M applications carry gradient (K >= M: all)
     reinject_input: bool = False
-    init_c: float = Field(2.0, gt=0)  # safety factor c of the width-corrected block init
+    init_c: Annotated[float, INIT_C] = 2.0  # safety factor c of the width-corrected block init
 
     @property
     def block_calls(self) -> int:

@@ -1,5 +1,5 @@
-"""The pictures of `hrm compare` (commands/report.py summarises the runs): accuracy per config, accuracy against the
-segments run, ACT against fixed segment budgets, and accuracy against training time, CPU time and FLOPs."""
+"""The pictures of `hrm compare` (commands/compare_tables.py summarises the runs): accuracy per config, accuracy
+against the segments run, ACT against fixed segment budgets, and accuracy against training time, CPU time and FLOPs."""
 
 from __future__ import annotations
 

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from hrm_reason.errors import UserError
-from hrm_reason.jsonfile import read_jsonl
-from hrm_reason.provenance import matmul_peak_of
+from hrm_reason.readers import read_jsonl
+from hrm_reason.runtime.peak import matmul_peak_of
 
 # What every ACT figure means; `act_cell` prints one with its cap.
 ACT_DEFINITION = (

@@ -14,8 +14,8 @@ from hrm_reason.data.prefix_lm import PuzzleLayout
 from hrm_reason.data.puzzle import PuzzleDatasetMetadata, dataset_kind
 from hrm_reason.data.text import DATASET_FILE, TextDatasetMetadata
 from hrm_reason.errors import UserError
-from hrm_reason.jsonfile import read_json_model
 from hrm_reason.models import registry
+from hrm_reason.readers import read_json_model
 from hrm_reason.runtime.memory import ModelSize, Need, check_fits, meta_size, training_need
 from hrm_reason.train.muon import muon_split
 
