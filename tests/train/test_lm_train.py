@@ -444,6 +444,9 @@ def test_registered_heads_run_the_pipeline(name: str, data: Path, tmp_path: Path
     if name == "hrm_text":  # the prompt as a bidirectional prefix: cached and recomputed decoding still agree
         prefixed = generate(model, prompt, 5, temperature=0, use_cache=False, prefix=True)
         assert torch.equal(generate(model, prompt, 5, temperature=0, use_cache=True, prefix=True), prefixed)
+        model.config.prefix_lm = False  # the same weights without the prefix: --prefix is refused, not passed over
+    with pytest.raises(UserError, match="causal only"):
+        generate(model, prompt, 5, temperature=0, use_cache=False, prefix=True)
 
 
 def test_load_returns_puzzle_models_with_or_without_their_dataset(tmp_path: Path) -> None:

@@ -315,6 +315,11 @@ class HRMText(LMHead):
                 f"token_type_ids shape {tuple(token_type_ids.shape)} != input_ids shape {tuple(input_ids.shape)}"
             )
 
+        if not c.prefix_lm and token_type_ids is not None and bool((token_type_ids != 0).any()):
+            raise UserError(  # not passed over: the caller asked for a bidirectional prefix this model does not have
+                "hrm_text with prefix_lm false is causal only: token_type_ids must be all 0 (a bidirectional prefix, "
+                "hrm generate --prefix, needs a model trained with prefix_lm true)"
+            )
         z_H = self.embed_tokens(input_ids) * c.embedding_scale
         use_prefix = c.prefix_lm and token_type_ids is not None and past == 0
         attn_mask, is_causal = build_mask(
