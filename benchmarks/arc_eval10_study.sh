@@ -9,7 +9,8 @@
 #   study     at the chosen count, 3 seeds, BUDGET=3600: hrm; transformer_act (the same blocks as one transformer in
 #             HRM's ACT loop, configs/arc1_10x10_transformer.yaml); trm (TRM-MLP at HRM's size,
 #             configs/arc1_10x10_trm.yaml); hrm_1seg (HRM trained and evaluated with 1 segment: the outer loop)
-#   each run: hrm eval --mmax 4 --json eval.json (the voting pass@k is in its extra.arc_voting).
+#   each run: hrm eval --mmax 4 --json eval.json (the voting pass@k is in its extra.arc_voting) --submission
+#             submission.json (the two attempts per test input, for hrm viz arc-task).
 #
 #   bash benchmarks/arc_eval10_study.sh [--parallel N] MODEL@AUG-SEED ...   # e.g. hrm@8-0 hrm@64-0 hrm@300-0
 #   python benchmarks/keep_records.py runs/arc-eval10 benchmarks/arc-eval10-runs
@@ -63,7 +64,8 @@ one() {
     "$HRM" train -c "${config[@]}" max_seconds="$BUDGET" data_path="data/arc1-eval10-aug$aug" seed="$seed" \
       run_dir="$run" device=cpu --quiet < /dev/null
   fi
-  [ -f "$run/eval.json" ] || "$HRM" eval --run "$run" --mmax "$mmax" --device cpu --json "$run/eval.json" --quiet
+  [ -f "$run/eval.json" ] || "$HRM" eval --run "$run" --mmax "$mmax" --device cpu --json "$run/eval.json" \
+    --submission "$run/submission.json" --quiet
   echo "$1: done ($run)" >&2
 }
 run_parallel "$parallel" one "${jobs[@]}"

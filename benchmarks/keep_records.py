@@ -4,8 +4,9 @@
     python benchmarks/keep_records.py runs/quick-seed0 runs/quick-seed1 benchmarks/quickstart-runs
 
 Each run keeps `config.yaml` and `run.json` as the run wrote them, `compare.json` where it has one (a study's final
-evaluation at every segment budget), any `hrm eval --json` output inside it (`eval*.json`), and of `metrics.jsonl`
-its header and its evaluation lines (with the training time, steps and FLOPs at each). A study directory keeps its
+evaluation at every segment budget), `submission.json` where it has one (ARC: the two attempts per test input), any
+`hrm eval --json` output inside it (`eval*.json`), and of `metrics.jsonl` its header and its evaluation lines (with
+the training time, steps and FLOPs at each). A study directory keeps its
 `runs/<label>/seed<k>/` layout; a run directory given alone is kept under its own name. Files are written
 atomically, so an interrupted copy leaves whole files only.
 """
@@ -19,7 +20,7 @@ from pathlib import Path
 from hrm_reason.atomic import atomic_write_text
 from hrm_reason.commands.compare import find_runs
 
-KEPT = ("config.yaml", "run.json", "compare.json")
+KEPT = ("config.yaml", "run.json", "compare.json", "submission.json")
 
 
 def kept_metrics(path: Path) -> str:
