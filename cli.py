@@ -388,7 +388,7 @@ def convert_cmd(
 
 viz_app = typer.Typer(
     no_args_is_help=True,
-    help='Pictures (PNG): puzzles, the prediction after every segment, training curves. Needs matplotlib: pip install "hrm-reason\\[viz]".',
+    help='Pictures (PNG): puzzles, the prediction after every segment, training curves, an ARC task as answered. Needs matplotlib: pip install "hrm-reason\\[viz]".',
 )
 app.add_typer(viz_app, name="viz")
 
@@ -481,6 +481,22 @@ def viz_html(
     from hrm_reason.commands.viz import run_page_file
 
     typer.echo(run_page_file(run_dir, eval_json or [], out, device, data, index, count, mmax))
+
+
+@viz_app.command("arc-task")
+def viz_arc_task(
+    data: Path = typer.Option(..., "--data", help="ARC dataset built by hrm build-data arc."),
+    submission: Path = typer.Option(..., "--submission", help="The submission.json of hrm eval --submission."),
+    task: str = typer.Option(..., "--task", help="Task id (its name in the dataset and the submission)."),
+    eval_json: Path | None = typer.Option(
+        None, "--eval", help="Result of hrm eval --json: pass@1, pass@2 and the votes in the title."
+    ),
+    out: Path | None = typer.Option(None, "--out", help="PNG file (default: viz/arc_task_TASK.png)."),
+) -> None:
+    """One ARC task as the model answered it: demonstrations, test inputs, the two attempts (right or wrong), answer."""
+    from hrm_reason.commands.viz import arc_task_picture
+
+    _echo(arc_task_picture(data, submission, task, eval_json, out))
 
 
 @app.command("bench", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

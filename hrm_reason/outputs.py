@@ -175,6 +175,7 @@ BENCH_JSON = Output(
 )
 VIZ_FOLDER = Output("--out", "hrm viz", picture_folder, folder=True, into=True)
 VIZ_PAGE = Output("--out", "hrm viz html", picture_file)
+VIZ_PICTURE = Output("--out", "hrm viz arc-task", picture_file)
 SOLVE_PNG = Output("--png", "hrm solve", picture_folder, folder=True, into=True)
 
 

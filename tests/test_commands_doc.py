@@ -371,7 +371,7 @@ def test_the_page_is_read_as_its_opening_says() -> None:
     )
     opening, (heading, shared, row, paragraph) = page[0].blocks, page[1].blocks
     assert [b.spans for b in opening] == [["--version"]] and opening[0].commands == [()]
-    assert heading.commands == shared.commands == leaves(("viz",)) and len(leaves(("viz",))) == 5
+    assert heading.commands == shared.commands == leaves(("viz",)) and len(leaves(("viz",))) == 6
     assert row.commands == [("viz", "html")] and paragraph.commands == [("generate",)]
     assert not any("--eval" in span for section in page for block in section.blocks for span in block.spans)
     read = [(b.commands, b.flag, b.low, b.high, b.rate) for block in page[1].blocks for b in bounds_in(block)]

@@ -8,7 +8,7 @@ from pathlib import Path
 from hrm_reason.atomic import atomic_write_text
 from hrm_reason.commands.cli_options import one_of, written
 from hrm_reason.limits import VIZ_STRIPS
-from hrm_reason.outputs import VIZ_FOLDER, VIZ_PAGE, claim
+from hrm_reason.outputs import VIZ_FOLDER, VIZ_PAGE, VIZ_PICTURE, claim
 
 
 def viz_out(out: Path) -> Path:
@@ -82,3 +82,17 @@ def run_page_file(
     claim(path, VIZ_PAGE)
     atomic_write_text(path, run_page(run_dir, eval_json, data, index, count, mmax, device))
     return f"wrote {path}"
+
+
+def arc_task_picture(data: Path, submission: Path, task: str, eval_json: Path | None, out: Path | None) -> list[str]:
+    """`hrm viz arc-task`: one ARC task as the model answered it (viz/arc_task_TASK.png by default); the line that says
+    whether it is solved, then where the picture went. The inputs are read (one line naming the flag or file at fault)
+    and the output claimed before the figure is drawn."""
+    from hrm_reason.viz.arc_task import arc_task_figure, read_arc_task
+    from hrm_reason.viz.canvas import save_png
+
+    view = read_arc_task(data, submission, task, eval_json)
+    path = claim(out or Path("viz") / f"arc_task_{task}.png", VIZ_PICTURE)
+    assert path is not None
+    save_png(arc_task_figure(view), path)
+    return [view.summary, f"wrote {path}"]

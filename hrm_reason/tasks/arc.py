@@ -271,6 +271,17 @@ def crop(tokens: np.ndarray) -> np.ndarray:
     return (tokens[: h[0], : w[0]] - 2).astype(np.uint8)
 
 
+def placed_grid(tokens: np.ndarray) -> np.ndarray | None:
+    """One [S, S] canvas of the train split, its grid anywhere (translated) -> the grid of colours 0..9: the bounding
+    box of the colour tokens, None when that box is not all colours (no grid, or not the EOS layout)."""
+    colour = (tokens >= COLOUR_OFFSET) & (tokens < COLOUR_OFFSET + 10)
+    rows, cols = np.flatnonzero(colour.any(1)), np.flatnonzero(colour.any(0))
+    if rows.size == 0:
+        return None
+    box = (slice(rows[0], rows[-1] + 1), slice(cols[0], cols[-1] + 1))
+    return (tokens[box] - COLOUR_OFFSET).astype(np.uint8) if colour[box].all() else None
+
+
 # -------------------------------------------------------------------------------------------------- test time
 
 

@@ -480,3 +480,172 @@ def test_help_names_the_extra_to_install(args: tuple[str, ...], extra: str) -> N
     result = CliRunner().invoke(cli.app, list(args), env={"COLUMNS": "250"})
     assert result.exit_code == 0, result.output
     assert f"hrm-reason[{extra}]" in result.output
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# hrm viz arc-task: one ARC task as answered, from a dataset built from hand-written task files
+
+
+# Asymmetric grids of several colours, so that a transformed or recoloured variant never equals the original.
+ARC_TASKS = {
+    "evaluation/aaaa0001": {
+        "train": [
+            {"input": [[1, 2, 0], [3, 0, 0]], "output": [[1, 3], [2, 0], [0, 0]]},
+            {"input": [[4, 5, 6, 0], [0, 7, 0, 0]], "output": [[4, 0], [5, 7], [6, 0], [0, 0]]},
+        ],
+        "test": [{"input": [[8, 1], [2, 0], [0, 9]], "output": [[8, 2, 0], [1, 0, 9]]}],
+    },
+    "evaluation/bbbb0002": {
+        "train": [{"input": [[1, 0], [0, 0]], "output": [[1, 1], [0, 0]]}],
+        "test": [
+            {"input": [[2, 0, 0], [0, 0, 3]], "output": [[2, 2, 0], [0, 3, 3]]},
+            {"input": [[0, 4]], "output": [[4, 4]]},
+        ],
+    },
+    "cccc0003": {  # a training task: no test split entry
+        "train": [{"input": [[5, 0]], "output": [[5, 5]]}],
+        "test": [{"input": [[0, 6]], "output": [[6, 6]]}],
+    },
+}
+A_WRONG = [[8, 2, 0], [1, 0, 1]]  # one cell off
+
+
+@pytest.fixture(scope="module")
+def arc_task_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The ARC tasks above built as `hrm build-data arc --source json DIR --num-aug 2` builds them (and --strict),
+    with a submission: aaaa0001 right at attempt 2, bbbb0002 right on one of its two test inputs."""
+    from datasets_build.arc import ArcBuildOptions, build_arc
+
+    root = tmp_path_factory.mktemp("arc-task")
+    for name, task in ARC_TASKS.items():
+        (root / "tasks" / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / "tasks" / f"{name}.json").write_text(json.dumps(task))
+    for out, strict in (("data", False), ("strict", True)):
+        build_arc(ArcBuildOptions(source="json", dirs=[root / "tasks"], out=root / out, num_aug=2, strict=strict))
+    a, b = ARC_TASKS["evaluation/aaaa0001"]["test"], ARC_TASKS["evaluation/bbbb0002"]["test"]
+    submission = {
+        "aaaa0001": [{"attempt_1": A_WRONG, "attempt_2": a[0]["output"]}],
+        "bbbb0002": [
+            {"attempt_1": [[2, 2, 0]], "attempt_2": [[2, 2, 0], [0, 3, 0]]},
+            {"attempt_1": b[1]["output"], "attempt_2": [[4, 0]]},
+        ],
+    }
+    (root / "submission.json").write_text(json.dumps(submission))
+    return root
+
+
+def test_arc_task_demonstrations_are_the_identity_variants(arc_task_files: Path) -> None:
+    from hrm_reason.viz.arc_task import arc_task_figure, read_arc_task
+
+    root = arc_task_files
+    task = ARC_TASKS["evaluation/aaaa0001"]
+    for data, source in (("data", "the train split's puzzle aaaa0001"), ("strict", "test_tasks/aaaa0001.json")):
+        view = read_arc_task(root / data, root / "submission.json", "aaaa0001", None)
+        assert [(a.tolist(), b.tolist()) for a, b in view.demonstrations] == [
+            (p["input"], p["output"]) for p in task["train"]
+        ]
+        assert view.demonstrations_from.startswith(source)
+        assert [(t.input.tolist(), t.answer.tolist()) for t in view.tests] == [
+            (p["input"], p["output"]) for p in task["test"]
+        ]
+        assert view.tests[0].right == [False, True] and view.status == "solved (attempt 2)"
+    # The train split holds the augmented variants too (translated, transformed, recoloured): the identity was chosen.
+    names = json.loads((root / "data" / "identifiers.json").read_text())
+    train = load_split(root / "data", "train").sets["all"]
+    variants = [i for i, n in enumerate(names) if n.startswith("aaaa0001_t")]
+    assert len(variants) == 2 and set(variants) <= set(train.puzzle_identifiers.tolist())
+    view = read_arc_task(root / "data", root / "submission.json", "bbbb0002", None)
+    assert view.status == "not solved (1 of 2 test inputs right)"
+    assert [t.right for t in view.tests] == [[False, False], [True, False]]
+    texts = [t.get_text() for t in arc_task_figure(view).texts]
+    assert texts[0] == "ARC task bbbb0002: not solved (1 of 2 test inputs right)"
+
+
+def test_arc_task_reads_votes_and_pass_at_k_from_eval_json(arc_task_files: Path, tmp_path: Path) -> None:
+    from hrm_reason.viz.arc_task import arc_task_figure, read_arc_task
+
+    root = arc_task_files
+    top = [{"votes": 5, "mean_q": 0.5, "correct": False}, {"votes": 3, "mean_q": 0.4, "correct": True}]
+    record = {"solved": {"1": False, "2": True}, "test_inputs": [{"answer_rank": 2, "top": top}]}
+    plain = tmp_path / "eval.json"
+    plain.write_text(json.dumps({"mmax": 2, "extra": {"arc_voting": {"tasks": {"aaaa0001": record}}}}))
+    adapted = tmp_path / "adapted.json"
+    adapted.write_text(
+        json.dumps({"tests": [{"task": "aaaa0001", "test": 0, "attempts": [], "top": top, "matches": [False, True]}]})
+    )
+    for path in (plain, adapted):
+        view = read_arc_task(root / "data", root / "submission.json", "aaaa0001", path)
+        assert view.passed == {1: False, 2: True} and view.tests[0].votes == [5, 3]
+        assert view.summary == "aaaa0001: solved (attempt 2) (--eval: pass@1 no, pass@2 yes)"
+        texts = [t.get_text() for t in arc_task_figure(view).texts]
+        assert "pass@2 yes" in texts[0]
+        titles = [ax.get_title() for ax in arc_task_figure(view).axes]
+        assert "attempt 2: right\n3 votes" in titles
+    with pytest.raises(UserError, match="--task bbbb0002: not in --eval"):
+        read_arc_task(root / "data", root / "submission.json", "bbbb0002", plain)
+    with pytest.raises(UserError, match="not a result of hrm eval --json on an ARC dataset"):
+        read_arc_task(root / "data", root / "submission.json", "aaaa0001", root / "submission.json")
+
+
+def test_viz_arc_task_draws_a_solved_and_a_failed_task(
+    arc_task_files: Path, tmp_path: Path, hrm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = arc_task_files
+    common = ("viz", "arc-task", "--data", str(root / "data"), "--submission", str(root / "submission.json"))
+    for task, status, rows in (
+        ("aaaa0001", "solved (attempt 2)", 3),
+        ("bbbb0002", "not solved (1 of 2 test inputs right)", 3),
+    ):
+        out = tmp_path / f"{task}.png"
+        proc = hrm(*common, "--task", task, "--out", str(out))
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.splitlines() == [f"{task}: {status}", f"wrote {out}"]
+        image = imread(out)
+        assert image.shape[1] == round((2 * 0.15 + 4 * 2.0 + 3 * 0.12) * DPI)  # four panels a row
+        assert rows * 2.0 * DPI < image.shape[0] < (rows + 2) * 2.6 * DPI
+        assert image[..., :3].std() > 0.1  # drawn, not blank
+    # Its own picture is replaced; a file that is not one of hrm viz's pictures is refused and left as it was.
+    proc = hrm(*common, "--task", "aaaa0001", "--out", str(tmp_path / "aaaa0001.png"))
+    assert proc.returncode == 0, proc.stderr
+    mine = tmp_path / "notes.png"
+    mine.write_text("my notes\n")
+    proc = hrm(*common, "--task", "aaaa0001", "--out", str(mine))
+    assert proc.returncode == 2
+    assert_one_line_error(proc, f"--out {mine}", "not a picture or page written by hrm viz")
+    assert mine.read_text() == "my notes\n"
+    monkeypatch.chdir(tmp_path)  # the default: viz/arc_task_TASK.png
+    proc = hrm(*common, "--task", "aaaa0001")
+    assert proc.returncode == 0 and (tmp_path / "viz" / "arc_task_aaaa0001.png").is_file(), proc.stderr
+
+
+def test_viz_arc_task_errors_are_one_line(arc_task_files: Path, tmp_path: Path, hrm) -> None:
+    root = arc_task_files
+    out = tmp_path / "out.png"
+
+    def run(task: str, submission: Path, *extra: str):
+        proc = hrm(
+            "viz", "arc-task", "--data", str(root / "data"), "--submission", str(submission), "--task", task,
+            "--out", str(out), *extra,
+        )  # fmt: skip
+        assert proc.returncode == 2, proc.stderr
+        return proc
+
+    good = root / "submission.json"
+    for task in ("cccc0003", "nope"):  # a training task (no test input) and no task at all
+        assert_one_line_error(run(task, good), f"--task {task}: not a task of the test split", "aaaa0001, bbbb0002")
+    partial = tmp_path / "partial.json"
+    partial.write_text(json.dumps({"aaaa0001": json.loads(good.read_text())["aaaa0001"]}))
+    assert_one_line_error(run("bbbb0002", partial), f"--task bbbb0002: not in --submission {partial}", "aaaa0001")
+    bad = tmp_path / "bad.json"
+    for value, fragment in (
+        ({"aaaa0001": [{"attempt_1": [[1, 2], [3]], "attempt_2": [[1]]}]}, "aaaa0001[0].attempt_1: ragged grid"),
+        ({"aaaa0001": [{"attempt_1": [[1]]}]}, "aaaa0001[0] is not an object with attempt_1 and attempt_2"),
+        ({"aaaa0001": []}, "task aaaa0001 has 0 entries, expected one per test input (1)"),
+        ([1, 2], "expected an ARC submission.json"),
+    ):
+        bad.write_text(json.dumps(value))
+        assert_one_line_error(run("aaaa0001", bad), f"--submission {bad}", fragment)
+    bad.write_bytes(b"\xff\xfe")
+    assert_one_line_error(run("aaaa0001", bad), f"--submission {bad}: not valid JSON")
+    assert_one_line_error(run("aaaa0001", good, "--eval", str(good)), f"--eval {good}: not a result of hrm eval")
+    assert not out.exists()
