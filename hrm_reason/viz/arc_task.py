@@ -22,6 +22,7 @@ from matplotlib.patches import Rectangle
 from hrm_reason.data.puzzle import PuzzleSplit, load_split
 from hrm_reason.errors import UserError
 from hrm_reason.readers import read_json
+from hrm_reason.tasks import task_class
 from hrm_reason.tasks.arc import (
     COLOUR_OFFSET,
     MAX_SIZE,
@@ -123,7 +124,7 @@ def _test_split(data: Path, task: str) -> tuple[list[str], list[Grid], list[Grid
     where = split.path / "dataset.json"
     builder = split.metadata.builder if split.metadata.builder is not None else layout_record(split)
     tasks = builder.get("tasks")
-    if builder.get("name") != "arc" or not isinstance(tasks, list) or list(split.sets) != ["all"]:
+    if task_class(builder.get("name")) is not ArcTask or not isinstance(tasks, list) or list(split.sets) != ["all"]:
         raise UserError(f"--data {data}: {where} is not an ARC dataset (build one with hrm build-data arc)")
     s = split.sets["all"]
     if len(tasks) != s.group_indices.size - 1:
