@@ -4,9 +4,10 @@ examples"; runs made by benchmarks/your_tasks_study.sh, kept by benchmarks/keep_
     python benchmarks/your_tasks_study.py table benchmarks/your-tasks-runs   # its TABLES: results
 
 One row per task and model: the seeds, the training steps the CPU-second budget gave, held-out exact accuracy at the
-trained 4 segments and at 8, the share of valid answers at 8 (the task's own check.py: an answer other than the
-label may be valid), the ACT result (cap 8) and, where the task declares symmetries, exact accuracy at the trained
-segments voting over 8 symmetric copies (`--tta 8 --select vote`). Mean ± sd over the seeds.
+segments the model was trained with (4; the one-pass transformer 1) and at 8, the share of valid answers at 8 (the
+task's own check.py: an answer other than the label may be valid), the ACT result (cap 8) and, where the task
+declares symmetries, exact accuracy at the trained segments voting over 8 symmetric copies (`--tta 8 --select
+vote`). Mean ± sd over the seeds.
 """
 
 from __future__ import annotations
@@ -15,19 +16,19 @@ import json
 import sys
 from pathlib import Path
 
-from hard_rung_study import _cell, accuracy_at
+import yaml
+from hard_rung_study import _cell
 from table_cli import table_main
 
 TASKS = ("nqueens", "futoshiki", "life")
 MODELS = ("hrm", "transformer_direct", "transformer_act", "trm")
-TRAINED = 4  # segments the models were trained with (configs/your_task.yaml)
 
 
 def results(root: Path) -> str:
     rows = [
-        "| task | model | seeds | steps | tests | exact @4 | exact @8 | valid @8 | ACT exact (cap 8; segments) | "
-        "`--tta 8` vote @4 |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| task | model | seeds | steps | tests | trained segments | exact @trained | exact @8 | valid @8 | "
+        "ACT exact (cap 8; segments) | `--tta 8` vote @trained |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for task in TASKS:
         for model in MODELS:
@@ -35,20 +36,36 @@ def results(root: Path) -> str:
             if not runs:
                 continue
             evals = [json.loads(p.read_text()) for p in runs]
+            trained = {trained_segments(p.parent) for p in runs}
+            if len(trained) != 1:
+                raise SystemExit(f"{task} {model}: seeds trained with different segments {sorted(trained)}")
+            (segments,) = trained
             steps = [e["provenance"]["step"] for e in evals]
             act = f"{_cell([e['act_exact_accuracy'] for e in evals])} ({_mean([e['act_mean_segments'] for e in evals]):.2f})"
             votes = [
                 json.loads(p.read_text()) for p in sorted((root / task / "runs" / model).glob("seed*/eval-tta8.json"))
             ]
-            vote = _cell([accuracy_at(v, "tta", 8)[0] for v in votes]) if votes else "no symmetry declared"
+            vote = _cell([vote_at(v, 8, segments) for v in votes]) if votes else "no symmetry declared"
             if votes and len(votes) != len(evals):  # a run whose vote is not kept yet
                 vote += f" ({len(votes)} seed{'s' * (len(votes) > 1)})"
             rows.append(
-                f"| {task} | {model} | {len(evals)} | {_mean(steps):,.0f} | {evals[0]['count']:,} | "
-                f"{_cell([e['exact_accuracy'][TRAINED - 1] for e in evals])} | {_cell([e['exact_accuracy'][-1] for e in evals])} | "
+                f"| {task} | {model} | {len(evals)} | {_mean(steps):,.0f} | {evals[0]['count']:,} | {segments} | "
+                f"{_cell([e['exact_accuracy'][segments - 1] for e in evals])} | {_cell([e['exact_accuracy'][-1] for e in evals])} | "
                 f"{_cell([e['extra']['valid_answers'][-1] for e in evals])} | {act} | {vote} |"
             )
     return "\n".join(rows)
+
+
+def trained_segments(run: Path) -> int:
+    """The segments a kept run was trained with: arch.halt_max_steps of its config.yaml."""
+    return int(yaml.safe_load((run / "config.yaml").read_text())["arch"]["halt_max_steps"])
+
+
+def vote_at(result: dict, k: int, segments: int) -> float:
+    """Exact accuracy voting over K symmetric copies at `segments` (an `hrm eval --tta K` JSON's test-time table)."""
+    table = result["extra"]["test_time"]["table"]
+    (row,) = [r for r in table if r["segments"] == segments and r["tta"] == k and r["samples"] == 1]
+    return row["exact_accuracy"]
 
 
 def _mean(values: list[float]) -> float:
