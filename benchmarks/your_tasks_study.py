@@ -45,7 +45,10 @@ def results(root: Path) -> str:
             votes = [
                 json.loads(p.read_text()) for p in sorted((root / task / "runs" / model).glob("seed*/eval-tta8.json"))
             ]
-            vote = _cell([vote_at(v, 8, segments) for v in votes]) if votes else "no symmetry declared"
+            symmetric = any((root / task / "runs").glob("*/seed*/eval-tta8.json"))  # the study votes where declared
+            vote = _cell([vote_at(v, 8, segments) for v in votes]) if votes else "not run yet"
+            if not symmetric:
+                vote = "no symmetry declared"
             if votes and len(votes) != len(evals):  # a run whose vote is not kept yet
                 vote += f" ({len(votes)} seed{'s' * (len(votes) > 1)})"
             rows.append(
