@@ -13,7 +13,7 @@
 #             submission.json (the two attempts per test input, for hrm viz arc-task).
 #
 #   bash benchmarks/arc_eval10_study.sh [--parallel N] MODEL@AUG-SEED ...   # e.g. hrm@8-0 hrm@64-0 hrm@300-0
-#   python benchmarks/keep_records.py runs/arc-eval10 benchmarks/arc-eval10-runs
+#   python benchmarks/keep_records.py runs/arc-eval10/BUDGET/aug-AUG/MODEL/seedK benchmarks/arc-eval10-runs/BUDGET/aug-AUG/MODEL
 #   python benchmarks/arc_eval10_study.py table benchmarks/arc-eval10-runs
 #
 # Runs go to runs/arc-eval10/BUDGET/aug-AUG/MODEL/seedK. A run whose records are kept (the same path under
