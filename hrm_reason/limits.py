@@ -18,15 +18,44 @@ torch.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from hrm_reason.errors import UserError
 
 
+class _Bound:
+    """What a Count and a Rate share: their `problem(value)` turned into a CLI error, a config error, and pydantic's
+    check of a field annotated with the bound (`H_cycles: Annotated[int, CYCLES]`)."""
+
+    flag: str
+
+    def problem(self, value: Any) -> str | None:
+        raise NotImplementedError
+
+    def check(self, value: Any, flag: str | None = None) -> Any:
+        """`value` (None: not given) when in range; else a UserError naming the flag (`flag`: another that gives the
+        same count or rate, e.g. hrm eval's --adapt STEPS)."""
+        if value is not None and (why := self.problem(value)) is not None:
+            raise UserError(f"{flag or self.flag} {value}: {why}")
+        return value
+
+    def valid(self, value: Any) -> Any:
+        """`value` when in range; else a ValueError of the reason alone, which a config's error names with its key."""
+        if (why := self.problem(value)) is not None:
+            raise ValueError(why)
+        return value
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+        """The bound in a field's annotation: the field's own validation, then `valid` (pydantic-core is imported
+        here, when a config class is made)."""
+        from pydantic_core import core_schema
+
+        return core_schema.no_info_after_validator_function(self.valid, handler(source))
+
+
 @dataclass(frozen=True)
-class Count:
+class Count(_Bound):
     """A whole number of things a command does or makes, from `low` to `high`; `why` says what each one costs."""
 
     flag: str
@@ -40,26 +69,9 @@ class Count:
             return None
         return f"expected {self.low} to {self.high:,} ({self.why})"
 
-    def check(self, value: int | None, flag: str | None = None) -> int | None:
-        """`value` (None: not given) when in range; else a UserError naming the flag (`flag`: another that gives the
-        same count, e.g. hrm eval's --adapt STEPS)."""
-        if value is not None and (why := self.problem(value)) is not None:
-            raise UserError(f"{flag or self.flag} {value}: {why}")
-        return value
-
-    def valid(self, value: int) -> int:
-        """`value` when in range; else a ValueError of the reason alone, which a config's error names with its key."""
-        if (why := self.problem(value)) is not None:
-            raise ValueError(why)
-        return value
-
-    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
-        """The bound in a field's annotation (`Annotated[int, CYCLES]`): the field's own validation, then `valid`."""
-        return _after(self.valid, handler(source))
-
 
 @dataclass(frozen=True)
-class Rate:
+class Rate(_Bound):
     """A finite rate above 0 (or at 0 with `zero`) and at most `high`; `why` says what it moves."""
 
     flag: str
@@ -74,30 +86,6 @@ class Rate:
             return None
         low = "[0" if self.zero else "(0"
         return f"expected a finite {self.what} in {low}, {self.high:g}] ({self.why})"
-
-    def check(self, value: float | None, flag: str | None = None) -> float | None:
-        """`value` (None: not given) when in range; else a UserError naming the flag (`flag`: another that gives the
-        same rate)."""
-        if value is not None and (why := self.problem(value)) is not None:
-            raise UserError(f"{flag or self.flag} {value}: {why}")
-        return value
-
-    def valid(self, value: float) -> float:
-        """`value` when in range; else a ValueError of the reason alone, which a config's error names with its key."""
-        if (why := self.problem(value)) is not None:
-            raise ValueError(why)
-        return value
-
-    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
-        """The bound in a field's annotation (`Annotated[float, EPS]`): the field's own validation, then `valid`."""
-        return _after(self.valid, handler(source))
-
-
-def _after(valid: Callable[[Any], Any], schema: Any) -> Any:
-    """pydantic's schema of a field: `schema`, then `valid` (imported here, when a config class is made)."""
-    from pydantic_core import core_schema
-
-    return core_schema.no_info_after_validator_function(valid, schema)
 
 
 # --- hrm adapt (also solve --adapt, eval --adapt) and the ARC builder
