@@ -16,6 +16,9 @@
 #   python benchmarks/keep_records.py runs/arc-eval10/BUDGET/aug-AUG/MODEL/seedK benchmarks/arc-eval10-runs/BUDGET/aug-AUG/MODEL
 #   python benchmarks/arc_eval10_study.py table benchmarks/arc-eval10-runs
 #
+# The trainer's own final evaluation looks at 512 test examples (eval_max_examples), a check that the run learnt
+# something; the figures come from hrm eval over every variant, which is not done twice (at 300 augmentations the test
+# split is 26,030 examples).
 # Runs go to runs/arc-eval10/BUDGET/aug-AUG/MODEL/seedK. A run whose records are kept (the same path under
 # benchmarks/arc-eval10-runs) is skipped; a run that exists is resumed (or left as it is when finished); an evaluation
 # whose JSON exists is not redone.
@@ -62,7 +65,7 @@ one() {
   else
     read -r -a config <<< "$(config_of "$model")"
     "$HRM" train -c "${config[@]}" max_seconds="$BUDGET" data_path="data/arc1-eval10-aug$aug" seed="$seed" \
-      run_dir="$run" device=cpu --quiet < /dev/null
+      eval_max_examples=512 run_dir="$run" device=cpu --quiet < /dev/null
   fi
   [ -f "$run/eval.json" ] || "$HRM" eval --run "$run" --mmax "$mmax" --device cpu --json "$run/eval.json" \
     --submission "$run/submission.json" --quiet

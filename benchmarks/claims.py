@@ -35,8 +35,11 @@ class Rung:
     title: str
     folder: str  # under the records' root (benchmarks/)
     metric: str
-    labels: dict[str, str]  # model -> its label in the records
+    labels: dict[str, str]  # model -> its label in the records (on the ARC rung: its folder)
+    arc: bool = False  # the real-ARC rung's records (benchmarks/arc_eval10_study.py): pass@2 by voting, not a metric
 
+
+ARC_BUDGET, ARC_AUG = 3600, 64  # the real-ARC study's setting (docs/results.md: the pilot chose the count)
 
 RUNGS = (
     Rung(
@@ -57,6 +60,13 @@ RUNGS = (
         "exact_accuracy",
         {m: m for m in ("hrm", "transformer_direct", "transformer_act", "trm", "unitf")},
     ),
+    Rung(
+        f"ARC-AGI-1 evaluation tasks within 10x10, {ARC_AUG} augmentations (pass@2, {ARC_BUDGET:,} CPU-s)",
+        f"arc-eval10-runs/{ARC_BUDGET}/aug-{ARC_AUG}",
+        "pass@2",
+        {m: m for m in ("hrm", "transformer_act", "trm", "hrm_1seg")},
+        arc=True,
+    ),
 )
 
 
@@ -65,11 +75,25 @@ def _finals(root: Path, rung: Rung) -> dict[str, list[dict[str, Any]]]:
     folder = root / rung.folder
     if not folder.is_dir():
         return {}
+    if rung.arc:
+        return _arc_finals(folder, rung)
     by_label: dict[str, list[dict[str, Any]]] = {}
     for record in read_runs([folder]):
         final = final_evaluation(with_usable_eval(record, rung.metric), rung.metric)
         by_label.setdefault(record["label"], []).append(final)
     return {model: by_label[label] for model, label in rung.labels.items() if label in by_label}
+
+
+def _arc_finals(folder: Path, rung: Rung) -> dict[str, list[dict[str, Any]]]:
+    """Per model, each kept seed's pass@k by voting over the augmented variants (its `hrm eval` JSON, evaluated at the
+    trained segments); no per-segment figures: the segment claims are not run on this rung."""
+    finals: dict[str, list[dict[str, Any]]] = {}
+    for model, name in rung.labels.items():
+        for path in sorted((folder / name).glob("seed*/eval.json")):
+            record = json.loads(path.read_text())
+            at = record["extra"][rung.metric]
+            finals.setdefault(model, []).append(dict(at_trained=at, steps=record["provenance"]["step"], per_segment=None))
+    return finals
 
 
 def _pct(values: list[float]) -> str:
@@ -192,6 +216,11 @@ CLAIMS = (
     ("accuracy rises when more segments are allowed at inference than trained with (HRM paper)", more_segments),
     ("ACT halts earlier than the fixed budget for about the same accuracy (HRM paper)", act_saves),
     ("one 2-layer network with full backprop through its last recursion beats HRM (TRM paper)", beats("trm", "hrm")),
+    (
+        "the outer refinement loop counts: HRM trained with its 4 segments beats HRM trained with 1 (ARC Prize "
+        "analysis)",
+        beats("hrm", "hrm_1seg"),
+    ),
     (
         "test-time compute adds accuracy: a majority vote over symmetry copies (`--tta K --select vote`)",
         test_time("eval-tta8.json", "tta"),

@@ -77,3 +77,21 @@ def test_act_saves_segments_only_when_it_halts_before_its_cap_without_losing_acc
     runs = {"hrm": [final(f, [f] * 8, a, segments) for f, a in zip(fixed, act)]}
     cell = claims.act_saves(runs, ROOT, RUNG)
     assert cell.startswith(verdict + ":"), cell
+
+
+def test_the_arc_rung_reads_each_seeds_voted_pass_at_2_and_decides_by_the_same_rule(tmp_path: Path) -> None:
+    import json
+
+    arc = next(r for r in claims.RUNGS if r.arc)
+    for model, values in {"hrm": (0.10, 0.12, 0.11), "hrm_1seg": (0.01, 0.0, 0.02)}.items():
+        for seed, value in enumerate(values):
+            run = tmp_path / arc.folder / model / f"seed{seed}"
+            run.mkdir(parents=True)
+            record = {"extra": {"pass@1": value / 2, "pass@2": value}, "provenance": {"step": 1000 + seed}}
+            (run / "eval.json").write_text(json.dumps(record))
+    finals = claims._finals(tmp_path, arc)
+    assert [f["at_trained"] for f in finals["hrm"]] == [0.10, 0.12, 0.11]  # pass@2, not pass@1
+    cell = claims.beats("hrm", "hrm_1seg")(finals, tmp_path, arc)
+    assert cell.startswith("**held**: hrm 11.0 ± 1.0%, hrm_1seg 1.0 ± 1.0%") and "1,001 and 1,001 steps" in cell, cell
+    assert claims.beats("hrm", "transformer_act")(finals, tmp_path, arc) == "not run"
+    assert claims.more_segments(finals, tmp_path, arc) == "not run"  # no per-segment figures on this rung
