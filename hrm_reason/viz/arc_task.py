@@ -260,12 +260,13 @@ def read_eval(path: Path, task: str, tests: int) -> tuple[dict[int, bool], list[
 
 
 def arc_task_figure(view: ArcTaskView) -> Figure:
-    """A row per demonstration (input, output), then per test input (input, attempt 1, attempt 2, answer); every cell
-    of one size, each grid at its own shape."""
+    """Two demonstrations a row (input, output, input, output), then a row per test input (input, attempt 1,
+    attempt 2, answer); every cell of one size, each grid at its own shape."""
     grids = [g for pair in view.demonstrations for g in pair]
     grids += [g for t in view.tests for g in (t.input, *t.attempts, *([t.answer] if t.answer is not None else []))]
     frame = max(g.shape[0] for g in grids), max(g.shape[1] for g in grids)
-    n_rows = len(view.demonstrations) + len(view.tests)
+    demo_rows = -(-len(view.demonstrations) // 2)
+    n_rows = demo_rows + len(view.tests)
     title = f"ARC task {view.task}: {view.status}"
     if view.passed is not None:
         title += f"   (hrm eval: {_passes(view.passed)})"
@@ -275,13 +276,12 @@ def arc_task_figure(view: ArcTaskView) -> Figure:
     )
     fig, axes, _ = panel_figure(4 * n_rows, 4, PANEL, header=title, footer=footer)
     for d, (a, b) in enumerate(view.demonstrations):
-        row = axes[4 * d : 4 * d + 4]
-        _draw(row[0], a, frame, f"demonstration {d + 1}: input")
-        _draw(row[1], b, frame, "output")
-        for ax in row[2:]:
-            ax.set_visible(False)
+        _draw(axes[2 * d], a, frame, f"demonstration {d + 1}: input")
+        _draw(axes[2 * d + 1], b, frame, "output")
+    for ax in axes[2 * len(view.demonstrations) : 4 * demo_rows]:  # an odd count leaves half a row
+        ax.set_visible(False)
     for k, case in enumerate(view.tests):
-        row = axes[4 * (len(view.demonstrations) + k) : 4 * (len(view.demonstrations) + k) + 4]
+        row = axes[4 * (demo_rows + k) : 4 * (demo_rows + k) + 4]
         _draw(row[0], case.input, frame, "test input" if len(view.tests) == 1 else f"test input {k + 1}")
         right = case.right
         for i, attempt in enumerate(case.attempts):
@@ -290,7 +290,8 @@ def arc_task_figure(view: ArcTaskView) -> Figure:
             if case.answer is not None and attempt.shape == case.answer.shape:
                 wrong = (attempt != case.answer).reshape(-1)
             verdict = "" if ok is None else (": right" if ok else ": wrong")
-            notes = [f"{case.votes[i]} votes"] if case.votes[i] is not None else []
+            votes = case.votes[i]
+            notes = [] if votes is None else [f"{votes} vote" + ("" if votes == 1 else "s")]
             if ok is False and wrong is None:
                 assert case.answer is not None
                 notes.append(f"shape {_shape(attempt)}, answer {_shape(case.answer)}")

@@ -593,8 +593,8 @@ def test_viz_arc_task_draws_a_solved_and_a_failed_task(
     root = arc_task_files
     common = ("viz", "arc-task", "--data", str(root / "data"), "--submission", str(root / "submission.json"))
     for task, status, rows in (
-        ("aaaa0001", "solved (attempt 2)", 3),
-        ("bbbb0002", "not solved (1 of 2 test inputs right)", 3),
+        ("aaaa0001", "solved (attempt 2)", 2),  # two demonstrations share a row, one test input
+        ("bbbb0002", "not solved (1 of 2 test inputs right)", 3),  # one demonstration, two test inputs
     ):
         out = tmp_path / f"{task}.png"
         proc = hrm(*common, "--task", task, "--out", str(out))
@@ -602,7 +602,7 @@ def test_viz_arc_task_draws_a_solved_and_a_failed_task(
         assert proc.stdout.splitlines() == [f"{task}: {status}", f"wrote {out}"]
         image = imread(out)
         assert image.shape[1] == round((2 * 0.15 + 4 * 2.0 + 3 * 0.12) * DPI)  # four panels a row
-        assert rows * 2.0 * DPI < image.shape[0] < (rows + 2) * 2.6 * DPI
+        assert rows * 2.0 * DPI < image.shape[0] < (rows + 1) * 2.6 * DPI
         assert image[..., :3].std() > 0.1  # drawn, not blank
     # Its own picture is replaced; a file that is not one of hrm viz's pictures is refused and left as it was.
     proc = hrm(*common, "--task", "aaaa0001", "--out", str(tmp_path / "aaaa0001.png"))
