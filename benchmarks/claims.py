@@ -92,7 +92,9 @@ def _arc_finals(folder: Path, rung: Rung) -> dict[str, list[dict[str, Any]]]:
         for path in sorted((folder / name).glob("seed*/eval.json")):
             record = json.loads(path.read_text())
             at = record["extra"][rung.metric]
-            finals.setdefault(model, []).append(dict(at_trained=at, steps=record["provenance"]["step"], per_segment=None))
+            finals.setdefault(model, []).append(
+                dict(at_trained=at, steps=record["provenance"]["step"], per_segment=None)
+            )
     return finals
 
 

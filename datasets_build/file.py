@@ -226,7 +226,7 @@ def check_overlap(flag: str, train: list[RawExample], test: list[RawExample], *a
 def declare(opts: FileBuildOptions, examples: Sequence[RawExample], progress: bool = False) -> Declaration:
     """The declaration of `examples`: forms, symbols, layout and symmetries, every value checked on the way."""
     forms: dict[str, tuple[str, str]] = {}  # field -> (form, the first example's place)
-    cells: tuple[str, str] | None = None
+    cells: dict[str, tuple[str, str]] = {}  # field -> (its grids' cells: int or str, the first grid's place)
     shapes: list[tuple[int, int, str]] = []
     used: dict[str, str] = {}  # symbol -> where it is first used
     for e in progress_bar(enabled=progress, iterable=examples, desc="reading", unit="example"):
@@ -239,13 +239,14 @@ def declare(opts: FileBuildOptions, examples: Sequence[RawExample], progress: bo
             check_value(value, where, form, opts.grid, opts.separator)
             if form == "grid":
                 kind = "int" if isinstance(value[0][0], int) else "str"
-                cells = cells or (kind, e.where)
+                seen = cells.setdefault(name, (kind, e.where))
                 mixed = any(
                     (isinstance(c, int) and not isinstance(c, bool)) != (kind == "int") for row in value for c in row
                 )
-                if kind != cells[0] or mixed:
+                if kind != seen[0] or mixed:
                     raise UserError(
-                        f"{where}: mixes integer and character cells (grids of {cells[0]} cells at {cells[1]})"
+                        f"{where}: mixes integer and character cells (its grids are of {_cells_words(seen[0])} at "
+                        f"{seen[1]})"
                     )
             rows = value_grid(value, form, opts.separator, opts.grid)
             shapes.append((len(rows), len(rows[0]), where))
@@ -254,6 +255,8 @@ def declare(opts: FileBuildOptions, examples: Sequence[RawExample], progress: bo
                     used.setdefault(s, where)
     symbols = declared_symbols(opts, used)
     input_form, output_form = forms["input"][0], forms["output"][0]
+    if opts.dihedral and all(h == 1 for h, _, _ in shapes):
+        raise UserError("--dihedral: the examples are sequences, not grids (the square's symmetries move grids)")
     layout, shape = choose_layout(opts, shapes, "grid" in (input_form, output_form))
     for name, value in (("--blank", [opts.blank] if opts.blank is not None else []), ("--permute", opts.permute or [])):
         missing = next((s for s in value if s not in symbols), None)
@@ -261,18 +264,18 @@ def declare(opts: FileBuildOptions, examples: Sequence[RawExample], progress: bo
             raise UserError(f"{name}: {missing!r} is not one of the task's symbols ({symbol_list(symbols)})")
     if opts.permute is not None and len(opts.permute) < 2:
         raise UserError("--permute: name at least two symbols to permute among themselves")
-    if opts.dihedral and layout == "strip":
-        raise UserError("--dihedral: the examples are sequences, not grids (the square's symmetries move grids)")
     if opts.dihedral and layout == "fixed" and shape[0] != shape[1]:
         raise AssertionError("choose_layout puts non-square grids on a canvas under --dihedral")
     if opts.num_aug and not opts.dihedral and not opts.permute:
         raise UserError(
             f"--num-aug {opts.num_aug}: no symmetry is declared to draw copies from (--dihedral, --permute)"
         )
+    out_cells = cells.get("output", ("str", ""))[0]
     return Declaration(
         input_form=input_form,
         output_form=output_form,
-        cells=cells[0] if cells is not None else "str",
+        cells=cells.get("input", cells.get("output", ("str", "")))[0],
+        output_cells=out_cells if out_cells != cells.get("input", (out_cells,))[0] else None,
         separator=opts.separator,
         grid=opts.grid,
         symbols=symbols,
@@ -283,6 +286,10 @@ def declare(opts: FileBuildOptions, examples: Sequence[RawExample], progress: bo
         permute=opts.permute or [],
         check=None,
     )
+
+
+def _cells_words(kind: str) -> str:
+    return "integer cells" if kind == "int" else "character cells"
 
 
 def _form_words(form: str) -> str:

@@ -59,6 +59,7 @@ class Answer:
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
             "name": self.puzzle.name,
+            **({"id": self.puzzle.ident} if self.puzzle.ident is not None else {}),
             "answer": self.text,
             "grid": self.grid,
             "valid": self.valid,
@@ -126,6 +127,8 @@ def read_puzzles(task: Task, puzzle: str | None, file: Path | None, stdin: Any) 
     """The puzzles of the argument (`-`: stdin) or of --file, exactly one of them."""
     if (puzzle is None) == (file is None):
         raise UserError("give exactly one puzzle source: a PUZZLE argument, - for stdin, or --file PATH")
+    if file is not None and (read := task.parse_file(file, str(file))) is not None:
+        return read
     if file is not None:
         text, source, stem = read_text(file, name=f"--file {file}"), str(file), file.stem
     elif puzzle == "-":
@@ -185,6 +188,8 @@ def solve(
             print(notice, file=sys.stderr)
     answers: list[Answer] = []
     transforms = solver.task.transforms if options.tta > 1 else None
+    answer_tokens = solver.task.answer_tokens()
+    allowed = None if answer_tokens is None else torch.from_numpy(answer_tokens).to(solver.device)
     bar = progress_bar(total=len(puzzles), desc=f"solve (mmax={mmax})", unit="puzzle", enabled=progress, leave=False)
     for start in range(0, len(puzzles), bs):
         chunk = puzzles[start : start + bs]
@@ -192,7 +197,8 @@ def solve(
             "inputs": torch.from_numpy(np.stack([p.tokens for p in chunk]).astype(np.int32)).to(solver.device),
             "puzzle_identifiers": torch.tensor([p.identifier for p in chunk], dtype=torch.int32, device=solver.device),
         }
-        pred = predict(trajectories(solver.model, batch, mmax, options, transforms, key=(start,)), mmax, options.select)
+        segments_run = trajectories(solver.model, batch, mmax, options, transforms, key=(start,), allowed=allowed)
+        pred = predict(segments_run, mmax, options.select)
         tokens = pred.preds.cpu().numpy()
         confidence, segments = pred.confidence.cpu().tolist(), pred.segments.cpu().tolist()
         for i, p in enumerate(chunk):
@@ -211,9 +217,8 @@ def solve(
 def format_answers(answers: list[Answer]) -> str:
     blocks = []
     for a in answers:
-        head = (
-            f"{a.puzzle.name}: {a.segments} segment{'s' * (a.segments > 1)}, confidence {a.confidence:.3f}; {a.check}"
-        )
+        name = a.puzzle.name if a.puzzle.ident is None else f"{a.puzzle.name} (id {a.puzzle.ident})"
+        head = f"{name}: {a.segments} segment{'s' * (a.segments > 1)}, confidence {a.confidence:.3f}; {a.check}"
         blocks.append("\n".join([head, *(f"note: {n}" for n in a.puzzle.notes), a.text]))
     return "\n\n".join(blocks)
 

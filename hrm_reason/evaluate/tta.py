@@ -203,11 +203,13 @@ def trajectories(
     options: TestTimeOptions,
     transforms: TaskTransforms | None,
     key: Sequence[int] = (),
+    allowed: torch.Tensor | None = None,
 ) -> Iterator[Segment]:
     """Run every trajectory of `batch` for mmax segments; yield each segment with predictions mapped back.
 
-    `key` (e.g. rank and batch number) enters every seed, so batches get different transforms and noise. The model
-    runs in eval mode, and is left in the mode it had."""
+    `key` (e.g. rank and batch number) enters every seed, so batches get different transforms and noise; `allowed`
+    (token ids) limits each prediction to the likeliest of them (hrm solve: `Task.answer_tokens`). The model runs in
+    eval mode, and is left in the mode it had."""
     if options.tta > 1 and transforms is None:
         raise UserError(f"--tta {options.tta}: this dataset's task has no test-time transforms")
     if options.trajectories > MAX_TRAJECTORIES:
@@ -244,7 +246,8 @@ def trajectories(
                     carry.inner_carry = _add_noise(carry.inner_carry, options.noise, generators[t])
                 carries[t], out = model(carry, copies[t // S], halt_max_steps=mmax)
                 plain = out if t == 0 else plain
-                preds.append(out.logits.argmax(-1))
+                logits = out.logits if allowed is None else out.logits[..., allowed]
+                preds.append(logits.argmax(-1) if allowed is None else allowed[logits.argmax(-1)])
                 q.append(torch.sigmoid(out.q_halt_logits.double()))
                 halt.append(out.q_halt_logits > out.q_continue_logits)
             stacked = torch.stack(preds)

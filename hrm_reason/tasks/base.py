@@ -13,6 +13,7 @@ start-up cost.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 
 import numpy as np
@@ -87,6 +88,7 @@ class Puzzle:
     layout: str | None = None  # Sudoku: the lines as typed, separators and spacing kept
     expected: np.ndarray | None = None  # ARC: the test output when the task file gives it
     notes: list[str] = field(default_factory=list)
+    ident: str | None = None  # a declared task's example "id", where the file gives one
 
 
 class Reading(NamedTuple):
@@ -201,6 +203,15 @@ class Task:
     def problem(self, puzzle: Puzzle) -> tuple[str | None, str | None]:
         """(why the puzzle has no solution, a note on a check left unfinished); None, None for a puzzle to solve."""
         return None, None
+
+    def answer_tokens(self) -> np.ndarray | None:
+        """The token ids an answer may hold at every place: `hrm solve` answers with the likeliest of them, so that an
+        answer is always written in the task's symbols (evaluation scores the plain argmax); None: any token."""
+        return None
+
+    def parse_file(self, path: Path, source: str) -> list[Puzzle] | None:
+        """The puzzles of a file that is not text (`hrm solve --file`); None: read it as text (`parse`)."""
+        return None
 
     def answer(self, puzzle: Puzzle, tokens: np.ndarray) -> Reading:
         """The model's answer ([seq_len] tokens) read back and checked against the rules and the puzzle."""

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict
 from hrm_reason.errors import UserError
 from hrm_reason.tasks.base import MARKS, GridLook, Puzzle, Reading, Task, text_lines
 from hrm_reason.tasks.dihedral import DIHEDRAL_INVERSE, dihedral_transform
-from hrm_reason.tasks.example_files import check_value, parse_json_values, split_text
+from hrm_reason.tasks.example_files import RawExample, check_value, parse_json_values, read_examples, split_text
 
 if TYPE_CHECKING:
     import torch
@@ -67,6 +67,7 @@ class Declaration(BaseModel):
     input_form: Form
     output_form: Form
     cells: Literal["int", "str"]  # grids: what the file's cells are (JSON ints, or one-character strings)
+    output_cells: Literal["int", "str"] | None = None  # the outputs' cells where they differ from the inputs' kind
     separator: str | None  # text: None, one symbol a character; else the symbols are separated by it (" ": whitespace)
     grid: tuple[int, int] | None  # flat values: rows x columns of the grid a string is read into, row-major
     symbols: list[str]  # token i + 2 is symbols[i]
@@ -84,6 +85,9 @@ class Declaration(BaseModel):
     @property
     def vocab_size(self) -> int:
         return len(self.symbols) + FIRST_SYMBOL
+
+    def cells_of(self, which: Literal["input", "output"]) -> Literal["int", "str"]:
+        return self.output_cells or self.cells if which == "output" else self.cells
 
 
 # ------------------------------------------------------------------------------------- values <-> symbol grids
@@ -118,12 +122,11 @@ def is_int(s: str) -> bool:
     return True
 
 
-def printed(rows: list[list[str]], form: Form, separator: str | None) -> str:
-    """A value as `hrm solve` prints it: a grid row a line (symbols joined by a space where one is longer than a
-    character), a string as the file writes it."""
+def printed(rows: list[list[str]], form: Form, separator: str | None, wide: bool) -> str:
+    """A value as `hrm solve` prints it: a grid row a line (symbols joined by a space where the task has one longer
+    than a character: one format for every answer, that solve reads back), a string as the file writes it."""
     if form != "grid":
         return ("" if separator is None else separator).join(s for row in rows for s in row)
-    wide = any(len(s) != 1 for row in rows for s in row)
     return "\n".join((" " if wide else "").join(row) for row in rows) if rows else "(empty grid)"
 
 
@@ -413,6 +416,7 @@ class DeclaredTask(Task):
     declaration: Declaration
     data_dir: Path | None = None  # the dataset's folder, where check.py is
     blank_identifier: int = 0
+    columns: tuple[str | None, str | None] = (None, None)  # the CSV columns it was built from (--input-col, ...)
     _check: list[Check] = field(default_factory=list, compare=False, repr=False)  # loaded once, when first asked
     kind: ClassVar[str] = KIND
     owner: ClassVar[str] = "a declared task's"
@@ -434,7 +438,11 @@ class DeclaredTask(Task):
                 f"the dataset's (seq_len {metadata.seq_len}, vocab_size {metadata.vocab_size})"
             )
         data_dir = Path(where).parent.parent if Path(where).name == "dataset.json" else None
-        return cls(declaration, data_dir, metadata.blank_identifier_id)
+        options = builder.get("options") if isinstance(builder.get("options"), dict) else {}
+        columns = tuple(
+            c if isinstance(c, str) else None for c in (options.get("input_col"), options.get("output_col"))
+        )
+        return cls(declaration, data_dir, metadata.blank_identifier_id, columns)  # type: ignore[arg-type]
 
     # --- the layout
 
@@ -473,7 +481,7 @@ class DeclaredTask(Task):
         d = self.declaration
         form = d.input_form if which == "input" else d.output_form
         rows = self.symbol_rows(tokens)
-        return file_value(rows, form, d.cells, d.separator)
+        return file_value(rows, form, d.cells_of(which), d.separator)
 
     # --- what evaluation and training ask
 
@@ -564,18 +572,35 @@ class DeclaredTask(Task):
         row a line with an empty line between grids (one line holding a whole fixed grid row-major also reads)."""
         d = self.declaration
         values = parse_json_values(text, source, grids=d.input_form == "grid")
-        if values is None:
-            values = self._text_values(text, source)
+        return self._puzzles(values if values is not None else self._text_values(text, source))
+
+    def parse_file(self, path: Path, source: str) -> list[Puzzle] | None:
+        """A CSV file (the columns the dataset was built from) or an .npz file of examples, read as the builder reads
+        them (their outputs optional: given, they are compared with the answers); None for the text formats."""
+        if path.suffix.lower() not in (".csv", ".npz"):
+            return None
+        columns = self.columns if path.suffix.lower() == ".csv" else (None, None)
+        return self._puzzles(read_examples(path, "--file", *columns, need_output=False))
+
+    def _puzzles(self, examples: list[RawExample]) -> list[Puzzle]:
+        d = self.declaration
         puzzles = []
-        for where, given, expected in values:
-            rows = self._read(given, f"{where}: field 'input'", d.input_form)
-            tokens = self.tokens_of(rows, f"{where}: field 'input'")
+        for e in examples:
+            rows = self._read(e.input, f"{e.where}: field 'input'", d.input_form)
+            tokens = self.tokens_of(rows, f"{e.where}: field 'input'")
             exp = None
-            if expected is not None:
-                exp_rows = self._read(expected, f"{where}: field 'output'", d.output_form)
-                exp = np.array(self.tokens_of(exp_rows, f"{where}: field 'output'"))
-            puzzles.append(Puzzle(where, tokens, self.blank_identifier, expected=exp))
+            if e.output is not None:
+                exp_rows = self._read(e.output, f"{e.where}: field 'output'", d.output_form)
+                exp = np.array(self.tokens_of(exp_rows, f"{e.where}: field 'output'"))
+            puzzles.append(Puzzle(e.where, tokens, self.blank_identifier, expected=exp, ident=e.ident))
         return puzzles
+
+    def answer_tokens(self) -> np.ndarray | None:
+        """Symbols only where every place of an answer is a cell (the fixed layout): no end marker or padding in the
+        middle of a grid; the other layouts end an answer with a marker."""
+        if self.declaration.layout != "fixed":
+            return None
+        return np.arange(FIRST_SYMBOL, self.declaration.vocab_size)
 
     def _read(self, value: Any, where: str, form: Form) -> list[list[str]]:
         d = self.declaration
@@ -583,31 +608,37 @@ class DeclaredTask(Task):
             value = [
                 split_text(line, d.separator if d.separator is not None else (" " if _wide(d.symbols) else None))
                 for line in text_lines(value)
-                if line.strip()
+                if self._holds(line)
             ]
         check_value(value, where, form, d.grid, d.separator)
         return value_grid(value, form, d.separator, d.grid)
 
-    def _text_values(self, text: str, source: str) -> list[tuple[str, Any, Any]]:
+    def _text_values(self, text: str, source: str) -> list[RawExample]:
         d = self.declaration
         lines = text_lines(text)
         if d.input_form != "grid":
-            return [(f"{source} line {i}", line, None) for i, line in enumerate(lines, 1) if line.strip()]
+            return [RawExample(f"{source} line {i}", line) for i, line in enumerate(lines, 1) if self._holds(line)]
         values, block, first = [], [], 0
         for i, line in enumerate([*lines, ""], 1):
-            if not line.strip():
+            if not self._holds(line):
                 if block:
-                    values.append((f"{source} line {first}", self._block(block), None))
+                    values.append(RawExample(f"{source} line {first}", self._block(block)))
                     block = []
                 continue
             first = first if block else i
             block.append(line)
         return values
 
+    def _holds(self, line: str) -> bool:
+        """Whether a line of plain text holds symbols: an empty one never (it ends a grid), one of blanks only where
+        the space is one of the task's symbols."""
+        return bool(line) if " " in self.declaration.symbols else bool(line.strip())
+
     def _block(self, block: list[str]) -> list[list[str]]:
         d = self.declaration
         sep = d.separator if d.separator is not None else (" " if _wide(d.symbols) else None)
-        rows = [split_text(line.strip() if sep is None else line, sep) for line in block]
+        keep = " " in d.symbols  # a row's leading and trailing blanks are cells
+        rows = [split_text(line if keep or sep is not None else line.strip(), sep) for line in block]
         rows_n, cols_n = d.shape
         if d.layout == "fixed" and len(rows) == 1 and len(rows[0]) == rows_n * cols_n and rows_n > 1:
             rows = [rows[0][r * cols_n : (r + 1) * cols_n] for r in range(rows_n)]
@@ -616,12 +647,23 @@ class DeclaredTask(Task):
     def answer(self, puzzle: Puzzle, tokens: np.ndarray) -> Reading:
         d = self.declaration
         rows = self.symbol_rows(tokens)
-        text = printed(rows, d.output_form, d.separator)
-        grid = file_value(rows, d.output_form, d.cells, d.separator)
+        text = printed(rows, d.output_form, d.separator, _wide(d.symbols))
+        grid = file_value(rows, d.output_form, d.cells_of("output"), d.separator)
         verdicts = []
-        valid = self.valid(self.file_value(puzzle.tokens, "input"), grid) if self.has_rules else None
-        if valid is not None:
-            verdicts.append("valid: the task's rules accept it" if valid else "invalid: the task's rules reject it")
+        valid = None
+        if self.has_rules:
+            try:
+                valid = self.valid(self.file_value(puzzle.tokens, "input"), grid)
+            except UserError:
+                raise
+            except Exception as e:  # the user's code on a model's answer: invalid, as hrm eval counts it
+                valid = False
+                verdicts.append(f"invalid: the task's rules raised on it ({type(e).__name__}: {e})"[:300])
+            else:
+                if valid is not None:
+                    verdicts.append(
+                        "valid: the task's rules accept it" if valid else "invalid: the task's rules reject it"
+                    )
         if puzzle.expected is not None:
             same = self.layout.decode(puzzle.expected).tolist() == self.layout.decode(np.asarray(tokens)).tolist()
             verdicts.append("matches the expected output" if same else "differs from the expected output")

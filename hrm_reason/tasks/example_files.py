@@ -30,16 +30,18 @@ class RawExample:
 
     where: str  # "train.jsonl line 3": what errors name
     input: Any  # a str, or a list of rows
-    output: Any
-    group: str | None  # examples of one group never sit on both sides of a split
-    ident: str | None
+    output: Any = None  # None only where an output is optional (hrm solve's inputs)
+    group: str | None = None  # examples of one group never sit on both sides of a split
+    ident: str | None = None
 
 
 def read_examples(
-    path: Path, flag: str, input_col: str | None = None, output_col: str | None = None
+    path: Path, flag: str, input_col: str | None = None, output_col: str | None = None, need_output: bool = True
 ) -> list[RawExample]:
     """Every example of `path` (by its suffix: .jsonl/.json, .csv, .npz); a file that is missing, empty or malformed
-    is a one-line UserError naming `flag`, the file and, where there is one, the line and the field."""
+    is a one-line UserError naming `flag`, the file and, where there is one, the line and the field. Without
+    `need_output` (inputs to answer) the outputs may be absent: a CSV without the output column, an .npz without
+    labels, a JSON Lines example without "output"."""
     if not path.is_file():
         raise UserError(f"{flag} {path}: no such file")
     suffix = path.suffix.lower()
@@ -48,13 +50,16 @@ def read_examples(
     if suffix != ".csv" and (input_col is not None or output_col is not None):
         raise UserError(f"--input-col/--output-col: {path} is not a CSV file")
     if suffix == ".npz":
-        examples = _read_npz(path, flag)
+        examples = _read_npz(path, flag, need_output)
     else:
         try:
             text = path.read_text(encoding="utf-8-sig")
         except (OSError, UnicodeDecodeError) as e:
             raise UserError(f"{flag} {path}: cannot be read as UTF-8 text ({e})") from None
-        examples = _read_csv(path, text, input_col, output_col) if suffix == ".csv" else _read_jsonl(path, text)
+        if suffix == ".csv":
+            examples = _read_csv(path, text, input_col, output_col, need_output)
+        else:
+            examples = _read_jsonl(path, text, need_output)
     if not examples:
         raise UserError(f"{flag} {path}: holds no example")
     return examples
@@ -72,65 +77,73 @@ def _json_lines(text: str, source: object) -> Iterator[tuple[str, Any]]:
             raise UserError(f"{where}: not JSON ({e.msg}, column {e.colno}); one example a line") from None
 
 
-def _read_jsonl(path: Path, text: str) -> list[RawExample]:
-    examples = []
-    for where, obj in _json_lines(text, path):
-        if not isinstance(obj, dict):
-            raise UserError(f'{where}: expected an object {{"input": ..., "output": ...}}, got {type(obj).__name__}')
-        unknown = next((k for k in obj if k not in FIELDS), None)
-        if unknown is not None:
-            raise UserError(f"{where}: unknown field {unknown!r} (an example has {', '.join(FIELDS)})")
-        for name in ("input", "output"):
-            if name not in obj:
-                raise UserError(f"{where}: no field {name!r}")
-        group, ident = obj.get("group"), obj.get("id")
-        for name, v in (("group", group), ("id", ident)):
-            if v is not None and (not isinstance(v, (str, int)) or isinstance(v, bool)):
-                raise UserError(f"{where}: field {name!r}: expected a string or an integer, got {json.dumps(v)[:40]}")
-        examples.append(
-            RawExample(
-                where,
-                obj["input"],
-                obj["output"],
-                None if group is None else str(group),
-                None if ident is None else str(ident),
-            )
-        )
-    return examples
+def _read_jsonl(path: Path, text: str, need_output: bool = True) -> list[RawExample]:
+    return [_example(where, obj, need_output) for where, obj in _json_lines(text, path)]
 
 
-def _read_csv(path: Path, text: str, input_col: str | None, output_col: str | None) -> list[RawExample]:
+def _example(where: str, obj: Any, need_output: bool) -> RawExample:
+    """One JSON Lines example, its fields checked."""
+    if not isinstance(obj, dict):
+        raise UserError(f'{where}: expected an object {{"input": ..., "output": ...}}, got {type(obj).__name__}')
+    unknown = next((k for k in obj if k not in FIELDS), None)
+    if unknown is not None:
+        raise UserError(f"{where}: unknown field {unknown!r} (an example has {', '.join(FIELDS)})")
+    for name in ("input", "output") if need_output else ("input",):
+        if name not in obj:
+            raise UserError(f"{where}: no field {name!r}")
+    group, ident = obj.get("group"), obj.get("id")
+    for name, v in (("group", group), ("id", ident)):
+        if v is not None and (not isinstance(v, (str, int)) or isinstance(v, bool)):
+            raise UserError(f"{where}: field {name!r}: expected a string or an integer, got {json.dumps(v)[:40]}")
+    return RawExample(
+        where,
+        obj["input"],
+        obj.get("output"),
+        None if group is None else str(group),
+        None if ident is None else str(ident),
+    )
+
+
+def _read_csv(
+    path: Path, text: str, input_col: str | None, output_col: str | None, need_output: bool = True
+) -> list[RawExample]:
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
     reader = csv.reader(text.splitlines())
     header = next(reader, None)
     if header is None:
         return []
-    columns = {}
+    columns: dict[str, int | None] = {}
     for flag, name, default in (("--input-col", input_col, "input"), ("--output-col", output_col, "output")):
         chosen = name or default
-        if chosen not in header:
+        if chosen not in header and not (flag == "--output-col" and not need_output):
             given = f"{flag} {chosen}" if name else f"no {flag}, and no column {default!r}"
             raise UserError(f"{path}: {given}: the columns are {', '.join(repr(h) for h in header)}")
-        columns[flag] = header.index(chosen)
+        columns[flag] = header.index(chosen) if chosen in header else None
     examples = []
+    x, y = columns["--input-col"], columns["--output-col"]
+    assert x is not None
     for i, row in enumerate(reader, 2):
         if not row:
             continue
         if len(row) != len(header):
             raise UserError(f"{path} line {i}: {len(row)} fields, where the header has {len(header)}")
-        examples.append(
-            RawExample(f"{path} line {i}", row[columns["--input-col"]], row[columns["--output-col"]], None, None)
-        )
+        examples.append(RawExample(f"{path} line {i}", row[x], None if y is None else row[y]))
     return examples
 
 
-def _read_npz(path: Path, flag: str) -> list[RawExample]:
+NPZ_ARRAYS = ("inputs", "labels", "groups")
+
+
+def _read_npz(path: Path, flag: str, need_output: bool = True) -> list[RawExample]:
     try:
         with np.load(path, allow_pickle=False) as f:
             arrays = {name: f[name] for name in f.files}
     except Exception as e:
         raise UserError(f"{flag} {path}: not a readable .npz file ({type(e).__name__}: {e})") from None
-    for name in ("inputs", "labels"):
+    stray = next((name for name in arrays if name not in NPZ_ARRAYS), None)
+    if stray is not None:
+        raise UserError(f"{path}: unknown array {stray!r} (an .npz of examples holds {', '.join(NPZ_ARRAYS)})")
+    for name in ("inputs", "labels") if need_output or "labels" in arrays else ("inputs",):
         if name not in arrays:
             raise UserError(
                 f"{path}: no array {name!r} (it has {', '.join(arrays) or 'none'}); expected inputs and labels"
@@ -140,18 +153,28 @@ def _read_npz(path: Path, flag: str) -> list[RawExample]:
             raise UserError(
                 f"{path}: array {name!r} is {a.dtype} of shape {a.shape}; expected integers [N, L] or [N, H, W]"
             )
-    x, y = arrays["inputs"], arrays["labels"]
-    if x.shape[0] != y.shape[0]:
+    x, y = arrays["inputs"], arrays.get("labels")
+    if y is not None and x.shape[0] != y.shape[0]:
         raise UserError(f"{path}: inputs has {x.shape[0]} examples, labels {y.shape[0]}")
     groups = arrays.get("groups")
-    if groups is not None and groups.shape != (x.shape[0],):
-        raise UserError(f"{path}: array 'groups' has shape {groups.shape}; expected ({x.shape[0]},)")
+    if groups is not None and (
+        groups.shape != (x.shape[0],) or not (np.issubdtype(groups.dtype, np.integer) or groups.dtype.kind == "U")
+    ):
+        raise UserError(
+            f"{path}: array 'groups' is {groups.dtype} of shape {groups.shape}; expected integers or strings "
+            f"({x.shape[0]},)"
+        )
 
     def rows(a: np.ndarray) -> list[list[int]]:
         return a.tolist() if a.ndim == 2 else [a.tolist()]
 
     return [
-        RawExample(f"{path} row {i}", rows(x[i]), rows(y[i]), None if groups is None else str(groups[i].item()), None)
+        RawExample(
+            f"{path} row {i}",
+            rows(x[i]),
+            None if y is None else rows(y[i]),
+            None if groups is None else str(groups[i].item()),
+        )
         for i in range(x.shape[0])
     ]
 
@@ -204,24 +227,19 @@ def check_value(value: Any, where: str, form: str, grid: tuple[int, int] | None,
             raise UserError(f"{where}: {n} symbols, where --grid {grid[0]}x{grid[1]} holds {grid[0] * grid[1]}")
 
 
-def parse_json_values(text: str, source: str, grids: bool) -> list[tuple[str, Any, Any]] | None:
-    """(where, input, expected output or None) of a text written as JSON: JSON Lines of examples, or, for a task of
-    grid inputs (`grids`), one JSON value (a grid, or a list of grids); None when the text does not start like JSON
-    (plain text: a sequence task's "[[]]" is its symbols)."""
+def parse_json_values(text: str, source: str, grids: bool) -> list[RawExample] | None:
+    """The inputs (with their outputs and ids where given) of a text written as JSON: JSON Lines of examples, fields
+    checked as the builder checks them, or, for a task of grid inputs (`grids`), one JSON value (a grid, or a list of
+    grids); None when the text does not start like JSON (plain text: a sequence task's "[[]]" is its symbols)."""
     stripped = text.lstrip()
     if not stripped or stripped[0] not in ('{["' if grids else "{"):
         return None
     if stripped[0] == "{":
-        values = []
-        for where, obj in _json_lines(text, source):
-            if not isinstance(obj, dict) or "input" not in obj:
-                raise UserError(f"{where}: expected an object with an 'input' field")
-            values.append((where, obj["input"], obj.get("output")))
-        return values
+        return [_example(where, obj, need_output=False) for where, obj in _json_lines(text, source)]
     try:
         value = json.loads(text)
     except json.JSONDecodeError as e:
         raise UserError(f"{source}: not JSON ({e.msg}, line {e.lineno} column {e.colno})") from None
     if isinstance(value, list) and value and all(isinstance(v, list) and v and isinstance(v[0], list) for v in value):
-        return [(f"{source} grid {k}", v, None) for k, v in enumerate(value)]
-    return [(source, value, None)]
+        return [RawExample(f"{source} grid {k}", v) for k, v in enumerate(value)]
+    return [RawExample(source, value)]

@@ -359,8 +359,10 @@ def lines(*examples: Any) -> str:
     return "".join((e if isinstance(e, str) else json.dumps(e)) + "\n" for e in examples)
 
 
-# name -> (files to write, arguments, fragments of the error): "@NAME" stands for the path of the file NAME
-BadCase = tuple[dict[str, str], list[str], list[str]]
+# name -> (files to write: text, or an .npz's arrays; arguments; fragments of the error): "@NAME" stands for the path
+# of the file NAME
+BadCase = tuple[dict[str, Any], list[str], list[str]]
+GRIDS4 = np.arange(16).reshape(4, 2, 2) % 3
 SPLIT = ["--test-fraction", "0.5"]
 BAD: dict[str, BadCase] = {
     "ragged": (
@@ -489,6 +491,26 @@ BAD: dict[str, BadCase] = {
         ["@ex.jsonl line 2", "field 'input'", "7"],
     ),
     "dihedral-on-sequences": ({"w.jsonl": lines(*WORDS)}, [*SPLIT, "--dihedral"], ["--dihedral", "sequences"]),
+    "dihedral-on-strings-of-one-length": (  # the fixed layout, one row: not a square to turn
+        {"w.jsonl": lines(*({"input": w, "output": w[::-1]} for w in ("ab", "ba", "aa", "bb")))},
+        [*SPLIT, "--dihedral"],
+        ["--dihedral", "sequences"],
+    ),
+    "npz-sequences-dihedral": (
+        {"s.npz": {"inputs": np.arange(12).reshape(4, 3) % 3, "labels": np.arange(12).reshape(4, 3) % 2}},
+        [*SPLIT, "--dihedral"],
+        ["--dihedral", "sequences"],
+    ),
+    "npz-float-groups": (
+        {"g.npz": {"inputs": GRIDS4, "labels": GRIDS4, "groups": np.array([0.5, 1.5, 0.5, 2.0])}},
+        SPLIT,
+        ["@g.npz", "'groups'", "float64", "integers or strings"],
+    ),
+    "npz-unknown-array": (
+        {"g.npz": {"inputs": GRIDS4, "labels": GRIDS4, "ids": np.arange(4)}},
+        SPLIT,
+        ["@g.npz", "unknown array 'ids'", "inputs, labels, groups"],
+    ),
     "num-aug-without-symmetry": ({"ex.jsonl": lines(*GOOD)}, [*SPLIT, "--num-aug", "2"], ["--num-aug 2", "symmetry"]),
     "blank-not-a-symbol": ({"ex.jsonl": lines(*GOOD)}, [*SPLIT, "--blank", "x"], ["--blank", "'x'", "'0', '1', '2'"]),
     "npz-without-labels": ({}, SPLIT, ["@g.npz", "'labels'"]),
@@ -498,9 +520,12 @@ BAD: dict[str, BadCase] = {
 @pytest.mark.parametrize("name", BAD)
 def test_bad_file_is_one_line_and_writes_nothing(name: str, tmp_path: Path, capsys: Any, monkeypatch: Any) -> None:
     files, args, fragments = BAD[name]
-    for file, text in files.items():
-        (tmp_path / file).write_text(text)
-    if name.startswith("npz"):
+    for file, content in files.items():
+        if isinstance(content, dict):
+            np.savez(tmp_path / file, **content)
+        else:
+            (tmp_path / file).write_text(content)
+    if not files:
         np.savez(tmp_path / "g.npz", inputs=np.zeros((4, 2, 2), dtype=np.int64))
     before = sorted(tmp_path.iterdir())
     examples = next(iter(files), "g.npz")
@@ -550,3 +575,23 @@ def test_summary_and_task_state_the_sequence_bound_the_layout_holds(
     assert taken >= 6
     assert f"sequences up to {taken} symbols" in summary(out)
     assert f"sequences of up to {taken} symbols" in task.describe()
+
+
+def test_int_grids_in_and_character_grids_out(tmp_path: Path, capsys: Any, monkeypatch: Any) -> None:
+    """Each field keeps its own kind of cells: integers in, characters out, both given back as the file wrote them."""
+    marks = {0: ".", 1: "#", 2: "o"}
+    examples = [
+        {"input": g.tolist(), "output": [[marks[int(c)] for c in row] for row in g]}
+        for g in np.random.default_rng(0).integers(0, 3, (8, 3, 3))
+    ]
+    out = tmp_path / "out"
+    built(capsys, monkeypatch, str(write_jsonl(tmp_path / "ex.jsonl", examples)), *SPLIT, "--out", str(out))
+    meta, _ = dataset(out, "train")
+    declaration = meta["builder"]["declaration"]
+    assert (declaration["cells"], declaration["output_cells"]) == ("int", "str")
+    values = decoded(out, "train") + decoded(out, "test")
+    assert sorted(map(json.dumps, values)) == sorted(json.dumps((e["input"], e["output"])) for e in examples)
+    # One kind for both fields: no output_cells (the records of such datasets are as they were).
+    same = tmp_path / "same"
+    built(capsys, monkeypatch, str(write_jsonl(tmp_path / "g.jsonl", GOOD)), *SPLIT, "--out", str(same))
+    assert dataset(same, "train")[0]["builder"]["declaration"]["output_cells"] is None

@@ -137,6 +137,26 @@ def test_solve_reads_and_writes_the_tasks_own_symbols_and_checks_the_rules(run: 
     assert_one_line_error(run_hrm("solve", "--run", str(run), "abcdabcdab"), "10 symbols")
 
 
+def test_solve_reads_the_csv_form_of_the_test_file_and_keeps_the_ids(run: Path, files: Path) -> None:
+    """The same inputs as a CSV (the columns a build reads) and as JSON Lines with ids: the same answers, each JSON
+    answer with its id, and the text names it."""
+    rows = [json.loads(line) for line in (files / "test.jsonl").read_text().splitlines()][:6]
+    (files / "test.csv").write_text("input,output\n" + "".join(f"{r['input']},{r['output']}\n" for r in rows))
+    (files / "ids.jsonl").write_text("".join(json.dumps({"input": r["input"], "id": f"q{i}"}) + "\n" for i, r in
+                                             enumerate(rows)))  # fmt: skip
+    answers = {}
+    for name in ("test.csv", "ids.jsonl"):
+        proc = run_hrm("solve", "--run", str(run), "--file", str(files / name), "--json", "--quiet")
+        assert proc.returncode == 0, proc.stderr
+        answers[name] = json.loads(proc.stdout)["puzzles"]
+    assert [a["answer"] for a in answers["test.csv"]] == [a["answer"] for a in answers["ids.jsonl"]]
+    assert all("expected output" in a["check"] for a in answers["test.csv"])  # the CSV's output column compared
+    assert [a.get("id") for a in answers["ids.jsonl"]] == [f"q{i}" for i in range(len(rows))]
+    assert "id" not in answers["test.csv"][0]
+    text = run_hrm("solve", "--run", str(run), "--file", str(files / "ids.jsonl"), "--quiet")
+    assert text.returncode == 0 and f"{files / 'ids.jsonl'} line 2 (id q1):" in text.stdout, text.stdout
+
+
 def test_pictures_and_compare_work_on_a_declared_task(run: Path, built: Path, files: Path) -> None:
     proc = run_hrm("viz", "puzzle", "--data", str(built), "--out", str(files / "viz"))
     assert proc.returncode == 0, proc.stderr

@@ -531,3 +531,23 @@ def test_eval_help_keeps_the_shared_options(
     for command in ("eval", "solve"):
         _, out, _ = hrm(capsys, monkeypatch, command, "--help")
         assert "auto, cpu or cuda" in out and "--no-quiet" not in out and "Run directory" in out, out
+
+
+def test_allowed_tokens_give_the_likeliest_of_them(sudoku_data: Path) -> None:
+    """hrm solve's `allowed`: each place answers with the likeliest allowed token, the plain argmax where that is
+    allowed; the halting head is untouched."""
+    model, batch = tiny_model(sudoku_data), first_batch(sudoku_data)
+    plain = list(trajectories(model, batch, 2, TestTimeOptions(), None))
+    allowed = torch.tensor([1, 3, 4])  # of the tiny Sudoku's 6 token ids
+    limited = list(trajectories(model, batch, 2, TestTimeOptions(), None, allowed=allowed))
+    model.eval()
+    carry = model.started_carry(batch)
+    for p, m in zip(plain, limited):
+        carry, out = model(carry, batch, halt_max_steps=2)
+        assert torch.isin(m.preds, allowed).all()
+        expected = allowed[out.logits[..., allowed].argmax(-1)]
+        assert torch.equal(m.preds[0], expected)
+        inside = torch.isin(p.preds, allowed)
+        assert not inside.all()  # the plain argmax leaves the allowed tokens somewhere: the limit is exercised
+        assert torch.equal(m.preds[inside], p.preds[inside])
+        assert torch.equal(m.q, p.q) and torch.equal(m.halt, p.halt)

@@ -424,3 +424,93 @@ def test_load_check_refuses_a_missing_file(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="no such file") as info:
         load_check(path, "valid", "dataset check")
     assert str(info.value).startswith(f"dataset check {path}:valid")
+
+
+# ------------------------------------------------------------------------------------------ hrm solve's reading
+
+
+def test_answers_of_a_task_with_wide_symbols_are_spaced_whatever_they_hold() -> None:
+    """One printed format for every answer of a task, the one solve reads back: a task with a symbol of two characters
+    spaces its rows even where an answer holds none of them."""
+    task = DeclaredTask(declaration(symbols=["0", "1", "10"], shape=(2, 2)))
+    narrow = task.tokens_of([["0", "1"], ["1", "0"]], "x")
+    wide = task.tokens_of([["10", "1"], ["1", "0"]], "x")
+    for tokens in (narrow, wide):
+        text = task.answer(task.parse("0 1\n1 0\n", "p.txt")[0], tokens).text
+        assert all(" " in row for row in text.split("\n")), text
+        back = task.parse(text + "\n", "again.txt")
+        np.testing.assert_array_equal(back[0].tokens, tokens)
+    single = DeclaredTask(declaration())  # one character each: no spaces
+    assert single.answer(single.parse("012\n210\n000\n", "p")[0], np.full(9, 3)).text == "111\n111\n111"
+
+
+def test_an_answer_the_rules_raise_on_is_invalid_and_said(tmp_path: Path) -> None:
+    class Fussy(DeclaredTask):
+        def valid(self, given: Any, answer: Any) -> bool:
+            if answer[0][0] == 2:
+                raise ValueError("no twos up front")
+            return True
+
+    task = Fussy(declaration())
+    puzzle = task.parse("012\n210\n000\n", "p.txt")[0]
+    raised = task.answer(puzzle, np.full(9, 4))
+    assert raised.valid is False and raised.check.startswith(
+        "invalid: the task's rules raised on it (ValueError: no tw"
+    )
+    accepted = task.answer(puzzle, np.full(9, 3))
+    assert accepted.valid is True and accepted.check.startswith("valid")
+
+
+def test_answer_tokens_are_the_symbols_where_every_place_is_a_cell() -> None:
+    fixed = DeclaredTask(declaration(symbols=["a", "b", "c"], cells="str"))
+    np.testing.assert_array_equal(fixed.answer_tokens(), [FIRST_SYMBOL, FIRST_SYMBOL + 1, FIRST_SYMBOL + 2])
+    assert DeclaredTask(declaration(layout="canvas")).answer_tokens() is None  # the end marker closes a grid
+    strip = DeclaredTask(declaration(input_form="text", output_form="text", layout="strip", shape=(1, 4)))
+    assert strip.answer_tokens() is None
+
+
+def test_plain_text_keeps_the_blanks_of_a_task_whose_symbols_hold_the_space() -> None:
+    grids = DeclaredTask(declaration(cells="str", symbols=[" ", "#", "x"], shape=(2, 3)))
+    puzzles = grids.parse(" x \n#  \n\n   \n x#\n", "p.txt")  # a row of blanks is a row, an empty line ends a grid
+    assert [grids.file_value(p.tokens, "input") for p in puzzles] == [
+        [[" ", "x", " "], ["#", " ", " "]],
+        [[" ", " ", " "], [" ", "x", "#"]],
+    ]
+    seqs = DeclaredTask(
+        declaration(
+            input_form="text", output_form="text", cells="str", layout="strip", shape=(1, 5), symbols=[" ", "a"]
+        )
+    )
+    assert [seqs.file_value(p.tokens, "input") for p in seqs.parse("a a\n  \n\na\n", "s.txt")] == ["a a", "  ", "a"]
+    plain = DeclaredTask(declaration(cells="str", symbols=["#", "x"], shape=(1, 2)))
+    assert len(plain.parse(" #x \n   \n", "p.txt")) == 1  # without a space symbol, blanks are layout
+
+
+def test_solve_inputs_carry_their_ids_and_refuse_unknown_fields() -> None:
+    task = DeclaredTask(declaration())
+    text = '{"input": [[0,1,2],[2,1,0],[0,0,0]], "id": "q7"}\n{"input": [[1,1,1],[1,1,1],[1,1,1]], "id": 3}\n'
+    assert [p.ident for p in task.parse(text, "mine.jsonl")] == ["q7", "3"]
+    with pytest.raises(UserError, match=r"^mine\.jsonl line 1: unknown field 'ouput'"):
+        task.parse('{"input": [[0,1,2],[2,1,0],[0,0,0]], "ouput": [[0,1,2],[2,1,0],[0,0,0]]}\n', "mine.jsonl")
+
+
+def test_parse_file_reads_the_build_columns_of_a_csv_and_an_npz(tmp_path: Path) -> None:
+    task = DeclaredTask(
+        declaration(input_form="flat", output_form="flat", cells="str", grid=(2, 2), shape=(2, 2), symbols=list(".12")),
+        columns=("quizzes", "solutions"),
+    )
+    csv_file = tmp_path / "test.csv"
+    csv_file.write_text("quizzes,solutions\n1..2,1212\n.21.,1211\n")
+    puzzles = task.parse_file(csv_file, str(csv_file))
+    assert puzzles is not None and [task.file_value(p.tokens, "input") for p in puzzles] == ["1..2", ".21."]
+    assert puzzles[0].expected is not None and task.file_value(puzzles[0].expected, "output") == "1212"
+    inputs_only = tmp_path / "inputs.csv"
+    inputs_only.write_text("quizzes\n1..2\n")  # answers without the solutions column
+    assert [p.expected for p in task.parse_file(inputs_only, "x") or []] == [None]
+    grid_task = DeclaredTask(declaration(shape=(2, 2)))
+    npz = tmp_path / "test.npz"
+    np.savez(npz, inputs=np.array([[[0, 1], [2, 0]]]))
+    assert [grid_task.file_value(p.tokens, "input") for p in grid_task.parse_file(npz, str(npz)) or []] == [
+        [[0, 1], [2, 0]]
+    ]
+    assert task.parse_file(tmp_path / "test.jsonl", "x") is None  # text formats: parse
