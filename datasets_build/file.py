@@ -5,7 +5,8 @@ the symbols, the layout's bound, the split (no group and no example on both side
 example. Then the declaration (hrm_reason/tasks/declared.py `Declaration`) is fixed, every example encoded through the
 declared task, the training examples augmented under the declared symmetries, and the dataset written atomically:
 {train,test,val}/ as the Sudoku and maze builders write them (every example its own puzzle, identifier 0; each
-original and its copies one group), identifiers.json, and the user's check file as check.py.
+original and its copies one group), identifiers.json, the user's check file as check.py, and the test split's
+examples as JSON Lines (test_examples.jsonl, for hrm solve --file).
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ from hrm_reason.tasks.example_files import RawExample, check_value, form_of, rea
 
 VERSION = "1"
 GENERIC_STEMS = {"train", "test", "examples", "data", "all"}  # a stem that names no task: the folder's name does
+
+
+TEST_EXAMPLES = "test_examples.jsonl"  # the test split's examples as the files wrote them, for hrm solve --file
 
 
 def build_file(opts: FileBuildOptions) -> Path:
@@ -98,7 +102,14 @@ def build_file(opts: FileBuildOptions) -> Path:
         write_val_split(tmp)
         if opts.check is not None:
             shutil.copyfile(check_path(opts.check), tmp / CHECK_FILE)
+        (tmp / TEST_EXAMPLES).write_text("".join(json.dumps(held_out(e), ensure_ascii=False) + "\n" for e in test))
     return out
+
+
+def held_out(example: RawExample) -> dict[str, Any]:
+    """A test example as JSON Lines, its values as its file wrote them: what `hrm solve --file` reads and compares."""
+    extra = {k: v for k, v in (("id", example.ident), ("group", example.group)) if v is not None}
+    return {"input": example.input, "output": example.output, **extra}
 
 
 def write_examples(

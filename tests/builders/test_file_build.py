@@ -270,6 +270,15 @@ def test_test_fraction_keeps_groups_whole_and_follows_the_seed(tmp_path: Path, c
     other = split(1, "c")
     assert set(other[1]) != set(test)
     assert not set(other[0]) & set(other[1])
+    # The held-out examples as the file wrote them (group kept), in the test split's order: what solve --file reads.
+    held = [json.loads(line) for line in (tmp_path / "a" / "test_examples.jsonl").read_text().splitlines()]
+    assert [json.dumps([e["input"], e["output"]]) for e in held] == [
+        json.dumps(list(v)) for v in decoded(tmp_path / "a", "test")
+    ]
+    assert [e["group"] for e in held] == test
+    task = task_of(dataset(tmp_path / "a", "test")[0])
+    puzzles = task.parse((tmp_path / "a" / "test_examples.jsonl").read_text(), "test_examples.jsonl")
+    np.testing.assert_array_equal(np.stack([p.tokens for p in puzzles]), dataset(tmp_path / "a", "test")[1]["inputs"])
 
 
 # ------------------------------------------------------------------------------------------------ augmentation
