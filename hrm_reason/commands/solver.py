@@ -127,7 +127,7 @@ def read_puzzles(task: Task, puzzle: str | None, file: Path | None, stdin: Any) 
     """The puzzles of the argument (`-`: stdin) or of --file, exactly one of them."""
     if (puzzle is None) == (file is None):
         raise UserError("give exactly one puzzle source: a PUZZLE argument, - for stdin, or --file PATH")
-    if file is not None and (read := task.parse_file(file, str(file))) is not None:
+    if file is not None and (read := task.parse_file(file)) is not None:
         return read
     if file is not None:
         text, source, stem = read_text(file, name=f"--file {file}"), str(file), file.stem

@@ -209,7 +209,7 @@ class Task:
         answer is always written in the task's symbols (evaluation scores the plain argmax); None: any token."""
         return None
 
-    def parse_file(self, path: Path, source: str) -> list[Puzzle] | None:
+    def parse_file(self, path: Path) -> list[Puzzle] | None:
         """The puzzles of a file that is not text (`hrm solve --file`); None: read it as text (`parse`)."""
         return None
 

@@ -574,7 +574,7 @@ class DeclaredTask(Task):
         values = parse_json_values(text, source, grids=d.input_form == "grid")
         return self._puzzles(values if values is not None else self._text_values(text, source))
 
-    def parse_file(self, path: Path, source: str) -> list[Puzzle] | None:
+    def parse_file(self, path: Path) -> list[Puzzle] | None:
         """A CSV file (the columns the dataset was built from) or an .npz file of examples, read as the builder reads
         them (their outputs optional: given, they are compared with the answers); None for the text formats."""
         if path.suffix.lower() not in (".csv", ".npz"):

@@ -501,16 +501,14 @@ def test_parse_file_reads_the_build_columns_of_a_csv_and_an_npz(tmp_path: Path) 
     )
     csv_file = tmp_path / "test.csv"
     csv_file.write_text("quizzes,solutions\n1..2,1212\n.21.,1211\n")
-    puzzles = task.parse_file(csv_file, str(csv_file))
+    puzzles = task.parse_file(csv_file)
     assert puzzles is not None and [task.file_value(p.tokens, "input") for p in puzzles] == ["1..2", ".21."]
     assert puzzles[0].expected is not None and task.file_value(puzzles[0].expected, "output") == "1212"
     inputs_only = tmp_path / "inputs.csv"
     inputs_only.write_text("quizzes\n1..2\n")  # answers without the solutions column
-    assert [p.expected for p in task.parse_file(inputs_only, "x") or []] == [None]
+    assert [p.expected for p in task.parse_file(inputs_only) or []] == [None]
     grid_task = DeclaredTask(declaration(shape=(2, 2)))
     npz = tmp_path / "test.npz"
     np.savez(npz, inputs=np.array([[[0, 1], [2, 0]]]))
-    assert [grid_task.file_value(p.tokens, "input") for p in grid_task.parse_file(npz, str(npz)) or []] == [
-        [[0, 1], [2, 0]]
-    ]
-    assert task.parse_file(tmp_path / "test.jsonl", "x") is None  # text formats: parse
+    assert [grid_task.file_value(p.tokens, "input") for p in grid_task.parse_file(npz) or []] == [[[0, 1], [2, 0]]]
+    assert task.parse_file(tmp_path / "test.jsonl") is None  # text formats: parse
