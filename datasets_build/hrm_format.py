@@ -200,7 +200,7 @@ DATASET_ENTRIES = {
     "maze": ("train", "test", VAL_SPLIT, "identifiers.json"),
     "arc": ("train", "test", VAL_SPLIT, "identifiers.json", "test_tasks"),
     "text": ("dataset.json", "documents.json", "train", "val", "tokenizer.json"),
-    "file": ("train", "test", VAL_SPLIT, "identifiers.json", "check.py"),
+    "file": ("train", "test", VAL_SPLIT, "identifiers.json", "check.py", "test_examples.jsonl"),
 }
 
 

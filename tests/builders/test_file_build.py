@@ -604,3 +604,18 @@ def test_int_grids_in_and_character_grids_out(tmp_path: Path, capsys: Any, monke
     same = tmp_path / "same"
     built(capsys, monkeypatch, str(write_jsonl(tmp_path / "g.jsonl", GOOD)), *SPLIT, "--out", str(same))
     assert dataset(same, "train")[0]["builder"]["declaration"]["output_cells"] is None
+
+
+def test_overwrite_replaces_a_file_dataset_and_nothing_else(tmp_path: Path, capsys: Any, monkeypatch: Any) -> None:
+    path = str(write_jsonl(tmp_path / "ex.jsonl", GOOD))
+    out = tmp_path / "out"
+    built(capsys, monkeypatch, path, *SPLIT, "--out", str(out))
+    assert_one_line_error(build(capsys, monkeypatch, path, *SPLIT, "--out", str(out)), "already exists", "--overwrite")
+    built(capsys, monkeypatch, path, *SPLIT, "--seed", "3", "--out", str(out), "--overwrite")
+    assert json.loads((out / "train" / "dataset.json").read_text())["builder"]["seed"] == 3
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine\n")
+    proc = build(capsys, monkeypatch, path, *SPLIT, "--out", str(mine), "--overwrite")
+    assert_one_line_error(proc, f"--out {mine}", "notes.txt")
+    assert (mine / "notes.txt").read_text() == "mine\n"
