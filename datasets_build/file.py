@@ -36,6 +36,7 @@ from hrm_reason.tasks import task_class
 from hrm_reason.tasks.declared import (
     CHECK_FILE,
     KIND,
+    Check,
     CheckRef,
     Declaration,
     DeclaredTask,
@@ -80,9 +81,13 @@ def build_file(opts: FileBuildOptions) -> Path:
     check_overlap(split_flag, train, test, train_x, train_y, test_x, test_y)
     inputs, outputs = (train_x, test_x), (train_y, test_y)
     if opts.check is not None:
-        declaration.check = check_rules(task, opts.check, train + test, inputs, outputs)
+        declaration.check, rules = check_rules(task, opts.check, train + test, inputs, outputs)
+        what = f"--check {opts.check}"
     elif task.has_rules:  # a task of the user's package with its own rules: they accept the file's answers
-        check_examples(task, task.valid, "the task's valid()", train + test, inputs, outputs)
+        rules, what = task.valid, "the task's valid()"
+        check_examples(task, rules, what, train + test, inputs, outputs)
+    if (opts.check is not None or task.has_rules) and task.transforms.group_size > 1:
+        check_symmetries(task, rules, what, train, train_x, train_y, np.random.default_rng(opts.seed))
     train_x, train_y, sizes = augment(
         task, train_x, train_y, opts.num_aug, np.random.default_rng(opts.seed), not opts.quiet
     )
@@ -180,12 +185,12 @@ def group_of(example: RawExample) -> str:
 
 def check_groups(train: list[RawExample], test: list[RawExample]) -> None:
     """No group on both sides of the split: the test examples are held out from every equivalent training one."""
-    train_groups = {e.group for e in train if e.group is not None}
-    shared = [e for e in test if e.group is not None and e.group in train_groups]
+    train_groups = {str(e.group) for e in train if e.group is not None}
+    shared = [e for e in test if e.group is not None and str(e.group) in train_groups]
     if shared:
-        n = len({e.group for e in shared})
+        n = len({str(e.group) for e in shared})
         raise UserError(
-            f"--test: {n} group{'s' * (n > 1)} on both sides of the split (first: group {shared[0].group!r} at "
+            f"--test: {n} group{'s' * (n > 1)} on both sides of the split (first: group {str(shared[0].group)!r} at "
             f"{shared[0].where}); a group's examples are all train or all test"
         )
 
@@ -240,6 +245,7 @@ def declare(opts: FileBuildOptions, examples: Sequence[RawExample], progress: bo
     cells: dict[str, tuple[str, str]] = {}  # field -> (its grids' cells: int or str, the first grid's place)
     shapes: list[tuple[int, int, str]] = []
     used: dict[str, str] = {}  # symbol -> where it is first used
+    answered: set[str] = set()  # the symbols outputs use
     for e in progress_bar(enabled=progress, iterable=examples, desc="reading", unit="example"):
         for name, value in (("input", e.input), ("output", e.output)):
             where = f"{e.where}: field {name!r}"
@@ -260,14 +266,22 @@ def declare(opts: FileBuildOptions, examples: Sequence[RawExample], progress: bo
                         f"{seen[1]})"
                     )
             rows = value_grid(value, form, opts.separator, opts.grid)
-            shapes.append((len(rows), len(rows[0]), where))
+            shapes.append((len(rows), len(rows[0]) if rows else 0, where))
             for row in rows:
                 for s in row:
                     used.setdefault(s, where)
+                    if name == "output":
+                        answered.add(s)
     symbols = declared_symbols(opts, used)
     input_form, output_form = forms["input"][0], forms["output"][0]
     if opts.dihedral and all(h == 1 for h, _, _ in shapes):
         raise UserError("--dihedral: the examples are sequences, not grids (the square's symmetries move grids)")
+    strings = [name for name, form in (("inputs", input_form), ("outputs", output_form)) if form == "text"]
+    if opts.dihedral and strings:
+        raise UserError(
+            f"--dihedral: the {' and '.join(strings)} are strings (sequences), which the square's symmetries do not "
+            "move; write them as grids (2-D lists, or --grid RxC), or declare no --dihedral"
+        )
     layout, shape = choose_layout(opts, shapes, "grid" in (input_form, output_form))
     for name, value in (("--blank", [opts.blank] if opts.blank is not None else []), ("--permute", opts.permute or [])):
         missing = next((s for s in value if s not in symbols), None)
@@ -282,11 +296,14 @@ def declare(opts: FileBuildOptions, examples: Sequence[RawExample], progress: bo
             f"--num-aug {opts.num_aug}: no symmetry is declared to draw copies from (--dihedral, --permute)"
         )
     out_cells = cells.get("output", ("str", ""))[0]
+    if answered & set(opts.permute or []):  # an output's symbol may become any other the permutations move it to
+        answered |= set(opts.permute or [])
     return Declaration(
         input_form=input_form,
         output_form=output_form,
         cells=cells.get("input", cells.get("output", ("str", "")))[0],
         output_cells=out_cells if out_cells != cells.get("input", (out_cells,))[0] else None,
+        answer_symbols=[s for s in symbols if s in answered] if answered != set(symbols) else None,
         separator=opts.separator,
         grid=opts.grid,
         symbols=symbols,
@@ -393,12 +410,12 @@ def check_rules(
     examples: list[RawExample],
     inputs: tuple[np.ndarray, np.ndarray],
     outputs: tuple[np.ndarray, np.ndarray],
-) -> CheckRef:
+) -> tuple[CheckRef, Check]:
     """--check FILE.py:FUNCTION loaded and run on every example, whose outputs it must accept."""
     path, function = check_path(spec), spec.rpartition(":")[2]
     check = load_check(path, function)
     check_examples(task, check, f"--check {spec}", examples, inputs, outputs)
-    return CheckRef(source=str(path), function=function, sha256=sha256_of(path))
+    return CheckRef(source=str(path), function=function, sha256=sha256_of(path)), check
 
 
 def check_examples(
@@ -421,6 +438,40 @@ def check_examples(
         if not ok:
             raise UserError(
                 f"{what}: rejects the output of {e.where} ({json.dumps(answer)[:60]}); the rules must accept the file's answers"
+            )
+
+
+def check_symmetries(
+    task: DeclaredTask,
+    check: Any,
+    what: str,
+    examples: list[RawExample],
+    x: np.ndarray,
+    y: np.ndarray,
+    rng: np.random.Generator,
+) -> None:
+    """The declared symmetries keep the task: each training example moved by a random element of the declared group
+    (as augmentation on disk and on the fly moves it) must still be accepted by the rules; one that is not is a
+    UserError naming the example and the symmetries, before anything is written."""
+    transforms = task.transforms
+    element = transforms.random(rng, x.shape[0])
+    cx, cy = transforms.apply(x, element), transforms.apply(y, element)
+    for e, xi, yi in zip(examples, cx, cy):
+        given, answer = task.file_value(xi, "input"), task.file_value(yi, "output")
+        try:
+            ok = check(given, answer)
+        except Exception as err:
+            ok, why = False, f" (it raised {type(err).__name__}: {err})"
+        else:
+            why = ""
+        if not ok:
+            flags = " ".join(
+                f for f, on in (("--dihedral", transforms.dihedral), ("--permute", transforms.permuted)) if on
+            )
+            raise UserError(
+                f"{flags}: the task does not keep {transforms.group_name}: {e.where} moved by one of "
+                f"them ({json.dumps(given)[:40]} -> {json.dumps(answer)[:40]}) is not valid under {what}{why}; "
+                "declare only the symmetries your task keeps"
             )
 
 

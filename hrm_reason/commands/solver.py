@@ -118,6 +118,12 @@ def load_solver(path: Path, config_path: Path | None, device_name: str) -> Solve
         saved = saved_model_config(loaded.checkpoint) or {}
         where = loaded.checkpoint
         meta = PuzzleDatasetMetadata.of_shape(saved["seq_len"], saved["vocab_size"], saved["num_puzzle_identifiers"])
+        if task_of(meta, str(where), None) is None and not data.exists():  # a task only its dataset declares
+            raise UserError(
+                f"{path}: its dataset {data} (the run's data_path) is not found from {Path.cwd()}, and the model's task "
+                "is declared there: run from the directory training ran in, or --config a copy of the run's config "
+                "with data_path set to where the dataset is"
+            )
     task = task_for(meta, names, str(where))
     batch = config.eval_global_batch_size or config.global_batch_size
     return Solver(loaded.model, task, config.arch.halt_max_steps, batch, device)

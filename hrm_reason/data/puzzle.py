@@ -110,8 +110,10 @@ def load_split(data_dir: str | Path, split: str) -> PuzzleSplit:
     data_dir = Path(data_dir)
     split_dir = data_dir / split
     if not data_dir.is_dir():
+        where = "" if data_dir.is_absolute() else f" (a relative path, read from {Path.cwd()})"
         raise UserError(
-            f"dataset directory {data_dir} does not exist (build one with: hrm build-data sudoku --out {data_dir} ...)"
+            f"dataset directory {data_dir} does not exist{where}; build one with hrm build-data sudoku, maze, arc or "
+            f"file ... --out {data_dir}, or give the path where it is (--data, data_path=)"
         )
     meta_path = split_dir / "dataset.json"
     metadata = read_json_model(

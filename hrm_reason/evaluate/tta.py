@@ -88,7 +88,7 @@ def fit_to_group(options: TestTimeOptions, transforms: TaskTransforms | None) ->
     copies, notice = options.tta, None
     if size is not None and copies > size:
         copies = size
-        notice = f"--tta {options.tta}: {name} has {size} elements; using {size}"
+        notice = f"--tta {options.tta}: {name} has {size} element{'s' * (size != 1)}; using {size}"
     if copies * options.samples > MAX_TRAJECTORIES:
         group = f" ({name} has {size} elements)" if copies < options.tta else ""
         raise UserError(

@@ -88,7 +88,7 @@ class Puzzle:
     layout: str | None = None  # Sudoku: the lines as typed, separators and spacing kept
     expected: np.ndarray | None = None  # ARC: the test output when the task file gives it
     notes: list[str] = field(default_factory=list)
-    ident: str | None = None  # a declared task's example "id", where the file gives one
+    ident: str | int | None = None  # a declared task's example "id", as the file gives it
 
 
 class Reading(NamedTuple):

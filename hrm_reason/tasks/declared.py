@@ -68,6 +68,7 @@ class Declaration(BaseModel):
     output_form: Form
     cells: Literal["int", "str"]  # grids: what the file's cells are (JSON ints, or one-character strings)
     output_cells: Literal["int", "str"] | None = None  # the outputs' cells where they differ from the inputs' kind
+    answer_symbols: list[str] | None = None  # the symbols an output may hold, where not all (those the examples' use)
     separator: str | None  # text: None, one symbol a character; else the symbols are separated by it (" ": whitespace)
     grid: tuple[int, int] | None  # flat values: rows x columns of the grid a string is read into, row-major
     symbols: list[str]  # token i + 2 is symbols[i]
@@ -127,7 +128,7 @@ def printed(rows: list[list[str]], form: Form, separator: str | None, wide: bool
     than a character: one format for every answer, that solve reads back), a string as the file writes it."""
     if form != "grid":
         return ("" if separator is None else separator).join(s for row in rows for s in row)
-    return "\n".join((" " if wide else "").join(row) for row in rows) if rows else "(empty grid)"
+    return "\n".join((" " if wide else "").join(row) for row in rows)
 
 
 # ------------------------------------------------------------------------------------------ the token layout
@@ -371,6 +372,8 @@ class ValidAnswers:
         self._act_done |= halt
 
     def _verdict(self, given: Any, tokens: np.ndarray) -> bool:
+        if not self.task.well_formed(tokens):  # padding or an end marker inside a fixed grid: not an answer
+            return False
         try:
             return bool(self.task.valid(given, self.task.file_value(tokens, "output")))
         except UserError:
@@ -580,7 +583,8 @@ class DeclaredTask(Task):
         if path.suffix.lower() not in (".csv", ".npz"):
             return None
         columns = self.columns if path.suffix.lower() == ".csv" else (None, None)
-        return self._puzzles(read_examples(path, "--file", *columns, need_output=False))
+        built_from = ("the dataset's input column (--input-col at its build)", "its output column")
+        return self._puzzles(read_examples(path, "--file", *columns, need_output=False, column_flags=built_from))
 
     def _puzzles(self, examples: list[RawExample]) -> list[Puzzle]:
         d = self.declaration
@@ -596,11 +600,22 @@ class DeclaredTask(Task):
         return puzzles
 
     def answer_tokens(self) -> np.ndarray | None:
-        """Symbols only where every place of an answer is a cell (the fixed layout): no end marker or padding in the
-        middle of a grid; the other layouts end an answer with a marker."""
-        if self.declaration.layout != "fixed":
-            return None
-        return np.arange(FIRST_SYMBOL, self.declaration.vocab_size)
+        """The symbols an output holds (all, or the declaration's answer_symbols), and where the layout ends an answer
+        with a marker, the end marker and padding: no padding in the middle of a fixed grid, no symbol only inputs
+        use (an integer grid's answer stays integers)."""
+        d = self.declaration
+        symbols = d.answer_symbols if d.answer_symbols is not None else d.symbols
+        tokens = [self.token_index[s] for s in symbols] + ([PAD, EOS] if d.layout != "fixed" else [])
+        return np.array(sorted(tokens), dtype=np.int64)
+
+    def well_formed(self, tokens: np.ndarray) -> bool:
+        """Whether a predicted output is one the file could hold: in the fixed layout every place a symbol (the other
+        layouts read an answer as far as its symbols go), and a string one row (on a canvas, a string output is its
+        first row: rows below it are not a string)."""
+        d = self.declaration
+        if d.layout == "fixed":
+            return bool((np.asarray(tokens) >= FIRST_SYMBOL).all())
+        return d.output_form != "text" or len(self.layout.decode(np.asarray(tokens))) <= 1
 
     def _read(self, value: Any, where: str, form: Form) -> list[list[str]]:
         d = self.declaration
@@ -651,7 +666,14 @@ class DeclaredTask(Task):
         grid = file_value(rows, d.output_form, d.cells_of("output"), d.separator)
         verdicts = []
         valid = None
-        if self.has_rules:
+        if not self.well_formed(tokens):  # in solve (answer_tokens), only a string output spanning rows of a canvas
+            verdicts.append(
+                "invalid: a cell of the answer holds no symbol"
+                if d.layout == "fixed"
+                else f"invalid: the answer is not one string (it spans {len(rows)} rows)"
+            )
+            valid = False if self.has_rules else None
+        elif self.has_rules:
             try:
                 valid = self.valid(self.file_value(puzzle.tokens, "input"), grid)
             except UserError:

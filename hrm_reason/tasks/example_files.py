@@ -31,12 +31,17 @@ class RawExample:
     where: str  # "train.jsonl line 3": what errors name
     input: Any  # a str, or a list of rows
     output: Any = None  # None only where an output is optional (hrm solve's inputs)
-    group: str | None = None  # examples of one group never sit on both sides of a split
-    ident: str | None = None
+    group: str | int | None = None  # examples of one group never sit on both sides of a split (compared as text)
+    ident: str | int | None = None  # as the file writes it
 
 
 def read_examples(
-    path: Path, flag: str, input_col: str | None = None, output_col: str | None = None, need_output: bool = True
+    path: Path,
+    flag: str,
+    input_col: str | None = None,
+    output_col: str | None = None,
+    need_output: bool = True,
+    column_flags: tuple[str, str] = ("--input-col", "--output-col"),
 ) -> list[RawExample]:
     """Every example of `path` (by its suffix: .jsonl/.json, .csv, .npz); a file that is missing, empty or malformed
     is a one-line UserError naming `flag`, the file and, where there is one, the line and the field. Without
@@ -57,7 +62,7 @@ def read_examples(
         except (OSError, UnicodeDecodeError) as e:
             raise UserError(f"{flag} {path}: cannot be read as UTF-8 text ({e})") from None
         if suffix == ".csv":
-            examples = _read_csv(path, text, input_col, output_col, need_output)
+            examples = _read_csv(path, text, input_col, output_col, need_output, column_flags)
         else:
             examples = _read_jsonl(path, text, need_output)
     if not examples:
@@ -95,32 +100,31 @@ def _example(where: str, obj: Any, need_output: bool) -> RawExample:
     for name, v in (("group", group), ("id", ident)):
         if v is not None and (not isinstance(v, (str, int)) or isinstance(v, bool)):
             raise UserError(f"{where}: field {name!r}: expected a string or an integer, got {json.dumps(v)[:40]}")
-    return RawExample(
-        where,
-        obj["input"],
-        obj.get("output"),
-        None if group is None else str(group),
-        None if ident is None else str(ident),
-    )
+    return RawExample(where, obj["input"], obj.get("output"), group, ident)
 
 
 def _read_csv(
-    path: Path, text: str, input_col: str | None, output_col: str | None, need_output: bool = True
+    path: Path,
+    text: str,
+    input_col: str | None,
+    output_col: str | None,
+    need_output: bool = True,
+    column_flags: tuple[str, str] = ("--input-col", "--output-col"),
 ) -> list[RawExample]:
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
     reader = csv.reader(text.splitlines())
     header = next(reader, None)
     if header is None:
         return []
-    columns: dict[str, int | None] = {}
-    for flag, name, default in (("--input-col", input_col, "input"), ("--output-col", output_col, "output")):
+    columns: list[int | None] = []
+    for flag, name, default in zip(column_flags, (input_col, output_col), ("input", "output")):
         chosen = name or default
-        if chosen not in header and not (flag == "--output-col" and not need_output):
+        if chosen not in header and not (default == "output" and not need_output):
             given = f"{flag} {chosen}" if name else f"no {flag}, and no column {default!r}"
             raise UserError(f"{path}: {given}: the columns are {', '.join(repr(h) for h in header)}")
-        columns[flag] = header.index(chosen) if chosen in header else None
+        columns.append(header.index(chosen) if chosen in header else None)
     examples = []
-    x, y = columns["--input-col"], columns["--output-col"]
+    x, y = columns
     assert x is not None
     for i, row in enumerate(reader, 2):
         if not row:
@@ -173,7 +177,7 @@ def _read_npz(path: Path, flag: str, need_output: bool = True) -> list[RawExampl
             f"{path} row {i}",
             rows(x[i]),
             None if y is None else rows(y[i]),
-            None if groups is None else str(groups[i].item()),
+            None if groups is None else groups[i].item(),
         )
         for i in range(x.shape[0])
     ]
@@ -183,8 +187,9 @@ def _read_npz(path: Path, flag: str, need_output: bool = True) -> list[RawExampl
 
 
 def split_text(text: str, separator: str | None) -> list[str]:
-    """The symbols of a string: one a character, or separated by `separator` (" ": any whitespace)."""
-    if separator is None:
+    """The symbols of a string: one a character, or separated by `separator` (" ": any whitespace); an empty string
+    holds none."""
+    if separator is None or not text:
         return list(text)
     return text.split() if separator == " " else text.split(separator)
 

@@ -317,7 +317,8 @@ def test_dihedral_augmentation_keeps_the_rules(tmp_path: Path, capsys: Any, monk
         str(write_jsonl(tmp_path / "twos_test.jsonl", test)),
         *("--dihedral", "--num-aug", "3", "--check", f"{rules}:valid", "--out", str(out)),
     )
-    assert len((tmp_path / "calls.log").read_text().splitlines()) == len(train) + len(test)  # the rules were run
+    # the rules were run on every example, and on one copy of each training example moved by a declared symmetry
+    assert len((tmp_path / "calls.log").read_text().splitlines()) == len(train) + len(test) + len(train)
     meta, arrays = dataset(out, "train")
     d = meta["builder"]["declaration"]
     assert d["dihedral"] and d["layout"] == "fixed" and d["shape"] == [4, 4] and d["symbols"] == ["0", "1", "2", "3"]
@@ -505,6 +506,23 @@ BAD: dict[str, BadCase] = {
         [*SPLIT, "--dihedral"],
         ["--dihedral", "sequences"],
     ),
+    "dihedral-on-string-outputs": (  # a grid in, its count out: the square's maps would turn the count around
+        {"c.jsonl": lines(*({"input": g, "output": str(sum(map(sum, g)))} for g in (e["input"] for e in GOOD)))},
+        [*SPLIT, "--dihedral"],
+        ["--dihedral", "the outputs are strings"],
+    ),
+    "check-rejects-a-declared-symmetry": (  # mark the top-left cell: a rotation moves the mark, which the rules see
+        {
+            "m.jsonl": lines(*({"input": e["input"], "output": [[2, e["input"][0][1]], e["input"][1]]} for e in GOOD)),
+            "rules.py": "def valid(given, answer):\n    return answer == [[2] + given[0][1:]] + given[1:]\n",
+        },
+        [*SPLIT, "--dihedral", "--check", "@rules.py:valid"],
+        [
+            "error: --dihedral: the task does not keep the declared symmetries (the square's 8",
+            "@m.jsonl line",
+            "--check @rules.py:valid",
+        ],
+    ),
     "npz-sequences-dihedral": (
         {"s.npz": {"inputs": np.arange(12).reshape(4, 3) % 3, "labels": np.arange(12).reshape(4, 3) % 2}},
         [*SPLIT, "--dihedral"],
@@ -603,7 +621,23 @@ def test_int_grids_in_and_character_grids_out(tmp_path: Path, capsys: Any, monke
     # One kind for both fields: no output_cells (the records of such datasets are as they were).
     same = tmp_path / "same"
     built(capsys, monkeypatch, str(write_jsonl(tmp_path / "g.jsonl", GOOD)), *SPLIT, "--out", str(same))
-    assert dataset(same, "train")[0]["builder"]["declaration"]["output_cells"] is None
+    same_declaration = dataset(same, "train")[0]["builder"]["declaration"]
+    assert same_declaration["output_cells"] is None
+    assert same_declaration["answer_symbols"] == ["0", "2"]  # outputs never hold a 1: solve never answers one
+    assert declaration["answer_symbols"] == [s for s in declaration["symbols"] if s in ".#o"]
+
+
+def test_an_empty_string_with_a_separator_holds_no_symbol(tmp_path: Path, capsys: Any, monkeypatch: Any) -> None:
+    evens = [{"input": ",".join(map(str, xs)), "output": ",".join(str(x) for x in xs if x % 2 == 0)} for xs in
+             ([1, 3], [2, 5, 10], [7], [4, 4, 12], [11, 9, 6])]  # fmt: skip
+    out = tmp_path / "out"
+    path = str(write_jsonl(tmp_path / "evens.jsonl", evens))
+    built(capsys, monkeypatch, path, "--test-fraction", "0.4", "--separator", ",", "--out", str(out))
+    symbols = dataset(out, "train")[0]["builder"]["declaration"]["symbols"]
+    assert symbols == ["1", "2", "3", "4", "5", "6", "7", "9", "10", "11", "12"]  # no '' among them, sorted as numbers
+    assert sorted(map(json.dumps, decoded(out, "train") + decoded(out, "test"))) == sorted(
+        json.dumps([e["input"], e["output"]]) for e in evens
+    )
 
 
 def test_overwrite_replaces_a_file_dataset_and_nothing_else(tmp_path: Path, capsys: Any, monkeypatch: Any) -> None:

@@ -21,8 +21,9 @@ from tests.helpers import REPO, TINY_CLI, assert_one_line_error, run_hrm
 ALPHABET = "abcd"
 
 
-def sorting_examples(path: Path, count: int, seed: int, avoid: set[str]) -> set[str]:
-    """Strings of 3 to 6 letters and their letters sorted: a sequence task of varying length (the strip layout)."""
+def reversal_examples(path: Path, count: int, seed: int, avoid: set[str]) -> set[str]:
+    """Strings of 3 to 6 letters and the strings reversed: a sequence task of varying length (the strip layout) that
+    any permutation of the letters keeps (a sorting task would not: the build refuses --permute on it)."""
     rng = random.Random(seed)
     made: set[str] = set()
     with path.open("w") as f:
@@ -31,20 +32,20 @@ def sorting_examples(path: Path, count: int, seed: int, avoid: set[str]) -> set[
             if s in made or s in avoid:
                 continue
             made.add(s)
-            f.write(json.dumps({"input": s, "output": "".join(sorted(s))}) + "\n")
+            f.write(json.dumps({"input": s, "output": s[::-1]}) + "\n")
     return made
 
 
-# The rules of the task as a user writes them: any arrangement of the input's letters in order. (The plugin's own
-# `valid` below is stricter on purpose: a permutation of the input, in any order, so that valid answers >= exact.)
-RULES = "def valid(given, answer):\n    return isinstance(answer, str) and answer == ''.join(sorted(given))\n"
+# The rules of the task as a user writes them: the input's letters in reverse order. (The plugin's own `valid` below
+# is looser on purpose: a permutation of the input, in any order, so that valid answers >= exact.)
+RULES = "def valid(given, answer):\n    return isinstance(answer, str) and answer == given[::-1]\n"
 
 PLUGIN = '''
 from hrm_reason.tasks.declared import DeclaredTask
 
 
 class Anagram(DeclaredTask):
-    """A user's task: answer with the input's letters in any order (the file's label is the sorted one)."""
+    """A user's task: answer with the input's letters in any order (the file's label is the reversed one)."""
 
     kind = "toy-anagram"
 
@@ -59,8 +60,8 @@ class Anagram(DeclaredTask):
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("yours")
-    seen = sorting_examples(root / "train.jsonl", 300, 0, set())
-    sorting_examples(root / "test.jsonl", 40, 1, seen)
+    seen = reversal_examples(root / "train.jsonl", 300, 0, set())
+    reversal_examples(root / "test.jsonl", 40, 1, seen)
     (root / "rules.py").write_text(RULES)
     return root
 
@@ -114,7 +115,7 @@ def test_eval_reports_valid_answers_and_votes_over_the_declared_symmetries(run: 
     result = json.loads(out.read_text())
     valid = result["extra"]["valid_answers"]
     assert len(valid) == 3 and all(0.0 <= v <= 1.0 for v in valid)
-    # the rules accept exactly the sorted letters, the label: valid answers are the exact ones
+    # the rules accept exactly the reversed letters, the label: valid answers are the exact ones
     assert valid == pytest.approx(result["exact_accuracy"])
     assert result["extra"]["act_valid_answers"] == pytest.approx(result["act_exact_accuracy"])
     table = result["extra"]["test_time"]
@@ -129,7 +130,7 @@ def test_solve_reads_and_writes_the_tasks_own_symbols_and_checks_the_rules(run: 
     assert len(answers) == len(given)
     for g, a in zip(given, answers):
         assert isinstance(a["answer"], str) and set(a["answer"]) <= set(ALPHABET)
-        assert a["valid"] == (a["answer"] == "".join(sorted(g)))  # the user's rules, on the answer as printed
+        assert a["valid"] == (a["answer"] == g[::-1])  # the user's rules, on the answer as printed
         assert "expected output" in a["check"]
     text = run_hrm("solve", "--run", str(run), "dcba", "--quiet")
     assert text.returncode == 0 and "rules" in text.stdout
@@ -155,6 +156,14 @@ def test_solve_reads_the_csv_form_of_the_test_file_and_keeps_the_ids(run: Path, 
     assert "id" not in answers["test.csv"][0]
     text = run_hrm("solve", "--run", str(run), "--file", str(files / "ids.jsonl"), "--quiet")
     assert text.returncode == 0 and f"{files / 'ids.jsonl'} line 2 (id q1):" in text.stdout, text.stdout
+
+
+def test_solve_names_a_declared_tasks_dataset_that_is_not_found(run: Path, files: Path, tmp_path: Path) -> None:
+    config = (run / "config.yaml").read_text()
+    moved = tmp_path / "config.yaml"
+    moved.write_text(re.sub(r"(?m)^data_path: .*$", "data_path: data/elsewhere", config))
+    proc = run_hrm("solve", "--run", str(run), "--config", str(moved), "abc", cwd=tmp_path)
+    assert_one_line_error(proc, "its dataset data/elsewhere", f"not found from {tmp_path}", "declared there")
 
 
 def test_pictures_and_compare_work_on_a_declared_task(run: Path, built: Path, files: Path) -> None:
@@ -192,7 +201,7 @@ def test_a_task_of_your_own_package_through_the_entry_point(files: Path, plugin_
     proc = run_hrm("eval", "--run", str(run_dir), "--mmax", "2", "--json", str(ev), "--quiet", env=plugin_env)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(ev.read_text())
-    # the plugin's rules accept any order of the letters, the label only the sorted one
+    # the plugin's rules accept any order of the letters, the label only the reversed one
     assert all(v >= e for v, e in zip(result["extra"]["valid_answers"], result["exact_accuracy"]))
     proc = run_hrm("solve", "--run", str(run_dir), "abca", "--json", "--quiet", env=plugin_env)
     assert proc.returncode == 0, proc.stderr

@@ -461,12 +461,26 @@ def test_an_answer_the_rules_raise_on_is_invalid_and_said(tmp_path: Path) -> Non
     assert accepted.valid is True and accepted.check.startswith("valid")
 
 
-def test_answer_tokens_are_the_symbols_where_every_place_is_a_cell() -> None:
+def test_answer_tokens_are_the_outputs_symbols_and_the_markers_where_the_layout_has_them() -> None:
     fixed = DeclaredTask(declaration(symbols=["a", "b", "c"], cells="str"))
     np.testing.assert_array_equal(fixed.answer_tokens(), [FIRST_SYMBOL, FIRST_SYMBOL + 1, FIRST_SYMBOL + 2])
-    assert DeclaredTask(declaration(layout="canvas")).answer_tokens() is None  # the end marker closes a grid
+    outputs = DeclaredTask(declaration(symbols=["a", "b", "c"], cells="str", answer_symbols=["a", "c"]))
+    np.testing.assert_array_equal(outputs.answer_tokens(), [FIRST_SYMBOL, FIRST_SYMBOL + 2])  # 'b' only in inputs
+    canvas = DeclaredTask(declaration(layout="canvas", answer_symbols=["1"]))
+    np.testing.assert_array_equal(canvas.answer_tokens(), [PAD, EOS, FIRST_SYMBOL + 1])  # the end marker closes it
     strip = DeclaredTask(declaration(input_form="text", output_form="text", layout="strip", shape=(1, 4)))
-    assert strip.answer_tokens() is None
+    np.testing.assert_array_equal(strip.answer_tokens(), [PAD, EOS, 2, 3, 4])
+
+
+def test_a_fixed_answer_with_a_marker_or_a_string_over_rows_is_not_well_formed() -> None:
+    fixed = DeclaredTask(declaration())
+    assert fixed.well_formed(np.full(9, FIRST_SYMBOL)) and not fixed.well_formed(np.r_[np.full(8, 2), PAD])
+    counts = DeclaredTask(declaration(output_form="text", layout="canvas", shape=(3, 3)))
+    one_row = counts.tokens_of([["1", "2"]], "x")
+    two_rows = counts.tokens_of([["1", "2"], ["0", "0"]], "x")
+    assert counts.well_formed(one_row) and not counts.well_formed(two_rows)
+    reading = counts.answer(counts.parse('{"input": [[1, 2, 0]]}', "p")[0], two_rows)
+    assert reading.check.startswith("invalid: the answer is not one string (it spans 2 rows)"), reading.check
 
 
 def test_plain_text_keeps_the_blanks_of_a_task_whose_symbols_hold_the_space() -> None:
@@ -489,7 +503,7 @@ def test_plain_text_keeps_the_blanks_of_a_task_whose_symbols_hold_the_space() ->
 def test_solve_inputs_carry_their_ids_and_refuse_unknown_fields() -> None:
     task = DeclaredTask(declaration())
     text = '{"input": [[0,1,2],[2,1,0],[0,0,0]], "id": "q7"}\n{"input": [[1,1,1],[1,1,1],[1,1,1]], "id": 3}\n'
-    assert [p.ident for p in task.parse(text, "mine.jsonl")] == ["q7", "3"]
+    assert [p.ident for p in task.parse(text, "mine.jsonl")] == ["q7", 3]  # as the file writes them
     with pytest.raises(UserError, match=r"^mine\.jsonl line 1: unknown field 'ouput'"):
         task.parse('{"input": [[0,1,2],[2,1,0],[0,0,0]], "ouput": [[0,1,2],[2,1,0],[0,0,0]]}\n', "mine.jsonl")
 
