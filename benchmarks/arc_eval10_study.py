@@ -21,16 +21,24 @@ from table_cli import table_main
 MODELS = ("hrm", "transformer_act", "trm", "hrm_1seg")
 
 
-def runs(root: Path) -> list[tuple[tuple[int, int, str], list[dict]]]:
-    """((budget, augmentations, model), the runs' eval.json) in the table's order."""
-    found: dict[tuple[int, int, str], list[dict]] = {}
+def runs(root: Path) -> list[tuple[tuple[int, str, str], list[dict]]]:
+    """((budget, augmentations, model), the runs' eval.json) in the table's order; augmentations "8", or "8t" where
+    the training set's tasks were added to training (benchmarks/arc_eval10_study.sh)."""
+    found: dict[tuple[int, str, str], list[dict]] = {}
     for path in sorted(root.glob("*/aug-*/*/seed*/eval.json")):
         model, aug, budget = path.parts[-3], path.parts[-4], path.parts[-5]
         record = json.loads(path.read_text())
         record["seed"] = int(path.parts[-2].removeprefix("seed"))
-        found.setdefault((int(budget), int(aug.removeprefix("aug-")), model), []).append(record)
+        found.setdefault((int(budget), aug.removeprefix("aug-"), model), []).append(record)
     order = {m: i for i, m in enumerate(MODELS)}
-    return sorted(found.items(), key=lambda kv: (kv[0][0], kv[0][1], order.get(kv[0][2], len(order))))
+    return sorted(
+        found.items(),
+        key=lambda kv: (kv[0][0], kv[0][1].endswith("t"), int(kv[0][1].rstrip("t")), order.get(kv[0][2], len(order))),
+    )
+
+
+def augmentations(aug: str) -> str:
+    return f"{aug[:-1]}, training tasks added" if aug.endswith("t") else aug
 
 
 def solved(record: dict, k: int = 2) -> list[str]:
@@ -48,7 +56,7 @@ def results(root: Path) -> str:
         steps = sum(r["provenance"]["step"] for r in records) / len(records)
         per_seed = " / ".join(f"{100 * r['extra']['pass@2']:.1f}" for r in records)
         rows.append(
-            f"| {budget:,} | {aug} | {model} | {len(records)} | {steps:,.0f} | "
+            f"| {budget:,} | {augmentations(aug)} | {model} | {len(records)} | {steps:,.0f} | "
             f"{records[0]['extra']['arc_voting']['tasks_scored']} | {mean_sd([r['extra']['pass@1'] for r in records])} | "
             f"{mean_sd([r['extra']['pass@2'] for r in records])} | {per_seed} |"
         )
@@ -60,7 +68,9 @@ def tasks(root: Path) -> str:
     for (budget, aug, model), records in runs(root):
         for record in records:
             for task in solved(record):
-                solvers.setdefault(task, []).append(f"{model} @{aug} ({budget:,} s) seed {record['seed']}")
+                solvers.setdefault(task, []).append(
+                    f"{model} @{augmentations(aug)} ({budget:,} s) seed {record['seed']}"
+                )
     rows = ["| task | solved (pass@2) by |", "|---|---|"]
     rows += [f"| {task} | {', '.join(by)} |" for task, by in sorted(solvers.items())]
     if not solvers:
