@@ -95,3 +95,5 @@ def test_the_arc_rung_reads_each_seeds_voted_pass_at_2_and_decides_by_the_same_r
     assert cell.startswith("**held**: hrm 11.0 ± 1.0%, hrm_1seg 1.0 ± 1.0%") and "1,001 and 1,001 steps" in cell, cell
     assert claims.beats("hrm", "transformer_act")(finals, tmp_path, arc) == "not run"
     assert claims.more_segments(finals, tmp_path, arc) == "not run"  # no per-segment figures on this rung
+    assert arc.title in claims.claims(tmp_path)  # its column shows once the study has records
+    assert arc.title not in claims.claims(tmp_path / "elsewhere")
