@@ -42,6 +42,7 @@ from hrm_reason.tasks.declared import (
     DeclaredTask,
     is_int,
     load_check,
+    run_rules,
     sha256_of,
     symbol_list,
     value_grid,
@@ -431,10 +432,9 @@ def check_examples(
     x, y = np.concatenate(inputs), np.concatenate(outputs)
     for e, xi, yi in zip(examples, x, y):
         given, answer = task.file_value(xi, "input"), task.file_value(yi, "output")
-        try:
-            ok = check(given, answer)
-        except Exception as err:
-            raise UserError(f"{what}: raised on {e.where} ({type(err).__name__}: {err})") from None
+        ok, raised = run_rules(check, given, answer)
+        if raised is not None:
+            raise UserError(f"{what}: raised on {e.where} ({raised})")
         if not ok:
             raise UserError(
                 f"{what}: rejects the output of {e.where} ({json.dumps(answer)[:60]}); the rules must accept the file's answers"
@@ -458,12 +458,8 @@ def check_symmetries(
     cx, cy = transforms.apply(x, element), transforms.apply(y, element)
     for e, xi, yi in zip(examples, cx, cy):
         given, answer = task.file_value(xi, "input"), task.file_value(yi, "output")
-        try:
-            ok = check(given, answer)
-        except Exception as err:
-            ok, why = False, f" (it raised {type(err).__name__}: {err})"
-        else:
-            why = ""
+        ok, raised = run_rules(check, given, answer)
+        why = f" (it raised {raised})" if raised is not None else ""
         if not ok:
             flags = " ".join(
                 f for f, on in (("--dihedral", transforms.dihedral), ("--permute", transforms.permuted)) if on

@@ -327,6 +327,17 @@ def load_check(path: Path, function: str, flag: str = "--check") -> Check:
     return check
 
 
+def run_rules(check: Check, given: Any, answer: Any) -> tuple[bool, str | None]:
+    """The user's rules on one answer: (accepted, the error they raised, if any). Their code raising on an answer is
+    the answer's fault (not accepted), never a crash of the command; a UserError of ours passes through."""
+    try:
+        return bool(check(given, answer)), None
+    except UserError:
+        raise
+    except Exception as e:
+        return False, f"{type(e).__name__}: {e}"
+
+
 def sha256_of(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -374,14 +385,10 @@ class ValidAnswers:
     def _verdict(self, given: Any, tokens: np.ndarray) -> bool:
         if not self.task.well_formed(tokens):  # padding or an end marker inside a fixed grid: not an answer
             return False
-        try:
-            return bool(self.task.valid(given, self.task.file_value(tokens, "output")))
-        except UserError:
-            raise
-        except Exception as e:  # the user's code on a model's answer: counted invalid, said once
-            if not self.raised:
-                self.raised.append(f"{type(e).__name__}: {e}")
-            return False
+        ok, raised = run_rules(self.task.valid, given, self.task.file_value(tokens, "output"))
+        if raised is not None and not self.raised:  # counted invalid, said once
+            self.raised.append(raised)
+        return ok
 
     def result(self, world_size: int) -> dict[str, Any]:
         import torch
@@ -674,18 +681,11 @@ class DeclaredTask(Task):
             )
             valid = False if self.has_rules else None
         elif self.has_rules:
-            try:
-                valid = self.valid(self.file_value(puzzle.tokens, "input"), grid)
-            except UserError:
-                raise
-            except Exception as e:  # the user's code on a model's answer: invalid, as hrm eval counts it
-                valid = False
-                verdicts.append(f"invalid: the task's rules raised on it ({type(e).__name__}: {e})"[:300])
+            valid, raised = run_rules(self.valid, self.file_value(puzzle.tokens, "input"), grid)
+            if raised is not None:  # invalid, as hrm eval counts it
+                verdicts.append(f"invalid: the task's rules raised on it ({raised})"[:300])
             else:
-                if valid is not None:
-                    verdicts.append(
-                        "valid: the task's rules accept it" if valid else "invalid: the task's rules reject it"
-                    )
+                verdicts.append("valid: the task's rules accept it" if valid else "invalid: the task's rules reject it")
         if puzzle.expected is not None:
             same = self.layout.decode(puzzle.expected).tolist() == self.layout.decode(np.asarray(tokens)).tolist()
             verdicts.append("matches the expected output" if same else "differs from the expected output")
