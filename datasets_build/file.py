@@ -35,6 +35,7 @@ from hrm_reason.runtime.logs import progress_bar
 from hrm_reason.tasks import task_class
 from hrm_reason.tasks.declared import (
     CHECK_FILE,
+    FIRST_SYMBOL,
     KIND,
     Check,
     CheckRef,
@@ -520,8 +521,25 @@ def summary(out: Path) -> str:
         s for s, on in (("the square's 8", d.dihedral), (f"permutations of {len(d.permute)} symbols", d.permute)) if on
     ]
     check = f", check {d.check.source}:{d.check.function}" if d.check else ""
+    unseen = unseen_symbols(out, d)
+    note = (
+        f"\nnote: test examples use {symbol_list(unseen, 10)}, which no training example (nor augmented copy) does: "
+        "the model never sees " + ("it" if len(unseen) == 1 else "them") + " in training"
+        if unseen
+        else ""
+    )
     return (
         f"wrote {out}: task {train['name']!r}, {layout}, {len(d.symbols)} symbols ({symbol_list(d.symbols, 10)}); "
         f"train {train['counts']['examples']:,} examples ({train['counts']['originals']:,} originals), test "
-        f"{test['counts']['examples']:,}; symmetries: {' x '.join(sym) or 'none'}{check}"
+        f"{test['counts']['examples']:,}; symmetries: {' x '.join(sym) or 'none'}{check}{note}"
     )
+
+
+def unseen_symbols(out: Path, d: Declaration) -> list[str]:
+    """The symbols the test split uses and the (augmented) training split never does, in token order."""
+
+    def used(split: str) -> set[int]:
+        arrays = (np.load(out / split / f"all__{name}.npy") for name in ("inputs", "labels"))
+        return set(np.unique(np.concatenate([a.reshape(-1) for a in arrays])).tolist())
+
+    return [d.symbols[t - FIRST_SYMBOL] for t in sorted(used("test") - used("train")) if t >= FIRST_SYMBOL]

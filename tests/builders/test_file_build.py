@@ -653,3 +653,23 @@ def test_overwrite_replaces_a_file_dataset_and_nothing_else(tmp_path: Path, caps
     proc = build(capsys, monkeypatch, path, *SPLIT, "--out", str(mine), "--overwrite")
     assert_one_line_error(proc, f"--out {mine}", "notes.txt")
     assert (mine / "notes.txt").read_text() == "mine\n"
+
+
+def test_summary_names_the_symbols_only_test_examples_use(tmp_path: Path, capsys: Any, monkeypatch: Any) -> None:
+    """A symbol of the test file alone is taken (the documented default), and the summary says training never shows
+    it; one that --permute's augmented copies bring into training is not named."""
+    train = write_jsonl(tmp_path / "train.jsonl", [{"input": "ab", "output": "ba"}, {"input": "bba", "output": "abb"}])
+    test = write_jsonl(tmp_path / "test.jsonl", [{"input": "cab", "output": "bac"}, {"input": "ad", "output": "da"}])
+    plain, permuted = tmp_path / "plain", tmp_path / "permuted"
+    built(capsys, monkeypatch, str(train), "--test", str(test), "--out", str(plain))
+    note = summary(plain).splitlines()[1]
+    assert note.startswith("note: test examples use 'c', 'd', which no training example") and "them" in note
+    built(
+        capsys, monkeypatch, str(train), "--test", str(test), "--permute", "abc", "--num-aug", "8", "--out",
+        str(permuted),
+    )  # fmt: skip
+    lines = summary(permuted).splitlines()
+    assert len(lines) == 2 and lines[1].startswith("note: test examples use 'd', which") and " it " in lines[1]
+    seen = write_jsonl(tmp_path / "seen.jsonl", [{"input": "aab", "output": "baa"}])
+    built(capsys, monkeypatch, str(train), "--test", str(seen), "--out", str(tmp_path / "seen"))
+    assert "\n" not in summary(tmp_path / "seen")
