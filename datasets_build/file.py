@@ -181,8 +181,11 @@ def source_detail(opts: FileBuildOptions) -> dict[str, Any]:
 
 
 def group_of(example: RawExample) -> str:
-    """The example's group: its own, else itself alone (its place in the file)."""
-    return f"group {example.group}" if example.group is not None else example.where
+    """The example's group: its own, else its identical copies (the same input and output) and itself, so that a
+    file's duplicates never sit on both sides of a split."""
+    if example.group is not None:
+        return f"group {example.group}"
+    return "same " + json.dumps([example.input, example.output], ensure_ascii=False)
 
 
 def check_groups(train: list[RawExample], test: list[RawExample]) -> None:
@@ -234,7 +237,8 @@ def check_overlap(flag: str, train: list[RawExample], test: list[RawExample], *a
         j, i = both[0]
         raise UserError(
             f"{flag}: {len(both)} test example{'s are' if len(both) > 1 else ' is'} also in training (first: "
-            f"{test[j].where} = {train[i].where}); remove them, or give equivalent examples one group"
+            f"{test[j].where} = {train[i].where}); "
+            + ("remove them from one of the files" if flag == "--test" else "their groups differ: give them one group")
         )
 
 
@@ -507,7 +511,7 @@ def augment(
 
 
 def summary(out: Path) -> str:
-    """One line for the CLI: where the dataset is and what it holds."""
+    """One line for the CLI: where the dataset is and what it holds; then a note a line on what training never shows."""
     train = json.loads((out / "train" / "dataset.json").read_text())["builder"]
     test = json.loads((out / "test" / "dataset.json").read_text())["builder"]
     d = Declaration.model_validate(train["declaration"])
@@ -521,25 +525,63 @@ def summary(out: Path) -> str:
         s for s, on in (("the square's 8", d.dihedral), (f"permutations of {len(d.permute)} symbols", d.permute)) if on
     ]
     check = f", check {d.check.source}:{d.check.function}" if d.check else ""
-    unseen = unseen_symbols(out, d)
-    note = (
-        f"\nnote: test examples use {symbol_list(unseen, 10)}, which no training example (nor augmented copy) does: "
-        "the model never sees " + ("it" if len(unseen) == 1 else "them") + " in training"
-        if unseen
-        else ""
-    )
+    notes = [f"\nnote: {line}" for line in (unseen_note(out, d), larger_note(out, d)) if line is not None]
     return (
         f"wrote {out}: task {train['name']!r}, {layout}, {len(d.symbols)} symbols ({symbol_list(d.symbols, 10)}); "
         f"train {train['counts']['examples']:,} examples ({train['counts']['originals']:,} originals), test "
-        f"{test['counts']['examples']:,}; symmetries: {' x '.join(sym) or 'none'}{check}{note}"
+        f"{test['counts']['examples']:,}; symmetries: {' x '.join(sym) or 'none'}{check}{''.join(notes)}"
     )
 
 
-def unseen_symbols(out: Path, d: Declaration) -> list[str]:
-    """The symbols the test split uses and the (augmented) training split never does, in token order."""
+def unseen_note(out: Path, d: Declaration) -> str | None:
+    """The symbols the test split uses and the (augmented) training split never does, said; None when there are none."""
 
     def used(split: str) -> set[int]:
-        arrays = (np.load(out / split / f"all__{name}.npy") for name in ("inputs", "labels"))
-        return set(np.unique(np.concatenate([a.reshape(-1) for a in arrays])).tolist())
+        return set(np.unique(np.concatenate([a.reshape(-1) for a in split_arrays(out, split)])).tolist())
 
-    return [d.symbols[t - FIRST_SYMBOL] for t in sorted(used("test") - used("train")) if t >= FIRST_SYMBOL]
+    unseen = [d.symbols[t - FIRST_SYMBOL] for t in sorted(used("test") - used("train")) if t >= FIRST_SYMBOL]
+    if not unseen:
+        return None
+    it = "it" if len(unseen) == 1 else "them"
+    return (
+        f"test examples use {symbol_list(unseen, 10)}, which no training example (nor augmented copy) does: the model "
+        f"never sees {it} in training"
+    )
+
+
+def larger_note(out: Path, d: Declaration) -> str | None:
+    """Test examples larger than every (augmented) training example in a dimension, said: the model never trained
+    on that size; None when there are none (always, in the fixed layout: one size)."""
+    if d.layout == "fixed":
+        return None
+
+    def extents(split: str) -> np.ndarray:  # [n, 2]: rows and columns an example's input or output reaches
+        rows, cols = d.shape
+        sizes = []
+        for a in split_arrays(out, split):
+            held = a.reshape(len(a), rows, cols) >= FIRST_SYMBOL
+            by_row, by_col = held.any(2), held.any(1)
+            sizes.append(
+                np.stack([rows - np.argmax(by_row[:, ::-1], 1), cols - np.argmax(by_col[:, ::-1], 1)], 1)
+                * by_row.any(1, keepdims=True)
+            )
+        return np.maximum(*sizes)
+
+    train, test = extents("train").max(0), extents("test")
+    over = (test > train).any(1)
+    if not over.any():
+        return None
+
+    def size(rc: np.ndarray) -> str:
+        return f"{rc[1]} symbols" if d.layout == "strip" else f"{rc[0]}x{rc[1]}"
+
+    n = int(over.sum())
+    return (
+        f"{n} test example{'s exceed' if n > 1 else ' exceeds'} the training examples' sizes (test up to "
+        f"{size(test.max(0))}, training up to {size(train)}): the model never trains on that size"
+    )
+
+
+def split_arrays(out: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
+    """A written split's inputs and labels."""
+    return np.load(out / split / "all__inputs.npy"), np.load(out / split / "all__labels.npy")

@@ -633,7 +633,7 @@ def read_preset(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]:
 def read_config(path: str | Path | None, overrides: list[str] | None = None) -> dict[str, Any]:
     """The config file (if any), its bases merged under it (`read_preset`), with `key=value` overrides applied, before
     validation."""
-    data = read_preset(Path(path)) if path is not None else {}
+    data = read_preset(config_file(Path(path))) if path is not None else {}
     # Hydra leftovers of original configs are not settings.
     data.pop("defaults", None)
     data.pop("hydra", None)
@@ -658,10 +658,27 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
         raise UserError(validation_message(e, source)) from None
 
 
+def config_file(path: Path) -> Path:
+    """The config file `path`; where it is not there and names a packaged config as the README writes them
+    (configs/NAME.yaml, NAME.yaml or NAME), the installed copy, so that the README's commands run from any folder."""
+    if path.is_file() or path.is_absolute() or len(path.parts) > 2 or path.parts[:-1] not in ((), ("configs",)):
+        return path
+    name = path.name if path.suffix in (".yaml", ".yml") else f"{path.name}.yaml"
+    packaged = packaged_config(name)
+    if packaged.is_file():
+        return packaged
+    raise UserError(f"config file {path} not found, nor is {name} one of the packaged configs ({packaged.parent})")
+
+
 def packaged_config(name: str) -> Path:
     """configs/NAME of the checkout; the copy installed as package data otherwise."""
     local = Path(__file__).resolve().parents[1] / "configs" / name
-    return local if local.is_file() else Path(str(files("hrm_reason.configs") / name))
+    if local.is_file():
+        return local
+    try:
+        return Path(str(files("hrm_reason.configs") / name))
+    except ModuleNotFoundError:  # a checkout installed in place: its configs/ is the only copy
+        return local
 
 
 def resume_config(

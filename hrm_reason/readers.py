@@ -56,9 +56,10 @@ def _not_utf8(label: str, e: UnicodeDecodeError, expected: str | None, offset: i
 
 
 def decode_text(data: bytes, label: str, expected: str | None = None) -> str:
-    """`data` (read from the file `label`) as UTF-8 text; "<label>: not UTF-8 text (...)" otherwise."""
+    """`data` (read from the file `label`) as UTF-8 text, a leading byte-order mark (as Windows editors write it)
+    dropped; "<label>: not UTF-8 text (...)" otherwise."""
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as e:
         raise _not_utf8(label, e, expected) from None
 

@@ -144,3 +144,20 @@ if __name__ == "__main__":
     FIXTURE.parent.mkdir(exist_ok=True)
     FIXTURE.write_text(json.dumps({p.name: resolved(p) for p in presets()}, indent=1, sort_keys=True) + "\n")
     print(f"wrote {FIXTURE.relative_to(REPO)}: {len(presets())} presets")
+
+
+def test_a_packaged_config_is_found_from_any_folder(tmp_path: Path, monkeypatch: Any) -> None:
+    """The README's `-c configs/NAME.yaml` names the packaged config outside the checkout too (NAME.yaml and NAME as
+    well); a file of that path in the folder wins, and a name that is neither is refused in one line."""
+    expected = load_config(CONFIGS / "your_task.yaml")
+    monkeypatch.chdir(tmp_path)
+    for name in ("configs/your_task.yaml", "your_task.yaml", "your_task"):
+        assert load_config(name) == expected
+    (tmp_path / "configs").mkdir()
+    save_config(expected.model_copy(update={"data_path": "data/mine"}), tmp_path / "configs" / "your_task.yaml")
+    assert load_config("configs/your_task.yaml").data_path == "data/mine"  # the user's own file, not ours
+    for name in ("configs/nope.yaml", "nope"):
+        with pytest.raises(UserError, match=rf"^config file {name} not found, nor is nope\.yaml one of the packaged"):
+            load_config(name)
+    with pytest.raises(UserError, match=r"^config file elsewhere/your_task\.yaml not found$"):
+        load_config("elsewhere/your_task.yaml")

@@ -66,6 +66,10 @@ def test_read_text_names_the_file_and_the_first_bad_byte(tmp_path: Path) -> None
     )
     path.write_text("héllo\n", encoding="utf-8")
     assert read_text(path) == "héllo\n"
+    path.write_text("héllo\r\n", encoding="utf-8-sig")  # as Windows editors save it: the byte-order mark dropped
+    assert read_text(path) == "héllo\r\n"
+    path.write_bytes(b"\xef\xbb\xbfok\xff")
+    assert error(read_text, path) == f"{path}: not UTF-8 text (invalid byte 0xff at offset 5)"
 
 
 def test_read_text_missing_and_directory(tmp_path: Path) -> None:

@@ -334,7 +334,7 @@ def run_rules(check: Check, given: Any, answer: Any) -> tuple[bool, str | None]:
         return bool(check(given, answer)), None
     except UserError:
         raise
-    except Exception as e:
+    except (Exception, SystemExit) as e:  # sys.exit() in their function is their code failing, not ours ending
         return False, f"{type(e).__name__}: {e}"
 
 
@@ -627,40 +627,56 @@ class DeclaredTask(Task):
     def _read(self, value: Any, where: str, form: Form) -> list[list[str]]:
         d = self.declaration
         if form == "grid" and isinstance(value, str):  # typed as text rows
-            value = [
-                split_text(line, d.separator if d.separator is not None else (" " if _wide(d.symbols) else None))
-                for line in text_lines(value)
-                if self._holds(line)
-            ]
+            value = [self._cells(line) for line in text_lines(value) if self._holds(line)]
         check_value(value, where, form, d.grid, d.separator)
         return value_grid(value, form, d.separator, d.grid)
 
     def _text_values(self, text: str, source: str) -> list[RawExample]:
         d = self.declaration
         lines = text_lines(text)
-        if d.input_form != "grid":
+        if d.input_form == "text":
             return [RawExample(f"{source} line {i}", line) for i, line in enumerate(lines, 1) if self._holds(line)]
         values, block, first = [], [], 0
         for i, line in enumerate([*lines, ""], 1):
             if not self._holds(line):
                 if block:
-                    values.append(RawExample(f"{source} line {first}", self._block(block)))
+                    values.extend(self._block_values(block, f"{source} line", first))
                     block = []
                 continue
             first = first if block else i
             block.append(line)
         return values
 
+    def _block_values(self, block: list[str], where: str, first: int) -> list[RawExample]:
+        """The inputs of lines between empty ones: a grid (rows a line); for a string read into --grid's shape,
+        the grid's rows a line, or a whole grid a line."""
+        d = self.declaration
+        if d.input_form == "grid":
+            return [RawExample(f"{where} {first}", self._block(block))]
+        assert d.grid is not None
+        cells = [self._cells(line) for line in block]
+        sep = d.separator or ""
+        if len(block) == d.grid[0] and all(len(row) == d.grid[1] for row in cells):
+            return [RawExample(f"{where} {first}", sep.join(s for row in cells for s in row))]
+        return [RawExample(f"{where} {first + k}", sep.join(row)) for k, row in enumerate(cells)]
+
     def _holds(self, line: str) -> bool:
         """Whether a line of plain text holds symbols: an empty one never (it ends a grid), one of blanks only where
         the space is one of the task's symbols."""
         return bool(line) if " " in self.declaration.symbols else bool(line.strip())
 
-    def _block(self, block: list[str]) -> list[list[str]]:
+    def _cells(self, line: str) -> list[str]:
+        """The symbols of a typed row: split by the separator (whitespace where a symbol is wider than a character),
+        else a character each, where blanks that are none of the task's symbols only space the cells out."""
         d = self.declaration
         sep = d.separator if d.separator is not None else (" " if _wide(d.symbols) else None)
-        keep = " " in d.symbols  # a row's leading and trailing blanks are cells
-        rows = [split_text(line if keep or sep is not None else line.strip(), sep) for line in block]
+        if sep is None:
+            return [c for c in line if not c.isspace() or c in self.token_index]
+        return split_text(line if " " in d.symbols else line.strip(), sep)
+
+    def _block(self, block: list[str]) -> list[list[str]]:
+        d = self.declaration
+        rows = [self._cells(line) for line in block]
         rows_n, cols_n = d.shape
         if d.layout == "fixed" and len(rows) == 1 and len(rows[0]) == rows_n * cols_n and rows_n > 1:
             rows = [rows[0][r * cols_n : (r + 1) * cols_n] for r in range(rows_n)]

@@ -48,7 +48,9 @@ def read_examples(
     `need_output` (inputs to answer) the outputs may be absent: a CSV without the output column, an .npz without
     labels, a JSON Lines example without "output"."""
     if not path.is_file():
-        raise UserError(f"{flag} {path}: no such file")
+        raise UserError(
+            f"{flag} {path}: " + ("a directory, not a file of examples" if path.is_dir() else "no such file")
+        )
     suffix = path.suffix.lower()
     if suffix not in SUFFIXES:
         raise UserError(f"{flag} {path}: expected a .jsonl, .csv or .npz file of examples (docs/tasks.md)")
@@ -237,6 +239,8 @@ def parse_json_values(text: str, source: str, grids: bool) -> list[RawExample] |
     checked as the builder checks them, or, for a task of grid inputs (`grids`), one JSON value (a grid, or a list of
     grids); None when the text does not start like JSON (plain text: a sequence task's "[[]]" is its symbols)."""
     stripped = text.lstrip()
+    if stripped[:1] == "[" and stripped[1:].lstrip()[:1] == "{":
+        raise UserError(f"{source}: a JSON array of examples; write them as JSON Lines, one example a line")
     if not stripped or stripped[0] not in ('{["' if grids else "{"):
         return None
     if stripped[0] == "{":

@@ -281,6 +281,21 @@ def test_test_fraction_keeps_groups_whole_and_follows_the_seed(tmp_path: Path, c
     np.testing.assert_array_equal(np.stack([p.tokens for p in puzzles]), dataset(tmp_path / "a", "test")[1]["inputs"])
 
 
+def test_test_fraction_keeps_a_files_duplicates_on_one_side(tmp_path: Path, capsys: Any, monkeypatch: Any) -> None:
+    """Without groups (a CSV has none), the same example written several times is one group: the split never puts
+    a copy on each side, whatever the seed."""
+    rows = ["quizzes,solutions"] + [f"{a}{b},{b}{a}" for a in "abc" for b in "abc"] * 3  # 9 examples, 3 copies each
+    path = tmp_path / "dup.csv"
+    path.write_text("\n".join(rows) + "\n")
+    for seed in range(4):
+        out = tmp_path / f"s{seed}"
+        built(capsys, monkeypatch, str(path), "--test-fraction", "0.3", "--input-col", "quizzes", "--output-col",
+              "solutions", "--seed", str(seed), "--out", str(out))  # fmt: skip
+        train, test = (decoded(out, split) for split in ("train", "test"))
+        assert not set(train) & set(test) and len(train) + len(test) == 27
+        assert all(test.count(e) == 3 for e in test)
+
+
 # ------------------------------------------------------------------------------------------------ augmentation
 
 RULES = """\
@@ -421,12 +436,12 @@ BAD: dict[str, BadCase] = {
     "same-example-both-sides": (
         {"ex.jsonl": lines(*GOOD), "t.jsonl": lines(GOOD[3], GOOD[1])},
         ["--test", "@t.jsonl"],
-        ["2 test examples", "@t.jsonl line 1", "@ex.jsonl line 4"],
+        ["2 test examples", "@t.jsonl line 1", "@ex.jsonl line 4", "remove them from one of the files"],
     ),
-    "same-example-twice-across-the-fraction-split": (
-        {"ex.jsonl": lines(*[GOOD[1]] * 4)},
+    "same-example-in-two-groups-across-the-fraction-split": (
+        {"ex.jsonl": lines(GOOD[1] | {"group": "a"}, GOOD[1] | {"group": "b"})},
         SPLIT,
-        ["2 test examples are also in training", "@ex.jsonl line"],
+        ["1 test example is also in training", "@ex.jsonl line", "their groups differ"],
     ),
     "group-both-sides": (
         {
@@ -465,6 +480,15 @@ BAD: dict[str, BadCase] = {
         },
         [*SPLIT, "--check", "@rules.py:valid"],
         ["--check @rules.py:valid", "@ex.jsonl line 4", "ValueError: corner"],
+    ),
+    "check-exits-on-an-example": (
+        {
+            "ex.jsonl": lines(*GOOD),
+            "rules.py": "import sys\n\n\ndef valid(given, answer):\n    if given[1][1] == 1:\n        sys.exit(3)\n"
+            "    return True\n",
+        },
+        [*SPLIT, "--check", "@rules.py:valid"],
+        ["--check @rules.py:valid", "@ex.jsonl line 4", "SystemExit: 3"],
     ),
     "check-rejects-an-output": (
         {
@@ -565,6 +589,13 @@ def test_bad_file_is_one_line_and_writes_nothing(name: str, tmp_path: Path, caps
     assert proc.returncode == 2
     assert_one_line_error(proc, *map(at, fragments))
     assert sorted(tmp_path.iterdir()) == before  # no --out, and no temporary folder left beside it
+
+
+def test_a_directory_given_as_the_examples_is_named_as_one(tmp_path: Path, capsys: Any, monkeypatch: Any) -> None:
+    (tmp_path / "task").mkdir()
+    (tmp_path / "task" / "train.jsonl").write_text(lines(*GOOD))
+    proc = build(capsys, monkeypatch, str(tmp_path / "task"), *SPLIT, "--out", str(tmp_path / "out"))
+    assert_one_line_error(proc, f"EXAMPLES {tmp_path / 'task'}: a directory, not a file of examples")
 
 
 def test_good_files_of_the_bad_cases_build(tmp_path: Path, capsys: Any, monkeypatch: Any) -> None:
@@ -673,3 +704,32 @@ def test_summary_names_the_symbols_only_test_examples_use(tmp_path: Path, capsys
     seen = write_jsonl(tmp_path / "seen.jsonl", [{"input": "aab", "output": "baa"}])
     built(capsys, monkeypatch, str(train), "--test", str(seen), "--out", str(tmp_path / "seen"))
     assert "\n" not in summary(tmp_path / "seen")
+
+
+def test_summary_names_test_examples_beyond_the_training_sizes(tmp_path: Path, capsys: Any, monkeypatch: Any) -> None:
+    """Sequences longer, or grids taller or wider, than every training example are said (the model never trains on
+    that size); a test example within the training sizes in every dimension is not."""
+    words = write_jsonl(tmp_path / "w.jsonl", [{"input": w, "output": w[::-1]} for w in ("ab", "abc", "ba", "cab")])
+    longer = write_jsonl(tmp_path / "wl.jsonl", [{"input": w, "output": w[::-1]} for w in ("abcab", "bc", "aabc")])
+    built(capsys, monkeypatch, str(words), "--test", str(longer), "--out", str(tmp_path / "s"))
+    lines = summary(tmp_path / "s").splitlines()
+    assert lines[1:] == [
+        "note: 2 test examples exceed the training examples' sizes (test up to 5 symbols, training up to 3 symbols): "
+        "the model never trains on that size"
+    ]
+
+    def grid(rows: int, cols: int) -> dict[str, Any]:
+        g = [[(r + c) % 3 for c in range(cols)] for r in range(rows)]
+        return {"input": g, "output": [row[::-1] for row in g]}
+
+    grids = write_jsonl(tmp_path / "g.jsonl", [grid(2, 3), grid(3, 2), grid(1, 1)])
+    wider = write_jsonl(tmp_path / "gw.jsonl", [grid(2, 2), grid(1, 4)])
+    built(capsys, monkeypatch, str(grids), "--test", str(wider), "--out", str(tmp_path / "g"))
+    assert (
+        summary(tmp_path / "g")
+        .splitlines()[1]
+        .startswith("note: 1 test example exceeds the training examples' sizes (test up to 2x4, training up to 3x3)")
+    )
+    within = write_jsonl(tmp_path / "gi.jsonl", [grid(3, 3) | {"input": [[1, 1], [1, 1]]}, grid(2, 2)])
+    built(capsys, monkeypatch, str(grids), "--test", str(within), "--out", str(tmp_path / "i"))
+    assert "\n" not in summary(tmp_path / "i")

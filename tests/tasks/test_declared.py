@@ -358,6 +358,8 @@ def test_parse_grid_blocks_and_one_line_fixed_grids() -> None:
         task.parse("012\n210\n000\n\n01\n21\n", "grids.txt")
     with pytest.raises(UserError, match=r"grids\.txt line 1: .*ragged"):
         task.parse("012\n21\n000\n", "grids.txt")
+    spaced = task.parse("0 1 2\n2 1\t0\n 0 0 0 \n", "spaced.txt")  # blanks that are no symbol space cells out
+    assert [task.file_value(p.tokens, "input") for p in spaced] == [[[0, 1, 2], [2, 1, 0], [0, 0, 0]]]
 
 
 def test_parse_plain_text_flat_grids() -> None:
@@ -369,6 +371,18 @@ def test_parse_plain_text_flat_grids() -> None:
     assert [task.file_value(p.tokens, "input") for p in puzzles] == ["1..2", ".21."]
     with pytest.raises(UserError, match=r"quiz\.txt line 2: field 'input': 3 symbols, where --grid 2x2 holds 4"):
         task.parse("1..2\n1.2\n", "quiz.txt")
+    rows = task.parse("1.\n.2\n\n. 1\n2 .\n\n1..2\n.21.\n", "rows.txt")  # a row a line, or a grid a line
+    assert [(p.name, task.file_value(p.tokens, "input")) for p in rows] == [
+        ("rows.txt line 1", "1..2"),
+        ("rows.txt line 4", ".12."),
+        ("rows.txt line 7", "1..2"),
+        ("rows.txt line 8", ".21."),
+    ]
+    separated = DeclaredTask(
+        declaration(input_form="flat", output_form="flat", cells="str", grid=(2, 2), shape=(2, 2), symbols=list(".12"),
+                    separator=",")
+    )  # fmt: skip
+    assert [separated.file_value(p.tokens, "input") for p in separated.parse("1,.\n.,2\n", "s.txt")] == ["1,.,.,2"]
 
 
 def test_parse_plain_text_sequences_of_bracket_symbols() -> None:
@@ -460,6 +474,13 @@ def test_an_answer_the_rules_raise_on_is_invalid_and_said(tmp_path: Path) -> Non
     accepted = task.answer(puzzle, np.full(9, 3))
     assert accepted.valid is True and accepted.check.startswith("valid")
 
+    class Quitter(DeclaredTask):
+        def valid(self, given: Any, answer: Any) -> bool:
+            raise SystemExit(0)  # sys.exit() in the user's function: their code failing, not the command ending
+
+    quit_reading = Quitter(declaration()).answer(puzzle, np.full(9, 3))
+    assert quit_reading.valid is False and "(SystemExit: 0)" in quit_reading.check
+
 
 def test_answer_tokens_are_the_outputs_symbols_and_the_markers_where_the_layout_has_them() -> None:
     fixed = DeclaredTask(declaration(symbols=["a", "b", "c"], cells="str"))
@@ -506,6 +527,14 @@ def test_solve_inputs_carry_their_ids_and_refuse_unknown_fields() -> None:
     assert [p.ident for p in task.parse(text, "mine.jsonl")] == ["q7", 3]  # as the file writes them
     with pytest.raises(UserError, match=r"^mine\.jsonl line 1: unknown field 'ouput'"):
         task.parse('{"input": [[0,1,2],[2,1,0],[0,0,0]], "ouput": [[0,1,2],[2,1,0],[0,0,0]]}\n', "mine.jsonl")
+    strings = DeclaredTask(
+        declaration(
+            input_form="text", output_form="text", cells="str", layout="strip", shape=(1, 7), symbols=list("ab")
+        )
+    )
+    for t in (task, strings):  # a JSON array of examples is not read as a grid, nor as a line of symbols
+        with pytest.raises(UserError, match=r"^mine\.json: a JSON array of examples; write them as JSON Lines"):
+            t.parse(' [\n {"input": "ab"}]\n', "mine.json")
 
 
 def test_parse_file_reads_the_build_columns_of_a_csv_and_an_npz(tmp_path: Path) -> None:
