@@ -525,7 +525,8 @@ def summary(out: Path) -> str:
         s for s, on in (("the square's 8", d.dihedral), (f"permutations of {len(d.permute)} symbols", d.permute)) if on
     ]
     check = f", check {d.check.source}:{d.check.function}" if d.check else ""
-    notes = [f"\nnote: {line}" for line in (unseen_note(out, d), larger_note(out, d)) if line is not None]
+    arrays = {split: split_arrays(out, split) for split in ("train", "test")}
+    notes = [f"\nnote: {line}" for line in (unseen_note(arrays, d), larger_note(arrays, d)) if line is not None]
     return (
         f"wrote {out}: task {train['name']!r}, {layout}, {len(d.symbols)} symbols ({symbol_list(d.symbols, 10)}); "
         f"train {train['counts']['examples']:,} examples ({train['counts']['originals']:,} originals), test "
@@ -533,11 +534,14 @@ def summary(out: Path) -> str:
     )
 
 
-def unseen_note(out: Path, d: Declaration) -> str | None:
+Arrays = dict[str, tuple[np.ndarray, np.ndarray]]  # split -> its inputs and labels, as written
+
+
+def unseen_note(arrays: Arrays, d: Declaration) -> str | None:
     """The symbols the test split uses and the (augmented) training split never does, said; None when there are none."""
 
     def used(split: str) -> set[int]:
-        return set(np.unique(np.concatenate([a.reshape(-1) for a in split_arrays(out, split)])).tolist())
+        return set().union(*(np.unique(a).tolist() for a in arrays[split]))
 
     unseen = [d.symbols[t - FIRST_SYMBOL] for t in sorted(used("test") - used("train")) if t >= FIRST_SYMBOL]
     if not unseen:
@@ -549,7 +553,7 @@ def unseen_note(out: Path, d: Declaration) -> str | None:
     )
 
 
-def larger_note(out: Path, d: Declaration) -> str | None:
+def larger_note(arrays: Arrays, d: Declaration) -> str | None:
     """Test examples larger than every (augmented) training example in a dimension, said: the model never trained
     on that size; None when there are none (always, in the fixed layout: one size)."""
     if d.layout == "fixed":
@@ -558,7 +562,7 @@ def larger_note(out: Path, d: Declaration) -> str | None:
     def extents(split: str) -> np.ndarray:  # [n, 2]: rows and columns an example's input or output reaches
         rows, cols = d.shape
         sizes = []
-        for a in split_arrays(out, split):
+        for a in arrays[split]:
             held = a.reshape(len(a), rows, cols) >= FIRST_SYMBOL
             by_row, by_col = held.any(2), held.any(1)
             sizes.append(

@@ -661,7 +661,7 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
 def config_file(path: Path) -> Path:
     """The config file `path`; where it is not there and names a packaged config as the README writes them
     (configs/NAME.yaml, NAME.yaml or NAME), the installed copy, so that the README's commands run from any folder."""
-    if path.is_file() or path.is_absolute() or len(path.parts) > 2 or path.parts[:-1] not in ((), ("configs",)):
+    if path.is_file() or path.parent not in (Path("."), Path("configs")):
         return path
     name = path.name if path.suffix in (".yaml", ".yml") else f"{path.name}.yaml"
     packaged = packaged_config(name)

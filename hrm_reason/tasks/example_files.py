@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from hrm_reason.errors import UserError
+from hrm_reason.readers import read_text
 from hrm_reason.tasks.base import text_lines
 
 FIELDS = ("input", "output", "group", "id")  # the keys of a JSON Lines example
@@ -59,10 +60,7 @@ def read_examples(
     if suffix == ".npz":
         examples = _read_npz(path, flag, need_output)
     else:
-        try:
-            text = path.read_text(encoding="utf-8-sig")
-        except (OSError, UnicodeDecodeError) as e:
-            raise UserError(f"{flag} {path}: cannot be read as UTF-8 text ({e})") from None
+        text = read_text(path, name=f"{flag} {path}")
         if suffix == ".csv":
             examples = _read_csv(path, text, input_col, output_col, need_output, column_flags)
         else:
