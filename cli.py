@@ -8,6 +8,7 @@ mistyped flag should answer at once.
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from importlib import import_module
 from pathlib import Path
@@ -588,7 +589,17 @@ def compare_cmd(
 
 
 def main() -> None:
-    """Entry point: user errors become one line on stderr and exit code 2, never a traceback."""
+    """Entry point: user errors become one line on stderr and exit code 2, never a traceback. A process of torchrun
+    ends without the interpreter's teardown (runtime/distributed.py exit_without_teardown)."""
+    if "LOCAL_RANK" in os.environ:
+        from hrm_reason.runtime.distributed import exit_without_teardown
+
+        exit_without_teardown(run_command)
+    run_command()
+
+
+def run_command() -> None:
+    """Run the command line's command; exit with its code."""
     try:
         check_arguments(sys.argv[1:])
         code = app(standalone_mode=False, prog_name="hrm")

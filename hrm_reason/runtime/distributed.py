@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import NoReturn
 
 import torch
 import torch.distributed as dist
@@ -60,6 +62,24 @@ def processes(device_name: str) -> Iterator[Processes]:
         yield Processes(dist.get_rank(), dist.get_world_size(), int(os.environ["LOCAL_RANK"]), True)
     finally:
         dist.destroy_process_group()
+
+
+def exit_without_teardown(main: Callable[[], None]) -> NoReturn:
+    """Run a torchrun process's command, then end the process at once with its exit code, skipping the interpreter's
+    teardown. Once DDP has wrapped a model, destroying the process group leaves gloo's worker threads running (the
+    backend stays referenced); one still releasing the tensors of the last collective when the interpreter finalizes
+    needs the GIL, is ended mid-call, and the process aborts ("terminate called without an active exception", seen on
+    a rank that finished while rank 0 was saving). Output is flushed first; the run's files are closed by then."""
+    try:
+        main()
+        code = 0
+    except SystemExit as e:
+        if isinstance(e.code, str):
+            print(e.code, file=sys.stderr)
+        code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def max_over_ranks(

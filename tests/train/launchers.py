@@ -83,16 +83,24 @@ def counting_task(*args, **kwargs):
     return task
 
 loop.make_task = counting_task
-code = None
-try:
-    import cli
-    cli.main()
-except SystemExit as e:
-    code = e.code
-    raise
-finally:
-    recording = False
-    (marks / f"rank{rank}.json").write_text(json.dumps({"steps": steps, "exit_code": code, "writes": writes}))
+import cli
+run_command = cli.run_command
+
+def reported_command():
+    # Inside cli.main(), which ends a torchrun process without the interpreter's teardown (no atexit, no finally after it).
+    global recording
+    code = None
+    try:
+        run_command()
+    except SystemExit as e:
+        code = e.code
+        raise
+    finally:
+        recording = False
+        (marks / f"rank{rank}.json").write_text(json.dumps({"steps": steps, "exit_code": code, "writes": writes}))
+
+cli.run_command = reported_command
+cli.main()
 """
 
 
