@@ -12,7 +12,7 @@ import os
 import sys
 from importlib import import_module
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 from pydantic import BaseModel
@@ -31,14 +31,15 @@ from hrm_reason.commands.cli_options import (
     CheckpointPath,
     ConfigFile,
     Device,
-    EvalJsons,
     Quiet,
     RunDir,
     bounded,
     device_name,
+    echo_lines,
     options_command,
     test_time_flags,
 )
+from hrm_reason.commands.viz_cli import viz_app
 from hrm_reason.errors import UserError, one_line
 from hrm_reason.limits import (
     ADAPT_LR,
@@ -56,8 +57,6 @@ from hrm_reason.limits import (
     GENERATE_TOKENS,
     MMAX,
     NUM_AUG,
-    VIZ_COUNT,
-    VIZ_STRIPS,
 )
 from hrm_reason.outputs import check_arguments
 
@@ -70,6 +69,7 @@ app = typer.Typer(
 )
 build_data_app = typer.Typer(no_args_is_help=True, help="Build a benchmark dataset in the original HRM on-disk format.")
 app.add_typer(build_data_app, name="build-data")
+app.add_typer(viz_app, name="viz")
 DEFAULT_CONFIG = "quickstart.yaml"  # of hrm train without --config
 
 # `hrm build-data TASK`: its flags are the fields of its options model (datasets_build/options.py; made into typer's
@@ -115,12 +115,6 @@ def _options(
     ),
 ) -> None:
     """The options of `hrm` itself, before any command (eager: --version answers without one, torch never imported)."""
-
-
-def _echo(lines: Any) -> None:
-    """Prints each line a command's package function gives, as the work goes."""
-    for line in lines:
-        typer.echo(line)
 
 
 @app.command(cls=ConfigKeysCommand, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -203,7 +197,7 @@ def eval_cmd(
     puzzle dataset (PrefixLM on puzzles) the exact and token accuracy of greedy decoding on the test split."""
     from hrm_reason.commands.eval import eval_command
 
-    _echo(eval_command(
+    echo_lines(eval_command(
         run, checkpoint, config, data, mmax, batch_size, max_examples, max_tokens, seq_len, adapt_steps, json_out,
         submission, device, not quiet, test_time,
     ))  # fmt: skip
@@ -265,7 +259,7 @@ def solve_cmd(
     200"""
     from hrm_reason.commands.solve import solve_command
 
-    _echo(solve_command(
+    echo_lines(solve_command(
         puzzle, run, checkpoint, config, file, sys.stdin, mmax, allow_unsolvable, json_out, png, adapt_steps, device,
         not quiet, test_time,
     ))  # fmt: skip
@@ -387,119 +381,6 @@ def convert_cmd(
     typer.echo(f"wrote {convert_hrm_text(src, dst, overwrite)}")
 
 
-viz_app = typer.Typer(
-    no_args_is_help=True,
-    help='Pictures (PNG): puzzles, the prediction after every segment, training curves, an ARC task as answered. Needs matplotlib: pip install "hrm-reason\\[viz]".',
-)
-app.add_typer(viz_app, name="viz")
-
-
-@viz_app.command("puzzle")
-def viz_puzzle(
-    data: Path = typer.Option(..., "--data", help="Dataset directory."),
-    split: str = typer.Option("test", "--split", help="train or test."),
-    index: int = typer.Option(0, "--index", help="First example (in the order hrm eval walks the split)."),
-    count: int = typer.Option(
-        1, "--count", callback=bounded(VIZ_COUNT), help="Number of examples from --index on, one PNG each."
-    ),
-    out: Path = typer.Option(Path("viz"), "--out", help="Output directory."),
-) -> None:
-    """Puzzles beside their solutions: Sudoku (givens bold, box lines), maze (walls, S, G, path), ARC (the ten colours)."""
-    from hrm_reason.commands.viz import puzzle_pictures
-
-    _echo(puzzle_pictures(data, split, index, count, out))
-
-
-@viz_app.command("predictions")
-def viz_predictions(
-    run: RunDir = None,
-    checkpoint: CheckpointPath = None,
-    config: ConfigFile = None,
-    data: Path | None = typer.Option(None, "--data", help="Dataset directory (default: the config's data_path)."),
-    index: int = typer.Option(0, "--index", help="First test example."),
-    count: int = typer.Option(
-        1, "--count", callback=bounded(VIZ_COUNT), help="Number of test examples from --index on, one PNG each."
-    ),
-    mmax: int | None = typer.Option(
-        None, "--mmax", callback=bounded(MMAX), help="Segments to run (default: the trained halt_max_steps)."
-    ),
-    device: Device = "auto",
-    out: Path | None = typer.Option(
-        None, "--out", help="Output directory (default: RUN/viz, or viz with --checkpoint)."
-    ),
-) -> None:
-    """The decoded prediction after every segment 1..mmax, with changed cells shaded, errors marked and q_halt plotted."""
-    from hrm_reason.commands.viz import prediction_pictures
-
-    _echo(prediction_pictures(run, checkpoint, config, data, index, count, mmax, device, out))
-
-
-@viz_app.command("run")
-def viz_run(
-    run_dir: Annotated[Path, typer.Argument(help="Run directory (with metrics.jsonl).")],
-    eval_json: EvalJsons = None,
-    out: Path | None = typer.Option(None, "--out", help="Output directory (default: RUN_DIR/viz)."),
-) -> None:
-    """Training and evaluation curves from metrics.jsonl, and accuracy against segments from eval JSON files."""
-    from hrm_reason.commands.viz import run_pictures
-
-    _echo(run_pictures(run_dir, eval_json or [], out))
-
-
-@viz_app.command("test-time")
-def viz_test_time(
-    eval_json: Path = typer.Argument(..., help="Result of hrm eval --json with --tta or --samples."),
-    out: Path = typer.Option(Path("viz"), "--out", help="Output directory."),
-) -> None:
-    """Exact accuracy against total segments run per puzzle (m x tta x samples), one line per (tta, samples)."""
-    from hrm_reason.commands.viz import test_time_picture
-
-    _echo(test_time_picture(eval_json, out))
-
-
-@viz_app.command("html")
-def viz_html(
-    run_dir: Annotated[Path, typer.Argument(help="Run directory (with metrics.jsonl and checkpoints).")],
-    eval_json: EvalJsons = None,
-    out: Path | None = typer.Option(None, "--out", help="HTML file (default: RUN_DIR/viz/index.html)."),
-    device: Device = "auto",
-    data: Path | None = typer.Option(None, "--data", help="Dataset directory (default: the config's data_path)."),
-    index: int = typer.Option(0, "--index", help="First test example of the prediction strips."),
-    count: int = typer.Option(
-        3,
-        "--count",
-        callback=bounded(VIZ_STRIPS),
-        help="Prediction strips to include (0: none, no checkpoint needed).",
-    ),
-    mmax: int | None = typer.Option(
-        None,
-        "--mmax",
-        callback=bounded(MMAX),
-        help="Segments of the prediction strips (default: the trained halt_max_steps).",
-    ),
-) -> None:
-    """One self-contained HTML page for a run: curves, accuracy against segments, prediction strips, config."""
-    from hrm_reason.commands.viz import run_page_file
-
-    typer.echo(run_page_file(run_dir, eval_json or [], out, device, data, index, count, mmax))
-
-
-@viz_app.command("arc-task")
-def viz_arc_task(
-    data: Path = typer.Option(..., "--data", help="ARC dataset built by hrm build-data arc."),
-    submission: Path = typer.Option(..., "--submission", help="The submission.json of hrm eval --submission."),
-    task: str = typer.Option(..., "--task", help="Task id (its name in the dataset and the submission)."),
-    eval_json: Path | None = typer.Option(
-        None, "--eval", help="Result of hrm eval --json: pass@1, pass@2 and the votes in the title."
-    ),
-    out: Path | None = typer.Option(None, "--out", help="PNG file (default: viz/arc_task_TASK.png)."),
-) -> None:
-    """One ARC task as the model answered it: demonstrations, test inputs, the two attempts (right or wrong), answer."""
-    from hrm_reason.commands.viz import arc_task_picture
-
-    _echo(arc_task_picture(data, submission, task, eval_json, out))
-
-
 @app.command("bench", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def bench_cmd(
     ctx: typer.Context,
@@ -536,7 +417,7 @@ def bench_cmd(
     Extra arguments are key=value overrides, e.g. arch.q_target=next_segment compile=true device=cpu."""
     from hrm_reason.commands.bench import bench_command
 
-    _echo(bench_command(config, ctx.args, json_out, batch_size, seq_len, vocab_size, steps, warmup))
+    echo_lines(bench_command(config, ctx.args, json_out, batch_size, seq_len, vocab_size, steps, warmup))
 
 
 @app.command("compare")
@@ -585,7 +466,7 @@ def compare_cmd(
     from hrm_reason.commands.compare import compare_command
 
     command = "hrm " + " ".join(sys.argv[1:])
-    _echo(compare_command(items or [], runs, seeds, out, mmax, jobs, targets, metric, not quiet, command))
+    echo_lines(compare_command(items or [], runs, seeds, out, mmax, jobs, targets, metric, not quiet, command))
 
 
 def main() -> None:

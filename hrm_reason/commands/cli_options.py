@@ -41,6 +41,12 @@ def bounded(limit: Count | Rate, flag: str | None = None) -> Callable[[Any], Any
     return check
 
 
+def echo_lines(lines: Iterable[Any]) -> None:
+    """Print each line a command's package function gives, as the work goes."""
+    for line in lines:
+        typer.echo(line)
+
+
 def device_name(value: str) -> str:
     from hrm_reason.runtime.device import check_device_name
 
