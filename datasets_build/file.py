@@ -526,7 +526,8 @@ def summary(out: Path) -> str:
     ]
     check = f", check {d.check.source}:{d.check.function}" if d.check else ""
     arrays = {split: split_arrays(out, split) for split in ("train", "test")}
-    notes = [f"\nnote: {line}" for line in (unseen_note(arrays, d), larger_note(arrays, d)) if line is not None]
+    said = (blank_note(d), unseen_note(arrays, d), larger_note(arrays, d))
+    notes = [f"\nnote: {line}" for line in said if line is not None]
     return (
         f"wrote {out}: task {train['name']!r}, {layout}, {len(d.symbols)} symbols ({symbol_list(d.symbols, 10)}); "
         f"train {train['counts']['examples']:,} examples ({train['counts']['originals']:,} originals), test "
@@ -535,6 +536,19 @@ def summary(out: Path) -> str:
 
 
 Arrays = dict[str, tuple[np.ndarray, np.ndarray]]  # split -> its inputs and labels, as written
+
+
+def blank_note(d: Declaration) -> str | None:
+    """Symbols that are or hold blanks, said: the strings were split by another separator than the one they use (or by
+    character, with none given); None when no symbol holds a blank."""
+    blank = [s for s in d.symbols if any(c.isspace() for c in s)]
+    if not blank:
+        return None
+    how = "one symbol a character" if d.separator is None else f"--separator {d.separator!r}"
+    return (
+        f"blanks are read as symbols or parts of them ({symbol_list(blank, 3)}; {how}): if blanks separate your "
+        "symbols, build with --separator ' '"
+    )
 
 
 def unseen_note(arrays: Arrays, d: Declaration) -> str | None:

@@ -733,3 +733,23 @@ def test_summary_names_test_examples_beyond_the_training_sizes(tmp_path: Path, c
     within = write_jsonl(tmp_path / "gi.jsonl", [grid(3, 3) | {"input": [[1, 1], [1, 1]]}, grid(2, 2)])
     built(capsys, monkeypatch, str(grids), "--test", str(within), "--out", str(tmp_path / "i"))
     assert "\n" not in summary(tmp_path / "i")
+
+
+def test_summary_says_when_blanks_are_read_as_symbols(tmp_path: Path, capsys: Any, monkeypatch: Any) -> None:
+    """Strings that blanks separate, read by another separator or by character, have blanks in their symbols: the
+    summary says which separator reads them; with --separator ' ' it says nothing."""
+    path = write_jsonl(
+        tmp_path / "x.jsonl", [{"input": f"{a} {b}", "output": f"{b} {a}"} for a, b in ("12", "34", "56")]
+    )
+    test = write_jsonl(tmp_path / "t.jsonl", [{"input": "2 1", "output": "1 2"}])  # symbols training shows too
+    cases = {
+        ("--separator", ","): "note: blanks are read as symbols or parts of them ('1 2', '2 1', '3 4', ... (6 in all); "
+        "--separator ','): if blanks separate your symbols, build with --separator ' '",
+        (): "note: blanks are read as symbols or parts of them (' '; one symbol a character): if blanks separate your "
+        "symbols, build with --separator ' '",
+        ("--separator", " "): None,
+    }
+    for i, (flags, note) in enumerate(cases.items()):
+        out = tmp_path / f"d{i}"
+        built(capsys, monkeypatch, str(path), "--test", str(test), *flags, "--out", str(out))
+        assert summary(out).splitlines()[1:] == ([note] if note else [])
