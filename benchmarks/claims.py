@@ -138,7 +138,7 @@ def beats(a: str, b: str) -> Callable[[dict[str, list[dict[str, Any]]], Path, Ru
         se = welch_se(x, y)
         effect = statistics.fmean(x) - statistics.fmean(y)
         steps = [statistics.fmean(f["steps"] for f in finals[m]) for m in (a, b)]
-        seeds = f"{len(x)} seeds each" if len(x) == len(y) else f"{len(x)} and {len(y)} seeds"
+        seeds = f"{_seeds(x)} each" if len(x) == len(y) else f"{len(x)} and {_seeds(y)}"
         return (
             f"{verdict(effect, se)}: {a} {_pct(x)}, {b} {_pct(y)} ({_effect(effect, se)}; {seeds}; "
             f"{steps[0]:,.0f} and {steps[1]:,.0f} steps)"
