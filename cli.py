@@ -33,6 +33,7 @@ from hrm_reason.commands.cli_options import (
     Device,
     Quiet,
     RunDir,
+    VersionFlag,
     bounded,
     device_name,
     echo_lines,
@@ -95,25 +96,8 @@ for task, (options, quiet) in BUILDERS.items():
     build_data_app.command(task)(options_command(options, Flag, quiet, functools.partial(_build, task)))
 
 
-def _print_version(value: bool) -> None:
-    """--version's callback: eager, so it runs before typer looks for a command (`hrm --version` alone is valid)."""
-    if value:
-        from hrm_reason.version import version_line
-
-        typer.echo(version_line())
-        raise typer.Exit()
-
-
 @app.callback()
-def _options(
-    version: bool = typer.Option(
-        False,
-        "--version",
-        is_eager=True,
-        callback=_print_version,
-        help="Print the version (and the git commit of a checkout) and exit.",
-    ),
-) -> None:
+def _options(version: VersionFlag = False) -> None:
     """The options of `hrm` itself, before any command (eager: --version answers without one, torch never imported)."""
 
 

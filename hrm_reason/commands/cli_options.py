@@ -54,6 +54,24 @@ def device_name(value: str) -> str:
 
 
 # Options several commands share.
+def print_version(value: bool) -> None:
+    """--version's callback: eager, so it runs before typer looks for a command (`hrm --version` alone is valid)."""
+    if value:
+        from hrm_reason.version import version_line
+
+        typer.echo(version_line())
+        raise typer.Exit()
+
+
+VersionFlag = Annotated[
+    bool,
+    typer.Option(
+        "--version",
+        is_eager=True,
+        callback=print_version,
+        help="Print the version (and the git commit of a checkout) and exit.",
+    ),
+]
 Device = Annotated[str, typer.Option("--device", help="auto, cpu or cuda.", callback=device_name)]
 Quiet = Annotated[bool, typer.Option("--quiet", help="No progress bars.")]
 

@@ -87,7 +87,7 @@ import cli
 run_command = cli.run_command
 
 def reported_command():
-    # Inside cli.main(), which ends a torchrun process without the interpreter's teardown (no atexit, no finally after it).
+    # Inside cli.main(): a torchrun process ends without the teardown (no atexit, no finally after main).
     global recording
     code = None
     try:
