@@ -4,6 +4,7 @@ Headings are renamed as studies finish (a section "under way" becomes done), and
 anchor goes nowhere without an error; GitHub's rule for a heading's anchor is reproduced here.
 """
 
+import functools
 import re
 from pathlib import Path
 
@@ -26,8 +27,9 @@ def anchor(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
 
 
-def anchors(page: Path) -> set[str]:
-    """The anchors of a page's headings; a repeated heading gets -1, -2, ... as on GitHub."""
+@functools.cache
+def anchors(page: Path) -> frozenset[str]:
+    """The anchors of a page's headings (read once a page); a repeated heading gets -1, -2, ... as on GitHub."""
     seen: dict[str, int] = {}
     out = set()
     for heading in HEADING.findall(FENCED.sub("", page.read_text())):
@@ -35,7 +37,7 @@ def anchors(page: Path) -> set[str]:
         count = seen.get(name, 0)
         seen[name] = count + 1
         out.add(name if count == 0 else f"{name}-{count}")
-    return out
+    return frozenset(out)
 
 
 def test_anchor_follows_githubs_rule() -> None:

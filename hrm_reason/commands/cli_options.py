@@ -53,7 +53,7 @@ def device_name(value: str) -> str:
     return check_device_name(value)
 
 
-# Options several commands share.
+# `hrm --version`, an option of the app itself.
 def print_version(value: bool) -> None:
     """--version's callback: eager, so it runs before typer looks for a command (`hrm --version` alone is valid)."""
     if value:
@@ -72,6 +72,9 @@ VersionFlag = Annotated[
         help="Print the version (and the git commit of a checkout) and exit.",
     ),
 ]
+
+
+# Options several commands share.
 Device = Annotated[str, typer.Option("--device", help="auto, cpu or cuda.", callback=device_name)]
 Quiet = Annotated[bool, typer.Option("--quiet", help="No progress bars.")]
 
